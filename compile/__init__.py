@@ -1,0 +1,60 @@
+"""automata_compile: the offline compiler of automata_jax (no jax here).
+
+Turns a regex, a JSON Schema or a dataclass into a `TokenDFA` for one
+tokenizer's vocabulary, and saves it as a versioned ``.npz``.
+
+Example:
+  >>> import automata_compile as ac
+  >>> vocab = ac.Vocabulary.from_bytes([b"a", b"b", b"ab", b"<eos>"], eos_ids=[3], special_ids=[3])
+  >>> dfa = ac.compile_regex(r"(ab)+", vocab)
+  >>> bool(dfa.accepts([0, 1, 2]))
+  True
+
+Names are imported lazily so that the runtime can import the tables format
+(`TokenDFA`) and the errors without pulling in the compiler's dependencies.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    # errors
+    "AutomataError": "_errors",
+    "InvalidPatternError": "_errors",
+    "UnsupportedPatternError": "_errors",
+    "EmptyLanguageError": "_errors",
+    "StateBudgetExceededError": "_errors",
+    "UnsupportedSchemaError": "_errors",
+    "InvalidSchemaError": "_errors",
+    "VocabularyError": "_errors",
+    "IncompatibleVocabularyError": "_errors",
+    "TableFormatError": "_errors",
+    # tables
+    "TokenDFA": "_token_dfa",
+    # vocabularies
+    "Vocabulary": "_vocabulary",
+    # compilers
+    "compile_regex": "_compile",
+    "json_schema_to_regex": "_json_schema",
+    "compile_json_schema": "_json_schema",
+    "compile_dataclass": "_dataclass",
+    "dataclass_to_regex": "_dataclass",
+    "parse": "_dataclass",
+}
+
+__all__ = sorted(_EXPORTS)
+__version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'automata_compile' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"automata_compile.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -1,0 +1,77 @@
+"""The exception hierarchy shared by the compiler and the runtime.
+
+Every error the library raises on bad input is an ``AutomataError``; the
+subclasses name the cause, and the messages name the input, the place (regex
+offset, JSON pointer, file) and what to do about it. Each subclass also derives
+from the builtin it refines (``ValueError``) so generic handlers keep working.
+"""
+
+from __future__ import annotations
+
+
+class AutomataError(Exception):
+    """Base class of every error raised by automata_compile and automata_jax."""
+
+
+class InvalidPatternError(AutomataError, ValueError):
+    """A regular expression is malformed (what `re` itself would reject)."""
+
+    def __init__(self, message: str, *, pattern: str | None = None, offset: int | None = None):
+        self.pattern = pattern
+        self.offset = offset
+        super().__init__(_with_place(message, pattern, offset))
+
+
+class UnsupportedPatternError(AutomataError, ValueError):
+    """A well-formed regex uses a construct a finite automaton cannot express exactly
+    (backreferences, lookaround, anchors in the middle, ...)."""
+
+    def __init__(self, message: str, *, pattern: str | None = None, offset: int | None = None):
+        self.pattern = pattern
+        self.offset = offset
+        super().__init__(_with_place(message, pattern, offset))
+
+
+class EmptyLanguageError(AutomataError, ValueError):
+    """The constraint accepts no string that the vocabulary can spell."""
+
+
+class StateBudgetExceededError(AutomataError):
+    """An automaton grew past the configured state budget."""
+
+
+class UnsupportedSchemaError(AutomataError, ValueError):
+    """A JSON Schema keyword cannot be enforced exactly (strict mode refuses it)."""
+
+    def __init__(self, message: str, *, keyword: str | None = None, pointer: str | None = None):
+        self.keyword = keyword
+        self.pointer = pointer
+        super().__init__(message)
+
+
+class InvalidSchemaError(AutomataError, ValueError):
+    """A JSON Schema (or dataclass) is malformed or contradictory."""
+
+    def __init__(self, message: str, *, pointer: str | None = None):
+        self.pointer = pointer
+        super().__init__(message)
+
+
+class VocabularyError(AutomataError, ValueError):
+    """A tokenizer file cannot be read as a vocabulary."""
+
+
+class IncompatibleVocabularyError(AutomataError, ValueError):
+    """Tables compiled for one vocabulary were used with another."""
+
+
+class TableFormatError(AutomataError, ValueError):
+    """A tables artifact is corrupt, foreign, or of an unknown format version."""
+
+
+def _with_place(message: str, pattern: str | None, offset: int | None) -> str:
+    if pattern is None:
+        return message
+    if offset is None:
+        return f"{message} in pattern {pattern!r}"
+    return f"{message} at offset {offset} in pattern {pattern!r}\n  {pattern}\n  {' ' * offset}^"
