@@ -15,7 +15,6 @@ import zipfile
 from typing import Any
 
 import numpy as np
-
 from automata_compile._errors import IncompatibleVocabularyError, TableFormatError
 
 FORMAT_LABEL = "automata-jax/token-dfa"
@@ -58,7 +57,14 @@ class TokenDFA:
     terminals: tuple[str, ...] = ()
 
     def __post_init__(self):
-        _validate_arrays(self.token_class, self.next_state, self.accepting, self.start, self.eos_ids, where="TokenDFA")
+        _validate_arrays(
+            self.token_class,
+            self.next_state,
+            self.accepting,
+            self.start,
+            self.eos_ids,
+            where="TokenDFA",
+        )
 
     # -- sizes --------------------------------------------------------------------------------
 
@@ -140,7 +146,9 @@ class TokenDFA:
             )
 
     @classmethod
-    def load(cls, path: str | os.PathLike, *, vocab=None, expected_fingerprint: str | None = None) -> TokenDFA:
+    def load(
+        cls, path: str | os.PathLike, *, vocab=None, expected_fingerprint: str | None = None
+    ) -> TokenDFA:
         """Reads an artifact written by `save`.
 
         Args:
@@ -167,13 +175,22 @@ class TokenDFA:
             raise
         except FileNotFoundError as e:
             raise TableFormatError(f"{path}: no such tables file") from e
-        except (OSError, ValueError, zipfile.BadZipFile, json.JSONDecodeError, UnicodeDecodeError, EOFError) as e:
+        except (
+            OSError,
+            ValueError,
+            zipfile.BadZipFile,
+            json.JSONDecodeError,
+            UnicodeDecodeError,
+            EOFError,
+        ) as e:
             raise TableFormatError(
                 f"{path}: corrupt or foreign tables file ({type(e).__name__}: {e}); "
                 "recompile it with `python -m automata_compile`."
             ) from e
         if not isinstance(meta, dict) or meta.get("format") != FORMAT_LABEL:
-            raise TableFormatError(f"{path}: format label is {meta.get('format') if isinstance(meta, dict) else meta!r}, expected {FORMAT_LABEL!r}")
+            raise TableFormatError(
+                f"{path}: format label is {meta.get('format') if isinstance(meta, dict) else meta!r}, expected {FORMAT_LABEL!r}"
+            )
         if meta.get("format_version") != FORMAT_VERSION:
             raise TableFormatError(
                 f"{path}: tables format version {meta.get('format_version')!r}, this library reads "
@@ -222,12 +239,28 @@ def _validate_arrays(token_class, next_state, accepting, start, eos_ids, *, wher
     def bad(msg):
         raise TableFormatError(f"{where}: {msg}")
 
-    if not (isinstance(token_class, np.ndarray) and token_class.dtype == np.int32 and token_class.ndim == 1):
-        bad(f"token_class must be int32[V], got {getattr(token_class, 'dtype', type(token_class))}{getattr(token_class, 'shape', '')}")
-    if not (isinstance(next_state, np.ndarray) and next_state.dtype == np.int32 and next_state.ndim == 2):
-        bad(f"next_state must be int32[Q, C], got {getattr(next_state, 'dtype', type(next_state))}{getattr(next_state, 'shape', '')}")
-    if not (isinstance(accepting, np.ndarray) and accepting.dtype == np.bool_ and accepting.shape == next_state.shape[:1]):
-        bad(f"accepting must be bool[{next_state.shape[0]}], got {getattr(accepting, 'dtype', type(accepting))}{getattr(accepting, 'shape', '')}")
+    if not (
+        isinstance(token_class, np.ndarray)
+        and token_class.dtype == np.int32
+        and token_class.ndim == 1
+    ):
+        bad(
+            f"token_class must be int32[V], got {getattr(token_class, 'dtype', type(token_class))}{getattr(token_class, 'shape', '')}"
+        )
+    if not (
+        isinstance(next_state, np.ndarray) and next_state.dtype == np.int32 and next_state.ndim == 2
+    ):
+        bad(
+            f"next_state must be int32[Q, C], got {getattr(next_state, 'dtype', type(next_state))}{getattr(next_state, 'shape', '')}"
+        )
+    if not (
+        isinstance(accepting, np.ndarray)
+        and accepting.dtype == np.bool_
+        and accepting.shape == next_state.shape[:1]
+    ):
+        bad(
+            f"accepting must be bool[{next_state.shape[0]}], got {getattr(accepting, 'dtype', type(accepting))}{getattr(accepting, 'shape', '')}"
+        )
     q, c = next_state.shape
     if q == 0 or c == 0:
         bad(f"empty tables (Q={q}, C={c})")

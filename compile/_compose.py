@@ -1,0 +1,293 @@
+"""Byte DFA ∘ detokenizer → token DFA (Koo et al. §3; Outlines' index).
+
+Every token induces a function ``f_t: state → state ∪ {dead}`` (walk its bytes).
+All of them are computed in one vectorized pass over the vocabulary's trie,
+level by level, for all DFA states at once:
+
+* *narrow* states (few tokens can start there: literals, digits, punctuation)
+  keep a sparse list of live (trie node, start, current) triples;
+* *wide* states (free text: most tokens are allowed) keep a dense
+  ``[nodes, wide states]`` table per level, one gather per level.
+
+Tokens with equal functions form one class. Classes are found by hashing each
+function and then *verified exactly*, so a hash collision can never merge two
+different classes.
+
+Terminal labels (symbols 256 + k of the byte DFA) add an edge for every token
+satisfying label k's predicate, where no byte path exists for that token
+(normal edges win; lower k wins among labels).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+from automata_compile import _dfa_ops
+from automata_compile._byte_dfa import NUM_BYTES, ByteDFA
+from automata_compile._errors import EmptyLanguageError
+from automata_compile._token_trie import TokenTrie
+
+# A state is wide when tokens whose first byte it allows exceed this share of the vocabulary.
+WIDE_SHARE = 0.05
+
+
+@dataclasses.dataclass
+class _Walk:
+    """Every token's function, split into its sparse and dense parts.
+
+    Attributes:
+      groups, starts, ends: int64[P], live (terminal group, narrow start, end) triples.
+      wide: int64[W], the wide states.
+      dense: int[G, W], end state of each terminal group from each wide state; ``sink`` = dead.
+      sink: the dead marker in ``dense`` (= number of states).
+      xtok, xstart, xend: int64[X], token-level edges added by terminal labels.
+    """
+
+    groups: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+    wide: np.ndarray
+    dense: np.ndarray
+    sink: int
+    xtok: np.ndarray
+    xstart: np.ndarray
+    xend: np.ndarray
+
+
+def compose(dfa: ByteDFA, trie: TokenTrie, predicates=()):
+    """Builds the token DFA tables.
+
+    Returns:
+      (token_class int32[V], next_state int32[Q, C], accepting bool[Q], start), minimal and
+      trimmed to states from which acceptance is reachable through tokens; class 0 is dead.
+
+    Raises:
+      EmptyLanguageError: no string of the language can be spelled with the vocabulary.
+    """
+    walk = _walk(dfa, trie, predicates)
+    token_class, rep = _classes(dfa.num_states, trie, walk)
+    next_state = _columns(dfa.num_states, trie, walk, token_class, rep)
+    _verify(next_state, token_class, trie, walk)
+
+    trimmed = _dfa_ops.trim(next_state, dfa.accepting, dfa.start)
+    if trimmed is None:
+        raise EmptyLanguageError(
+            "no string of the language can be spelled with this vocabulary's tokens "
+            "(the pattern matches something, but not with these tokens)"
+        )
+    ns, acc, st = trimmed
+    ns, acc, st, _ = _dfa_ops.minimize(ns, acc, st)
+    # Minimization can make columns equal: merge them, keeping the dead class first.
+    dead = np.full((ns.shape[0], 1), -1, dtype=np.int32)
+    cols, col_map = np.unique(np.concatenate([dead, ns], axis=1).T, axis=0, return_inverse=True)
+    col_map = col_map.reshape(-1)
+    order = np.argsort(col_map[0] != np.arange(cols.shape[0]), kind="stable")  # dead column first
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.shape[0])
+    new_next = np.ascontiguousarray(cols[order].T).astype(np.int32)
+    token_class = rank[col_map[1:][token_class]].astype(np.int32)
+    return token_class, new_next, acc, st
+
+
+def _walk(dfa: ByteDFA, trie: TokenTrie, predicates) -> _Walk:
+    q = dfa.num_states
+    byte_trans = dfa.trans[:, :NUM_BYTES]
+    has_terminal = (dfa.trans[:, NUM_BYTES:] >= 0).any(axis=1)
+    estimate = (byte_trans >= 0).astype(np.int64) @ trie.first_byte_count
+    wide_mask = (estimate > WIDE_SHARE * trie.token_group.shape[0]) & ~has_terminal
+    wide = np.flatnonzero(wide_mask)
+    narrow = np.flatnonzero(~wide_mask)
+    groups, starts, ends = _sparse_walk(byte_trans, trie, narrow)
+    dense = _dense_walk(byte_trans, trie, wide)
+    xtok, xstart, xend = _terminal_edges(dfa, trie, predicates, groups, starts)
+    return _Walk(groups, starts, ends, wide, dense, q, xtok, xstart, xend)
+
+
+def _sparse_walk(byte_trans: np.ndarray, trie: TokenTrie, starts0: np.ndarray):
+    """Live (terminal group, start state, end state) triples from ``starts0``."""
+    flat = np.ascontiguousarray(byte_trans).reshape(-1)
+    node = np.zeros(starts0.shape[0], dtype=np.int64)
+    start = starts0.astype(np.int64)
+    cur = start.copy()
+    groups, starts, ends = [], [], []
+    for d in range(1, trie.depth + 1):
+        if node.size == 0:
+            break
+        cs = trie.child_start[d - 1]
+        lo = cs[node]
+        counts = cs[node + 1] - lo
+        total = int(counts.sum())
+        if total == 0:
+            break
+        rep = np.repeat(np.arange(node.shape[0]), counts)
+        child = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(total)
+        nxt = flat[cur[rep] * NUM_BYTES + trie.byte[d][child]]
+        keep = nxt >= 0
+        node, start, cur = child[keep], start[rep[keep]], nxt[keep].astype(np.int64)
+        term = trie.terminal[d][node]
+        hit = term >= 0
+        if hit.any():
+            groups.append(term[hit])
+            starts.append(start[hit])
+            ends.append(cur[hit])
+    if not groups:
+        z = np.zeros(0, np.int64)
+        return z, z, z
+    return np.concatenate(groups).astype(np.int64), np.concatenate(starts), np.concatenate(ends)
+
+
+def _dense_walk(byte_trans: np.ndarray, trie: TokenTrie, wide: np.ndarray) -> np.ndarray:
+    """int[G, W]: end state of each terminal group from each wide state (Q = dead)."""
+    q = byte_trans.shape[0]
+    dtype = np.int16 if q < np.iinfo(np.int16).max else np.int32
+    dense = np.full((trie.num_groups, wide.shape[0]), q, dtype=dtype)
+    if wide.size == 0:
+        return dense
+    # Rows hold state * 256 (a flat index base), so one gather per level gives the next rows.
+    ext = np.full((q + 1, NUM_BYTES), q, dtype=np.int32)
+    ext[:q] = np.where(byte_trans >= 0, byte_trans, q)
+    flat = (ext * NUM_BYTES).reshape(-1)
+    sink = q * NUM_BYTES
+    rows = (wide[None, :] * NUM_BYTES).astype(np.int32)  # the root's row
+    row_of = np.zeros(
+        1, dtype=np.int64
+    )  # row index of each node of the previous level, -1 = dead subtree
+    for d in range(1, trie.depth + 1):
+        parent = trie.parent[d]
+        sel = np.flatnonzero(row_of[parent] >= 0)
+        if sel.size == 0:
+            break
+        cur = flat[rows[row_of[parent[sel]]] + trie.byte[d][sel, None]]
+        term = trie.terminal[d][sel]
+        hit = term >= 0
+        dense[term[hit]] = cur[hit] // NUM_BYTES
+        alive = (cur != sink).any(axis=1)
+        row_of = np.full(parent.shape[0], -1, dtype=np.int64)
+        row_of[sel[alive]] = np.arange(int(alive.sum()))
+        rows = cur[alive]
+    return dense
+
+
+def _terminal_edges(dfa: ByteDFA, trie: TokenTrie, predicates, groups, starts):
+    """Token-level (token, start, end) edges added by terminal labels (terminal states are narrow)."""
+    toks, sts, ens = [], [], []
+    vsize = trie.token_group.shape[0]
+    term_trans = dfa.trans[:, NUM_BYTES:]
+    tg = trie.token_group
+    emitted = tg >= 0
+    for q in np.flatnonzero((term_trans >= 0).any(axis=1)):
+        taken = np.zeros(vsize, dtype=bool)  # tokens with a normal edge from q keep it
+        taken[emitted] = np.isin(tg[emitted], groups[starts == q])
+        for k in np.flatnonzero(term_trans[q] >= 0):
+            new = np.asarray(predicates[k], dtype=bool) & ~taken
+            taken |= new
+            t = np.flatnonzero(new)
+            toks.append(t)
+            sts.append(np.full(t.shape, q))
+            ens.append(np.full(t.shape, int(term_trans[q, k])))
+    if not toks:
+        z = np.zeros(0, np.int64)
+        return z, z, z
+    return (
+        np.concatenate(toks),
+        np.concatenate(sts).astype(np.int64),
+        np.concatenate(ens).astype(np.int64),
+    )
+
+
+def _classes(num_states: int, trie: TokenTrie, walk: _Walk):
+    """Groups tokens by the hash of their function; class 0 = never allowed.
+
+    Hash of a token = sum (mod 2**64) over its (start, end) pairs of a[start] * b[end].
+
+    Returns token_class int64[V] and one representative token per class (rep[0] = -1).
+    """
+    vsize = trie.token_group.shape[0]
+    rng = np.random.default_rng(0xA17A)
+    a = rng.integers(1, 2**63, size=num_states, dtype=np.uint64)
+    b = rng.integers(1, 2**63, size=num_states + 1, dtype=np.uint64)
+    b[num_states] = 0  # the dense walk's dead marker contributes nothing
+    group_hash = _sum_by(walk.groups, a[walk.starts] * b[walk.ends], trie.num_groups)
+    if walk.wide.size:
+        with np.errstate(over="ignore"):
+            group_hash += (a[walk.wide][None, :] * b[walk.dense]).sum(axis=1, dtype=np.uint64)
+    tg = trie.token_group
+    token_hash = np.zeros(vsize, dtype=np.uint64)
+    emitted = tg >= 0
+    token_hash[emitted] = group_hash[tg[emitted]]
+    if walk.xtok.size:
+        token_hash += _sum_by(walk.xtok, a[walk.xstart] * b[walk.xend], vsize)
+    live = np.flatnonzero(token_hash)
+    keys, inverse = np.unique(token_hash[live], return_inverse=True)
+    token_class = np.zeros(vsize, dtype=np.int64)
+    token_class[live] = inverse.reshape(-1) + 1
+    rep = np.full(keys.shape[0] + 1, -1, dtype=np.int64)
+    rep[token_class[live][::-1]] = live[::-1]
+    rep[0] = -1
+    return token_class, rep
+
+
+def _sum_by(keys: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
+    """uint64[size]: sum (mod 2**64) of ``values`` per key."""
+    out = np.zeros(size, dtype=np.uint64)
+    if keys.size:
+        order = np.argsort(keys, kind="stable")
+        k = keys[order]
+        uniq, first = np.unique(k, return_index=True)
+        out[uniq] = np.add.reduceat(values[order], first, dtype=np.uint64)
+    return out
+
+
+def _columns(num_states: int, trie: TokenTrie, walk: _Walk, token_class, rep) -> np.ndarray:
+    """int32[Q, C]: each class's column, read off its representative token."""
+    num_classes = rep.shape[0]
+    next_state = np.full((num_states, num_classes), -1, dtype=np.int32)
+    rep_groups = trie.token_group[rep[1:]]
+    has_group = rep_groups >= 0
+    group_class = np.full(trie.num_groups, -1, dtype=np.int64)
+    group_class[rep_groups[has_group]] = np.arange(1, num_classes)[has_group]
+    sel = group_class[walk.groups] >= 0
+    next_state[walk.starts[sel], group_class[walk.groups[sel]]] = walk.ends[sel]
+    if walk.wide.size:
+        cls = np.arange(1, num_classes)[has_group]
+        d = walk.dense[rep_groups[has_group]].astype(np.int32)
+        next_state[np.ix_(walk.wide, cls)] = np.where(d == walk.sink, -1, d).T
+    if walk.xtok.size:
+        is_rep = rep[token_class[walk.xtok]] == walk.xtok
+        next_state[walk.xstart[is_rep], token_class[walk.xtok[is_rep]]] = walk.xend[is_rep]
+    return next_state
+
+
+def _verify(next_state, token_class, trie: TokenTrie, walk: _Walk) -> None:
+    """Exact check: every token's function equals its class column."""
+    tg = trie.token_group
+    vsize = tg.shape[0]
+    gt, go = trie.group_tokens, trie.group_offsets
+    # Sparse part: every pair of every token is in its class column ...
+    counts = np.diff(go)[walk.groups]
+    rep = np.repeat(np.arange(walk.groups.shape[0]), counts)
+    toks = gt[
+        np.repeat(go[walk.groups] - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
+    ]
+    ok = bool((next_state[walk.starts[rep], token_class[toks]] == walk.ends[rep]).all())
+    if walk.xtok.size:
+        ok &= bool((next_state[walk.xstart, token_class[walk.xtok]] == walk.xend).all())
+    # ... and the column has no other edge from a narrow state.
+    narrow = np.ones(next_state.shape[0], dtype=bool)
+    narrow[walk.wide] = False
+    per_token = np.bincount(toks, minlength=vsize) + np.bincount(walk.xtok, minlength=vsize)
+    per_class = (next_state[narrow] >= 0).sum(axis=0)
+    ok &= bool((per_class[token_class] == per_token).all())
+    # Dense part: equal rows.
+    if walk.wide.size:
+        emitted = np.flatnonzero(tg >= 0)
+        d = walk.dense[tg[emitted]].astype(np.int32)
+        expect = next_state[walk.wide][:, token_class[emitted]].T
+        ok &= bool((np.where(d == walk.sink, -1, d) == expect).all())
+        dead_tokens = np.flatnonzero(tg < 0)
+        ok &= bool((next_state[walk.wide][:, token_class[dead_tokens]] == -1).all())
+    if not ok:  # pragma: no cover - probability about 2**-64 per pair of classes
+        raise RuntimeError(
+            "token class hashing collided; please report this pattern and vocabulary"
+        )
