@@ -136,4 +136,4 @@ def _split(lo: int, hi: int, out: list) -> None:
                 return
     a = chr(lo).encode("utf-8", "surrogatepass")
     b = chr(hi).encode("utf-8", "surrogatepass")
-    out.append(tuple(zip(a, b)))
+    out.append(tuple(zip(a, b, strict=True)))
