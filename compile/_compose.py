@@ -68,7 +68,11 @@ def compose(dfa: ByteDFA, trie: TokenTrie, predicates=()):
     walk = _walk(dfa, trie, predicates)
     token_class, rep = _classes(dfa.num_states, trie, walk)
     next_state = _columns(dfa.num_states, trie, walk, token_class, rep)
-    _verify(next_state, token_class, trie, walk)
+    if not _verify(next_state, token_class, trie, walk):  # a hash collided (~2**-60): redo exactly
+        token_class, rep = _classes(dfa.num_states, trie, walk, exact_rows=True)
+        next_state = _columns(dfa.num_states, trie, walk, token_class, rep)
+        if not _verify(next_state, token_class, trie, walk):
+            raise RuntimeError("token classes failed verification; please report this pattern")
 
     trimmed = _dfa_ops.trim(next_state, dfa.accepting, dfa.start)
     if trimmed is None:
@@ -138,18 +142,19 @@ def _sparse_walk(byte_trans: np.ndarray, trie: TokenTrie, starts0: np.ndarray):
 
 
 def _dense_walk(byte_trans: np.ndarray, trie: TokenTrie, wide: np.ndarray) -> np.ndarray:
-    """int[G, W]: end state of each terminal group from each wide state (Q = dead)."""
+    """int[G, W]: end state of each terminal group from each wide state (Q = dead).
+
+    Per level, nodes are processed by edge byte: one lookup in that byte's column of the
+    transition table (small, cache-resident) instead of a gather over the whole table.
+    """
     q = byte_trans.shape[0]
     dtype = np.int16 if q < np.iinfo(np.int16).max else np.int32
     dense = np.full((trie.num_groups, wide.shape[0]), q, dtype=dtype)
     if wide.size == 0:
         return dense
-    # Rows hold state * 256 (a flat index base), so one gather per level gives the next rows.
-    ext = np.full((q + 1, NUM_BYTES), q, dtype=np.int32)
-    ext[:q] = np.where(byte_trans >= 0, byte_trans, q)
-    flat = (ext * NUM_BYTES).reshape(-1)
-    sink = q * NUM_BYTES
-    rows = (wide[None, :] * NUM_BYTES).astype(np.int32)  # the root's row
+    columns = np.full((NUM_BYTES, q + 1), q, dtype=dtype)  # columns[b][state]; row q = dead sink
+    columns[:, :q] = np.where(byte_trans >= 0, byte_trans, q).T
+    rows = wide[None, :].astype(dtype)  # the root's row
     row_of = np.zeros(
         1, dtype=np.int64
     )  # row index of each node of the previous level, -1 = dead subtree
@@ -158,11 +163,18 @@ def _dense_walk(byte_trans: np.ndarray, trie: TokenTrie, wide: np.ndarray) -> np
         sel = np.flatnonzero(row_of[parent] >= 0)
         if sel.size == 0:
             break
-        cur = flat[rows[row_of[parent[sel]]] + trie.byte[d][sel, None]]
+        prev = rows[row_of[parent[sel]]]
+        cur = np.empty_like(prev)
+        edge = trie.byte[d][sel]
+        order = np.argsort(edge, kind="stable")
+        bounds = np.searchsorted(edge[order], np.arange(NUM_BYTES + 1))
+        for b in np.flatnonzero(np.diff(bounds)):
+            idx = order[bounds[b] : bounds[b + 1]]
+            cur[idx] = columns[b][prev[idx]]
         term = trie.terminal[d][sel]
         hit = term >= 0
-        dense[term[hit]] = cur[hit] // NUM_BYTES
-        alive = (cur != sink).any(axis=1)
+        dense[term[hit]] = cur[hit]
+        alive = (cur != q).any(axis=1)
         row_of = np.full(parent.shape[0], -1, dtype=np.int64)
         row_of[sel[alive]] = np.arange(int(alive.sum()))
         rows = cur[alive]
@@ -196,12 +208,12 @@ def _terminal_edges(dfa: ByteDFA, trie: TokenTrie, predicates, groups, starts):
     )
 
 
-def _classes(num_states: int, trie: TokenTrie, walk: _Walk):
+def _classes(num_states: int, trie: TokenTrie, walk: _Walk, *, exact_rows: bool = False):
     """Groups tokens by their function; class 0 = never allowed.
 
-    The dense part (wide states) is compared exactly, row by row; the sparse part is
-    hashed: sum (mod 2**64) over the token's (start, end) pairs of a[start] * b[end],
-    and checked exactly afterwards by `_verify`.
+    Both parts are hashed and checked exactly afterwards by `_verify`: the sparse part
+    as a sum (mod 2**64) over the token's (start, end) pairs of a[start] * b[end], the
+    dense part (rows over the wide states) as a random linear form of the row's words.
 
     Returns token_class int64[V] and one representative token per class (rep[0] = -1).
     """
@@ -216,15 +228,10 @@ def _classes(num_states: int, trie: TokenTrie, walk: _Walk):
     token_hash[emitted] = group_hash[tg[emitted]]
     if walk.xtok.size:
         token_hash += _sum_by(walk.xtok, a[walk.xstart] * b[walk.xend], vsize)
-    dense_id = np.zeros(vsize, dtype=np.int64)  # 0 = dead from every wide state
+    dense_id = np.zeros(vsize, dtype=np.uint64)  # 0 = dead from every wide state
     if walk.wide.size:
-        rows = np.ascontiguousarray(walk.dense)
-        dead_row = (rows == walk.sink).all(axis=1)
-        void = rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).reshape(-1)
-        _, row_id = np.unique(void, return_inverse=True)
-        row_id = row_id.reshape(-1) + 1
-        row_id[dead_row] = 0
-        dense_id[emitted] = row_id[tg[emitted]]
+        row_key = _row_keys(walk.dense, walk.sink, exact=exact_rows)
+        dense_id[emitted] = row_key[tg[emitted]]
     live = np.flatnonzero((token_hash != 0) | (dense_id != 0))
     keys = np.stack([dense_id[live].astype(np.uint64), token_hash[live]], axis=1)
     uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
@@ -233,6 +240,33 @@ def _classes(num_states: int, trie: TokenTrie, walk: _Walk):
     rep = np.full(uniq.shape[0] + 1, -1, dtype=np.int64)
     rep[token_class[live][::-1]] = live[::-1]
     return token_class, rep
+
+
+def _row_keys(dense: np.ndarray, sink: int, *, exact: bool) -> np.ndarray:
+    """uint64[G]: a key per dense row, 0 for the all-dead row; equal rows get equal keys.
+
+    ``exact`` sorts the raw rows (no collisions, slower); otherwise a random linear
+    hash of the row's 64-bit words.
+    """
+    dead = (dense == sink).all(axis=1)
+    if exact:
+        rows = np.ascontiguousarray(dense)
+        void = rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).reshape(-1)
+        _, key = np.unique(void, return_inverse=True)
+        key = key.reshape(-1).astype(np.uint64) + np.uint64(1)
+    else:
+        width = dense.shape[1] * dense.dtype.itemsize
+        padded = np.zeros((dense.shape[0], -(-width // 8) * 8), dtype=np.uint8)
+        padded[:, :width] = (
+            np.ascontiguousarray(dense).view(np.uint8).reshape(dense.shape[0], width)
+        )
+        words = padded.view(np.uint64)
+        weights = np.random.default_rng(0xD3A5).integers(
+            1, 2**63, size=words.shape[1], dtype=np.uint64
+        )
+        key = (words * (weights | np.uint64(1))).sum(axis=1, dtype=np.uint64) | np.uint64(1)
+    key[dead] = 0
+    return key
 
 
 def _sum_by(keys: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
@@ -266,11 +300,8 @@ def _columns(num_states: int, trie: TokenTrie, walk: _Walk, token_class, rep) ->
     return next_state
 
 
-def _verify(next_state, token_class, trie: TokenTrie, walk: _Walk) -> None:
-    """Exact check of the hashed (sparse) part: every token's pairs are its class column's.
-
-    The dense part needs no check: `_classes` compares those rows exactly.
-    """
+def _verify(next_state, token_class, trie: TokenTrie, walk: _Walk) -> bool:
+    """Exact check that every token's function equals its class column."""
     tg = trie.token_group
     vsize = tg.shape[0]
     gt, go = trie.group_tokens, trie.group_offsets
@@ -280,16 +311,27 @@ def _verify(next_state, token_class, trie: TokenTrie, walk: _Walk) -> None:
     toks = gt[
         np.repeat(go[walk.groups] - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
     ]
-    ok = bool((next_state[walk.starts[rep], token_class[toks]] == walk.ends[rep]).all())
-    if walk.xtok.size:
-        ok &= bool((next_state[walk.xstart, token_class[walk.xtok]] == walk.xend).all())
+    if not (next_state[walk.starts[rep], token_class[toks]] == walk.ends[rep]).all():
+        return False
+    if walk.xtok.size and not (next_state[walk.xstart, token_class[walk.xtok]] == walk.xend).all():
+        return False
     # ... and the column has no other edge from a narrow state.
     narrow = np.ones(next_state.shape[0], dtype=bool)
     narrow[walk.wide] = False
     per_token = np.bincount(toks, minlength=vsize) + np.bincount(walk.xtok, minlength=vsize)
     per_class = (next_state[narrow] >= 0).sum(axis=0)
-    ok &= bool((per_class[token_class] == per_token).all())
-    if not ok:  # pragma: no cover - probability about 2**-64 per pair of classes
-        raise RuntimeError(
-            "token class hashing collided; please report this pattern and vocabulary"
-        )
+    if not (per_class[token_class] == per_token).all():
+        return False
+    # Dense part: each group's row equals its class column over the wide states.
+    if walk.wide.size:
+        emitted = np.flatnonzero(tg >= 0)
+        first = np.zeros(trie.num_groups, dtype=np.int64)
+        first[tg[emitted[::-1]]] = emitted[::-1]
+        group_class = token_class[first]
+        wide_cols = np.where(next_state[walk.wide] < 0, walk.sink, next_state[walk.wide])
+        if not (walk.dense == wide_cols.T[group_class]).all():
+            return False
+        # Tokens of one group share bytes, so they share the dense row: one class per group.
+        if not (token_class[emitted] == group_class[tg[emitted]]).all() and walk.xtok.size == 0:
+            return False
+    return True
