@@ -6,12 +6,15 @@ level by level, for all DFA states at once:
 
 * *narrow* states (few tokens can start there: literals, digits, punctuation)
   keep a sparse list of live (trie node, start, current) triples;
-* *wide* states (free text: most tokens are allowed) keep a dense
-  ``[nodes, wide states]`` table per level, one gather per level.
+* *wide* states (free text: most tokens are allowed) are walked together: a
+  trie node's *row* is the vector of current states over all wide states, and
+  rows are hash-consed per level (a node's row depends only on its parent's
+  row and its byte's class), so the work is proportional to the number of
+  distinct rows (typically a few thousand), not nodes × states.
 
-Tokens with equal functions form one class. Classes are found by hashing each
-function and then *verified exactly*, so a hash collision can never merge two
-different classes.
+Tokens with equal functions form one class. The dense part of a function is
+identified exactly by its canonical row; the sparse part is hashed and then
+*verified exactly*, so a hash collision can never merge two different classes.
 
 Terminal labels (symbols 256 + k of the byte DFA) add an edge for every token
 satisfying label k's predicate, where no byte path exists for that token
@@ -39,8 +42,9 @@ class _Walk:
     Attributes:
       groups, starts, ends: int64[P], live (terminal group, narrow start, end) triples.
       wide: int64[W], the wide states.
-      dense: int[G, W], end state of each terminal group from each wide state; ``sink`` = dead.
-      sink: the dead marker in ``dense`` (= number of states).
+      rows: int[U, W], distinct rows: end states over the wide states; ``sink`` = dead.
+      group_row: int64[G], each terminal group's row, -1 if dead from every wide state.
+      sink: the dead marker in ``rows`` (= number of states).
       xtok, xstart, xend: int64[X], token-level edges added by terminal labels.
     """
 
@@ -48,7 +52,8 @@ class _Walk:
     starts: np.ndarray
     ends: np.ndarray
     wide: np.ndarray
-    dense: np.ndarray
+    rows: np.ndarray
+    group_row: np.ndarray
     sink: int
     xtok: np.ndarray
     xstart: np.ndarray
@@ -68,11 +73,10 @@ def compose(dfa: ByteDFA, trie: TokenTrie, predicates=()):
     walk = _walk(dfa, trie, predicates)
     token_class, rep = _classes(dfa.num_states, trie, walk)
     next_state = _columns(dfa.num_states, trie, walk, token_class, rep)
-    if not _verify(next_state, token_class, trie, walk):  # a hash collided (~2**-60): redo exactly
-        token_class, rep = _classes(dfa.num_states, trie, walk, exact_rows=True)
-        next_state = _columns(dfa.num_states, trie, walk, token_class, rep)
-        if not _verify(next_state, token_class, trie, walk):
-            raise RuntimeError("token classes failed verification; please report this pattern")
+    if not _verify(next_state, token_class, trie, walk):  # pragma: no cover - about 2**-64
+        raise RuntimeError(
+            "token class hashing collided; please report this pattern and vocabulary"
+        )
 
     trimmed = _dfa_ops.trim(next_state, dfa.accepting, dfa.start)
     if trimmed is None:
@@ -103,9 +107,9 @@ def _walk(dfa: ByteDFA, trie: TokenTrie, predicates) -> _Walk:
     wide = np.flatnonzero(wide_mask)
     narrow = np.flatnonzero(~wide_mask)
     groups, starts, ends = _sparse_walk(byte_trans, trie, narrow)
-    dense = _dense_walk(byte_trans, trie, wide)
+    rows, group_row = _dense_walk(byte_trans, trie, wide)
     xtok, xstart, xend = _terminal_edges(dfa, trie, predicates, groups, starts)
-    return _Walk(groups, starts, ends, wide, dense, q, xtok, xstart, xend)
+    return _Walk(groups, starts, ends, wide, rows, group_row, q, xtok, xstart, xend)
 
 
 def _sparse_walk(byte_trans: np.ndarray, trie: TokenTrie, starts0: np.ndarray):
@@ -141,44 +145,58 @@ def _sparse_walk(byte_trans: np.ndarray, trie: TokenTrie, starts0: np.ndarray):
     return np.concatenate(groups).astype(np.int64), np.concatenate(starts), np.concatenate(ends)
 
 
-def _dense_walk(byte_trans: np.ndarray, trie: TokenTrie, wide: np.ndarray) -> np.ndarray:
-    """int[G, W]: end state of each terminal group from each wide state (Q = dead).
+def _dense_walk(byte_trans: np.ndarray, trie: TokenTrie, wide: np.ndarray):
+    """Walks all wide states at once with hash-consed rows.
 
-    Per level, nodes are processed by edge byte: one lookup in that byte's column of the
-    transition table (small, cache-resident) instead of a gather over the whole table.
+    Returns:
+      rows: int[U, W], the distinct live rows (current state per wide start; Q = dead).
+      group_row: int64[G], the row of each terminal group, -1 if dead everywhere.
     """
     q = byte_trans.shape[0]
     dtype = np.int16 if q < np.iinfo(np.int16).max else np.int32
-    dense = np.full((trie.num_groups, wide.shape[0]), q, dtype=dtype)
+    group_row = np.full(trie.num_groups, -1, dtype=np.int64)
     if wide.size == 0:
-        return dense
-    columns = np.full((NUM_BYTES, q + 1), q, dtype=dtype)  # columns[b][state]; row q = dead sink
-    columns[:, :q] = np.where(byte_trans >= 0, byte_trans, q).T
+        return np.zeros((0, 0), dtype=dtype), group_row
+    table = np.full((q + 1, NUM_BYTES), q, dtype=dtype)  # row q = dead sink
+    table[:q] = np.where(byte_trans >= 0, byte_trans, q)
+    # Bytes with equal columns act alike on every row.
+    _, first_byte, byte_class = np.unique(table.T, axis=0, return_index=True, return_inverse=True)
+    byte_class = byte_class.reshape(-1).astype(np.int64)
+    num_classes = first_byte.shape[0]
     rows = wide[None, :].astype(dtype)  # the root's row
-    row_of = np.zeros(
-        1, dtype=np.int64
-    )  # row index of each node of the previous level, -1 = dead subtree
+    node_row = np.zeros(1, dtype=np.int64)  # row of each node of the previous level, -1 = dead
+    levels, offset = [], 0
     for d in range(1, trie.depth + 1):
         parent = trie.parent[d]
-        sel = np.flatnonzero(row_of[parent] >= 0)
+        sel = np.flatnonzero(node_row[parent] >= 0)
         if sel.size == 0:
             break
-        prev = rows[row_of[parent[sel]]]
-        cur = np.empty_like(prev)
-        edge = trie.byte[d][sel]
-        order = np.argsort(edge, kind="stable")
-        bounds = np.searchsorted(edge[order], np.arange(NUM_BYTES + 1))
-        for b in np.flatnonzero(np.diff(bounds)):
-            idx = order[bounds[b] : bounds[b + 1]]
-            cur[idx] = columns[b][prev[idx]]
+        key = node_row[parent[sel]] * num_classes + byte_class[trie.byte[d][sel]]
+        ukey, key_of = np.unique(key, return_inverse=True)
+        cur = table[rows[ukey // num_classes], first_byte[ukey % num_classes][:, None]]
+        rows, row_of_key = _unique_rows(cur)
+        live = ~(rows == q).all(axis=1)
+        ids = row_of_key[key_of.reshape(-1)]
+        ids = np.where(live[ids], ids, -1)
+        node_row = np.full(parent.shape[0], -1, dtype=np.int64)
+        node_row[sel] = ids
         term = trie.terminal[d][sel]
-        hit = term >= 0
-        dense[term[hit]] = cur[hit]
-        alive = (cur != q).any(axis=1)
-        row_of = np.full(parent.shape[0], -1, dtype=np.int64)
-        row_of[sel[alive]] = np.arange(int(alive.sum()))
-        rows = cur[alive]
-    return dense
+        hit = (term >= 0) & (ids >= 0)
+        group_row[term[hit]] = ids[hit] + offset
+        levels.append(rows)
+        offset += rows.shape[0]
+    # Canonical ids across levels: equal rows get one id.
+    canon, canon_of = _unique_rows(np.concatenate(levels))
+    group_row = np.where(group_row >= 0, canon_of[np.maximum(group_row, 0)], -1)
+    return canon, group_row
+
+
+def _unique_rows(a: np.ndarray):
+    """(distinct rows, index of each row of ``a`` among them)."""
+    a = np.ascontiguousarray(a)
+    void = a.view(np.dtype((np.void, a.dtype.itemsize * a.shape[1]))).reshape(-1)
+    _, first, inverse = np.unique(void, return_index=True, return_inverse=True)
+    return a[first], inverse.reshape(-1)
 
 
 def _terminal_edges(dfa: ByteDFA, trie: TokenTrie, predicates, groups, starts):
@@ -208,12 +226,12 @@ def _terminal_edges(dfa: ByteDFA, trie: TokenTrie, predicates, groups, starts):
     )
 
 
-def _classes(num_states: int, trie: TokenTrie, walk: _Walk, *, exact_rows: bool = False):
+def _classes(num_states: int, trie: TokenTrie, walk: _Walk):
     """Groups tokens by their function; class 0 = never allowed.
 
-    Both parts are hashed and checked exactly afterwards by `_verify`: the sparse part
-    as a sum (mod 2**64) over the token's (start, end) pairs of a[start] * b[end], the
-    dense part (rows over the wide states) as a random linear form of the row's words.
+    The dense part of a token's function is its canonical row id (exact); the sparse
+    part is hashed as a sum (mod 2**64) over the token's (start, end) pairs of
+    a[start] * b[end] and checked exactly afterwards by `_verify`.
 
     Returns token_class int64[V] and one representative token per class (rep[0] = -1).
     """
@@ -229,44 +247,19 @@ def _classes(num_states: int, trie: TokenTrie, walk: _Walk, *, exact_rows: bool 
     if walk.xtok.size:
         token_hash += _sum_by(walk.xtok, a[walk.xstart] * b[walk.xend], vsize)
     dense_id = np.zeros(vsize, dtype=np.uint64)  # 0 = dead from every wide state
-    if walk.wide.size:
-        row_key = _row_keys(walk.dense, walk.sink, exact=exact_rows)
-        dense_id[emitted] = row_key[tg[emitted]]
+    dense_id[emitted] = (walk.group_row[tg[emitted]] + 1).astype(np.uint64)
     live = np.flatnonzero((token_hash != 0) | (dense_id != 0))
-    keys = np.stack([dense_id[live].astype(np.uint64), token_hash[live]], axis=1)
-    uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+    d, h = dense_id[live], token_hash[live]
+    order = np.lexsort((h, d))
+    new = np.ones(live.shape[0], dtype=bool)
+    new[1:] = (d[order][1:] != d[order][:-1]) | (h[order][1:] != h[order][:-1])
+    inverse = np.empty(live.shape[0], dtype=np.int64)
+    inverse[order] = np.cumsum(new) - 1
     token_class = np.zeros(vsize, dtype=np.int64)
-    token_class[live] = inverse.reshape(-1) + 1
-    rep = np.full(uniq.shape[0] + 1, -1, dtype=np.int64)
+    token_class[live] = inverse + 1
+    rep = np.full(int(new.sum()) + 1, -1, dtype=np.int64)
     rep[token_class[live][::-1]] = live[::-1]
     return token_class, rep
-
-
-def _row_keys(dense: np.ndarray, sink: int, *, exact: bool) -> np.ndarray:
-    """uint64[G]: a key per dense row, 0 for the all-dead row; equal rows get equal keys.
-
-    ``exact`` sorts the raw rows (no collisions, slower); otherwise a random linear
-    hash of the row's 64-bit words.
-    """
-    dead = (dense == sink).all(axis=1)
-    if exact:
-        rows = np.ascontiguousarray(dense)
-        void = rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).reshape(-1)
-        _, key = np.unique(void, return_inverse=True)
-        key = key.reshape(-1).astype(np.uint64) + np.uint64(1)
-    else:
-        width = dense.shape[1] * dense.dtype.itemsize
-        padded = np.zeros((dense.shape[0], -(-width // 8) * 8), dtype=np.uint8)
-        padded[:, :width] = (
-            np.ascontiguousarray(dense).view(np.uint8).reshape(dense.shape[0], width)
-        )
-        words = padded.view(np.uint64)
-        weights = np.random.default_rng(0xD3A5).integers(
-            1, 2**63, size=words.shape[1], dtype=np.uint64
-        )
-        key = (words * (weights | np.uint64(1))).sum(axis=1, dtype=np.uint64) | np.uint64(1)
-    key[dead] = 0
-    return key
 
 
 def _sum_by(keys: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
@@ -292,7 +285,9 @@ def _columns(num_states: int, trie: TokenTrie, walk: _Walk, token_class, rep) ->
     next_state[walk.starts[sel], group_class[walk.groups[sel]]] = walk.ends[sel]
     if walk.wide.size:
         cls = np.arange(1, num_classes)[has_group]
-        d = walk.dense[rep_groups[has_group]].astype(np.int32)
+        row = walk.group_row[rep_groups[has_group]]
+        d = walk.rows[np.maximum(row, 0)].astype(np.int32)
+        d[row < 0] = walk.sink
         next_state[np.ix_(walk.wide, cls)] = np.where(d == walk.sink, -1, d).T
     if walk.xtok.size:
         is_rep = rep[token_class[walk.xtok]] == walk.xtok
@@ -301,7 +296,10 @@ def _columns(num_states: int, trie: TokenTrie, walk: _Walk, token_class, rep) ->
 
 
 def _verify(next_state, token_class, trie: TokenTrie, walk: _Walk) -> bool:
-    """Exact check that every token's function equals its class column."""
+    """Exact check of the hashed (sparse) part: every token's pairs are its class column's.
+
+    The dense part needs no check: classes are keyed by the exact canonical row.
+    """
     tg = trie.token_group
     vsize = tg.shape[0]
     gt, go = trie.group_tokens, trie.group_offsets
@@ -322,16 +320,4 @@ def _verify(next_state, token_class, trie: TokenTrie, walk: _Walk) -> bool:
     per_class = (next_state[narrow] >= 0).sum(axis=0)
     if not (per_class[token_class] == per_token).all():
         return False
-    # Dense part: each group's row equals its class column over the wide states.
-    if walk.wide.size:
-        emitted = np.flatnonzero(tg >= 0)
-        first = np.zeros(trie.num_groups, dtype=np.int64)
-        first[tg[emitted[::-1]]] = emitted[::-1]
-        group_class = token_class[first]
-        wide_cols = np.where(next_state[walk.wide] < 0, walk.sink, next_state[walk.wide])
-        if not (walk.dense == wide_cols.T[group_class]).all():
-            return False
-        # Tokens of one group share bytes, so they share the dense row: one class per group.
-        if not (token_class[emitted] == group_class[tg[emitted]]).all() and walk.xtok.size == 0:
-            return False
     return True
