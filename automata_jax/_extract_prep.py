@@ -1,0 +1,206 @@
+"""Preparation steps of the extraction job: the schema, its cached compiled tables, the prompts.
+
+* `load_schema` reads a JSON Schema file with errors that name the file, line and
+  column (and the JSON pointer, when ``jsonschema`` can check it against its
+  meta-schema).
+* `compile_schema_cached` compiles the schema for a vocabulary, or loads the
+  artifact a previous run saved. The cache key hashes the schema, the compile
+  options, the vocabulary fingerprint and the compiler version, so a change to
+  any of them compiles afresh; artifacts are `TokenDFA.save` files (no pickle).
+* `PromptTemplate` fills ``{text}``, ``{schema}`` and ``{id}`` into a template and
+  encodes it; special-token names written in the *template* (``<start_of_turn>``)
+  become their ids, while the same names inside a document stay plain text.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from automata_compile import AutomataError, InvalidSchemaError, TokenDFA
+
+from automata_jax._extract_io import ExtractError
+
+__all__ = ["PromptTemplate", "cache_key", "compile_schema_cached", "load_schema"]
+
+_PLACEHOLDERS = ("{text}", "{schema}", "{id}")
+
+
+def load_schema(path: str | os.PathLike) -> dict[str, Any] | bool:
+    """Reads a JSON Schema file.
+
+    Raises:
+      ExtractError: the file is missing or not JSON (with line and column).
+      InvalidSchemaError: not a schema (not an object or boolean, or rejected by the
+        ``jsonschema`` meta-schema check when that package is installed).
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as e:
+        raise ExtractError(f"schema file {str(path)!r} does not exist") from e
+    except (OSError, UnicodeDecodeError) as e:
+        raise ExtractError(f"cannot read schema file {str(path)!r}: {e}") from e
+    try:
+        schema = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InvalidSchemaError(
+            f"schema file {str(path)!r}, line {e.lineno}, column {e.colno}: not valid JSON ({e.msg})"
+        ) from e
+    if not isinstance(schema, dict | bool):
+        raise InvalidSchemaError(
+            f"schema file {str(path)!r}: a JSON Schema is an object or a boolean, "
+            f"got {type(schema).__name__}",
+            pointer="",
+        )
+    _check_against_metaschema(schema, path)
+    return schema
+
+
+def _check_against_metaschema(schema: dict[str, Any] | bool, path: Path) -> None:
+    try:
+        import jsonschema
+        from jsonschema.validators import validator_for
+    except ImportError:  # optional: the compiler reports what it cannot use anyway
+        return
+    cls = validator_for(schema, default=jsonschema.Draft202012Validator)
+    error = jsonschema.exceptions.best_match(cls(cls.META_SCHEMA).iter_errors(schema))
+    if error is not None:
+        pointer = "/" + "/".join(str(p) for p in error.absolute_path)
+        raise InvalidSchemaError(
+            f"schema file {str(path)!r}: invalid JSON Schema at {pointer}: {error.message}",
+            pointer=pointer,
+        )
+
+
+def cache_key(schema: Any, options: dict[str, Any], vocab_fingerprint: str) -> str:
+    """SHA-256 over the canonical schema JSON, the compile options, the vocabulary and compiler."""
+    import automata_compile
+
+    payload = json.dumps(
+        {
+            "schema": schema,
+            "options": options,
+            "vocab": vocab_fingerprint,
+            "compiler": automata_compile.__version__,
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def compile_schema_cached(
+    schema: dict[str, Any] | bool,
+    vocab,
+    cache_dir: str | os.PathLike | None,
+    *,
+    name: str = "schema",
+    **options: Any,
+) -> tuple[TokenDFA, Path | None, bool]:
+    """Compiles ``schema`` for ``vocab``, reusing an artifact from ``cache_dir`` if present.
+
+    Args:
+      schema: the JSON Schema.
+      vocab: the `automata_compile.Vocabulary` of the model.
+      cache_dir: where artifacts live (created if needed); None disables the cache.
+      name: a readable prefix for the artifact file name.
+      **options: passed to `automata_compile.compile_json_schema` and hashed into the key.
+
+    Returns:
+      ``(dfa, artifact_path, hit)``: ``hit`` is True when the tables were loaded.
+
+    Raises:
+      The compiler's errors (`UnsupportedSchemaError`, `InvalidSchemaError`, ...).
+    """
+    from automata_compile import compile_json_schema
+
+    artifact = None
+    if cache_dir is not None:
+        key = cache_key(schema, options, vocab.fingerprint)
+        stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:40] or "schema"
+        artifact = Path(cache_dir) / f"{stem}-{key[:16]}.npz"
+        if artifact.is_file():
+            try:
+                return TokenDFA.load(artifact, vocab=vocab), artifact, True
+            except AutomataError as e:  # corrupt or stale: compile again and overwrite
+                print(f"warning: ignoring cached tables ({e}); recompiling", file=sys.stderr)
+    dfa = compile_json_schema(schema, vocab, **options)
+    if artifact is not None:
+        try:
+            artifact.parent.mkdir(parents=True, exist_ok=True)
+            tmp = artifact.with_name(f".{artifact.name}.{os.getpid()}.tmp")
+            dfa.save(tmp)
+            os.replace(tmp, artifact)  # atomic: a concurrent or crashed run never sees half a file
+        except OSError as e:
+            print(f"warning: cannot cache compiled tables in {artifact}: {e}", file=sys.stderr)
+            artifact = None
+    return dfa, artifact, False
+
+
+@dataclasses.dataclass(frozen=True)
+class PromptTemplate:
+    """A prompt template: text with ``{text}``, ``{schema}`` and ``{id}`` placeholders.
+
+    Attributes:
+      source: the template text.
+      name: where it came from (for messages).
+    """
+
+    source: str
+    name: str = "template"
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike) -> PromptTemplate:
+        """Reads a template file; it must contain ``{text}``.
+
+        Raises:
+          ExtractError: missing/unreadable file, or no ``{text}`` placeholder.
+        """
+        path = Path(path)
+        try:
+            source = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise ExtractError(f"cannot read prompt template {str(path)!r}: {e}") from e
+        if "{text}" not in source:
+            raise ExtractError(
+                f"prompt template {str(path)!r} has no {{text}} placeholder "
+                "(where each record's text goes); {schema} and {id} are optional"
+            )
+        return cls(source, path.name)
+
+    def encode(self, vocab, *, text: str, schema_json: str, record_id: Any) -> list[int]:
+        """The prompt's token ids: BOS (if the vocabulary has one), then the filled template.
+
+        Special-token names (``vocab.special_tokens``) are recognized in the template
+        only; placeholders are filled before encoding so tokens can span them.
+        """
+        values = {"{text}": text, "{schema}": schema_json, "{id}": str(record_id)}
+        ids: list[int] = [] if vocab.bos_id is None else [vocab.bos_id]
+        for part in self._parts(vocab):
+            if isinstance(part, int):
+                if not (ids and part == vocab.bos_id and ids == [part]):
+                    ids.append(part)
+                continue
+            filled = re.sub(
+                "|".join(re.escape(p) for p in _PLACEHOLDERS), lambda m: values[m.group(0)], part
+            )
+            if filled:
+                ids.extend(vocab.encode(filled))
+        return ids
+
+    def _parts(self, vocab) -> list[str | int]:
+        names = sorted(
+            (n for n in vocab.special_tokens if n and n in self.source), key=len, reverse=True
+        )
+        if not names:
+            return [self.source]
+        pieces = re.split("(" + "|".join(re.escape(n) for n in names) + ")", self.source)
+        return [vocab.special_tokens[p] if p in vocab.special_tokens else p for p in pieces if p]

@@ -1,0 +1,211 @@
+"""The model side of the extraction job: load a model and tokenizer, run one batch of prompts.
+
+`Runner.create` builds the tiny random-weight model (default) or loads a Gemma-3
+checkpoint; `Runner.generate` pads a list of prompts to one fixed batch shape
+(prompt length rounded up to a power of two, batch rounded up to the device count,
+so a whole job compiles the decode loop once or a few times) and runs
+`generate_sharded` over a 1-D ``data`` mesh of every local device.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh
+
+from automata_jax._extract_io import ExtractError
+from automata_jax._generate import pad_prompts
+from automata_jax._sampling import Greedy, Temperature
+from automata_jax._sharding import DATA_AXIS, generate_sharded, replicate
+from automata_jax._tables import ConstraintTables, bucket
+
+__all__ = ["RowOutput", "Runner"]
+
+MIN_PROMPT_BUCKET = 32
+INTERNAL_ERROR = (
+    "the constraint reached a state with no continuation (an internal error: please report it)"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class RowOutput:
+    """What one prompt produced.
+
+    Attributes:
+      tokens: the generated token ids, without EOS.
+      num_tokens: tokens generated, counting EOS when there was one.
+      finished: the row ended with EOS in an accepting state (the object is complete).
+      error: set when the row failed for another reason than the token limit.
+    """
+
+    tokens: tuple[int, ...]
+    num_tokens: int
+    finished: bool
+    error: str | None = None
+
+
+@dataclasses.dataclass
+class Runner:
+    """A model, its params and vocabulary, the mesh, and (after `set_constraint`) the tables."""
+
+    vocab: Any
+    model: Any
+    params: Any
+    description: str
+    batch_size: int
+    max_new_tokens: int
+    sampler: Any
+    seed: int
+    mesh: Mesh
+    cache_fn: Any
+    tables: ConstraintTables | None = None
+
+    @classmethod
+    def create(cls, args) -> Runner:
+        """From the parsed command line (``--model``, ``--checkpoint``, ``--tokenizer``, ...).
+
+        Raises:
+          ExtractError: a checkpoint without a tokenizer, or a model/tokenizer mismatch.
+          VocabularyError, CheckpointError: unreadable tokenizer or weights.
+        """
+        from automata_compile import Vocabulary
+
+        from automata_jax import testing
+
+        on_cpu = jax.default_backend() == "cpu"
+        if args.model == "tiny":
+            vocab = Vocabulary.from_file(args.tokenizer or testing.default_tokenizer_path())
+            model, params = testing.tiny_model(vocab.size)
+            description = (
+                f"tiny Gemma-3 architecture, RANDOM weights (seed {testing.DEFAULT_SEED}), "
+                f"{model.num_params(params) / 1e6:.1f}M params, tokenizer {vocab.name} "
+                f"({vocab.size} ids)"
+            )
+        else:
+            vocab, model, params = _load_gemma(args, on_cpu)
+            description = (
+                f"{args.model} from {args.checkpoint} "
+                f"({model.num_params(params) / 1e6:.0f}M params, {params['embed_tokens'].dtype}), "
+                f"tokenizer {vocab.name} ({vocab.size} ids)"
+            )
+        if vocab.size > model.config.vocab_size + 64:  # a few unused special ids are normal
+            raise ExtractError(
+                f"tokenizer {vocab.name} has {vocab.size} ids but the model's vocabulary is "
+                f"{model.config.vocab_size}; use the checkpoint's own tokenizer"
+            )
+        devices = np.array(jax.devices())
+        n_dev = devices.size
+        batch = -(-args.batch_size // n_dev) * n_dev
+        cache_dtype = params["embed_tokens"].dtype
+        mesh = Mesh(devices, (DATA_AXIS,))
+        sampler = Greedy() if args.temperature == 0 else Temperature(args.temperature)
+        return cls(
+            vocab=vocab,
+            model=model,
+            params=replicate(mesh, params),  # once, not per batch
+            description=description + f"; {n_dev} {jax.default_backend()} device(s)",
+            batch_size=batch,
+            max_new_tokens=args.max_new_tokens,
+            sampler=sampler,
+            seed=args.seed,
+            mesh=mesh,
+            cache_fn=_cache_fn(model, cache_dtype),
+        )
+
+    def set_constraint(self, dfa) -> None:
+        """Puts the compiled schema's tables on the devices (width = the model's logits)."""
+        self.tables = ConstraintTables.from_dfas(dfa, vocab_size=self.model.config.vocab_size)
+
+    def generate(
+        self, prompts: Sequence[Sequence[int]], *, seed_offset: int = 0
+    ) -> list[RowOutput]:
+        """Constrained generation for up to ``batch_size`` prompts; one `RowOutput` each.
+
+        Missing rows are filled with copies of the first prompt (same constraint, so they
+        end when it does) and dropped from the result.
+        """
+        if self.tables is None:
+            raise ExtractError("Runner.generate: call set_constraint first")
+        n = len(prompts)
+        if not 0 < n <= self.batch_size:
+            raise ExtractError(f"Runner.generate: expected 1..{self.batch_size} prompts, got {n}")
+        rows = list(prompts) + [prompts[0]] * (self.batch_size - n)
+        length = bucket(max(len(p) for p in rows), MIN_PROMPT_BUCKET)
+        tokens, mask = pad_prompts(rows, pad_id=0, length=length)
+        out = generate_sharded(
+            self.mesh,
+            self.model.apply_step,
+            self.params,
+            tokens,
+            self.tables,
+            np.zeros(self.batch_size, np.int32),
+            sampler=self.sampler,
+            max_new_tokens=self.max_new_tokens,
+            rng=jax.random.fold_in(jax.random.key(self.seed), seed_offset),
+            prompt_mask=mask,
+            cache=self.cache_fn,
+            replicate_params=False,
+        )
+        out_tokens, lengths, accepted, error = jax.device_get(
+            (out.tokens, out.lengths, out.accepted, out.states.error)
+        )
+        results = []
+        for i in range(n):
+            length_i = int(lengths[i])
+            results.append(
+                RowOutput(
+                    tokens=tuple(int(t) for t in out_tokens[i, :length_i]),
+                    num_tokens=length_i + int(accepted[i]),
+                    finished=bool(accepted[i]),
+                    error=INTERNAL_ERROR if error[i] else None,
+                )
+            )
+        return results
+
+
+@functools.lru_cache(maxsize=8)
+def _cache_fn(model, dtype):
+    """One ``init_cache`` callable per (model, dtype): it is a static argument of the jitted
+    loop, so reusing the same object lets later jobs in a process reuse the compilation."""
+    return functools.partial(model.init_cache, dtype=dtype)
+
+
+def _load_gemma(args, on_cpu: bool):
+    from automata_compile import Vocabulary
+
+    from automata_jax.models import Gemma3, Gemma3Config, load_safetensors
+
+    ckpt = Path(args.checkpoint)
+    if not ckpt.exists():
+        raise ExtractError(f"--checkpoint {str(ckpt)!r} does not exist")
+    tokenizer = args.tokenizer
+    if tokenizer is None:
+        folder = ckpt if ckpt.is_dir() else ckpt.parent
+        candidates = [folder / "tokenizer.json", folder / "tokenizer.model"]
+        tokenizer = next((c for c in candidates if c.is_file()), None)
+        if tokenizer is None:
+            raise ExtractError(
+                f"no tokenizer.json or tokenizer.model in {str(folder)!r}; pass --tokenizer PATH"
+            )
+    vocab = Vocabulary.from_file(tokenizer)
+    preset = {"gemma3-270m": Gemma3Config.gemma3_270m, "gemma3-1b": Gemma3Config.gemma3_1b}
+    config = preset[args.model]()
+    hf_config = (ckpt if ckpt.is_dir() else ckpt.parent) / "config.json"
+    if hf_config.is_file():  # trust the checkpoint's own numbers (e.g. its sliding window)
+        try:
+            config = Gemma3Config.from_hf_config(json.loads(hf_config.read_text("utf-8")))
+        except (OSError, ValueError) as e:
+            raise ExtractError(f"cannot read {hf_config}: {e}") from e
+    dtype = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}.get(
+        args.dtype, jnp.float32 if on_cpu else jnp.bfloat16
+    )
+    model = Gemma3(config)
+    return vocab, model, load_safetensors(ckpt, config, dtype=dtype)

@@ -1,0 +1,240 @@
+"""The extraction job (`python -m automata_jax.extract`) with the tiny random-weight model.
+
+Every job here uses batch size 4 and the bundled schema, so the decode loop is
+compiled once per process and shared by the in-process runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from automata_jax import extract, testing
+from automata_jax._extract_io import OutputLog, read_records
+
+jsonschema = pytest.importorskip("jsonschema")
+
+BATCH = ["--batch-size", "4", "--no-progress"]
+
+
+def _docs(path: Path, n: int, *, extra_lines: dict[int, str] | None = None) -> list[str]:
+    """Writes ``n`` documents (ids d0..d{n-1}), with raw ``extra_lines`` inserted at given
+    0-based positions; returns every line written."""
+    base = [json.loads(x) for x in testing.example_docs_path().read_text().splitlines()]
+    lines = [json.dumps({"id": f"d{i}", "text": base[i % len(base)]["text"]}) for i in range(n)]
+    for pos, raw in sorted((extra_lines or {}).items()):
+        lines.insert(pos, raw)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return lines
+
+
+def _read_output(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+
+
+def _check_results(results: list[dict], schema: dict) -> None:
+    validator = jsonschema.Draft202012Validator(schema)
+    for r in results:
+        assert set(r) >= {"id", "line", "ok"}
+        if r["ok"]:
+            validator.validate(r["object"])  # every object is an instance of the schema
+        else:
+            assert isinstance(r["error"], str) and r["error"]
+
+
+# -- input and output files ------------------------------------------------------------------
+
+
+def test_read_records_reports_bad_lines_with_line_numbers(tmp_path):
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(
+        b'{"id": 7, "text": "fine"}\n'
+        b"\n"
+        b'{"text": "no id: the line number is the id"}\n'
+        b"{not json\n"
+        b'["a list"]\n'
+        b'{"id": "x", "body": "no text field"}\n'
+        b'{"id": 7, "text": "duplicate id"}\n'
+        b'{"text": "bad utf-8 \xff"}\n'
+    )
+    records = list(read_records(path))
+    assert [(r.id, r.line) for r in records] == [
+        (7, 1), (3, 3), (4, 4), (5, 5), ("x", 6), (7, 7), (8, 8),
+    ]  # fmt: skip
+    assert records[0].text == "fine" and records[0].error is None
+    assert records[1].error is None
+    for r, words in zip(
+        records[2:],
+        ["line 4: not valid JSON", "line 5: expected a JSON object", "line 6: no 'text' field",
+         "line 7: duplicate id 7 (first on line 1)", "line 8: not valid UTF-8"],
+        strict=True,
+    ):  # fmt: skip
+        assert r.text is None and words in r.error
+
+
+def test_output_log_drops_a_torn_last_line(tmp_path):
+    path = tmp_path / "out.jsonl"
+    good = b'{"id": "a", "ok": true}\n{"id": "b", "ok": false, "error": "x"}\n'
+    path.write_bytes(good + b'{"id": "c", "ok": tr')
+    with OutputLog(path) as log:
+        assert log.truncated_bytes == len(b'{"id": "c", "ok": tr')
+        assert log.done == {'"a"', '"b"'}
+        log.append([{"id": "c", "ok": True}])
+    assert path.read_bytes() == good + b'{"id": "c", "ok": true}\n'
+
+
+def test_output_log_refuses_a_foreign_file(tmp_path):
+    path = tmp_path / "out.jsonl"
+    path.write_text("hello\nworld\n")
+    with pytest.raises(extract.ExtractError, match="line 1: not a result line"):
+        OutputLog(path)
+
+
+# -- the job ---------------------------------------------------------------------------------
+
+
+def test_job_writes_one_valid_line_per_input_and_reports_bad_lines(tmp_path, capsys):
+    inp, out = tmp_path / "docs.jsonl", tmp_path / "people.jsonl"
+    _docs(inp, 6, extra_lines={2: "{this is not json", 5: '{"id": "no-text", "txt": "typo"}'})
+    assert extract.main(["--input", str(inp), "--output", str(out), *BATCH]) == 0
+    err = capsys.readouterr().err
+    assert "records/s" in err and "tokens/s" in err and "RANDOM weights" in err
+
+    results = _read_output(out)
+    assert [r["line"] for r in results] == list(range(1, 9))  # input order, one line each
+    assert results[2] == {
+        "id": 3,
+        "line": 3,
+        "ok": False,
+        "error": f"{inp}, line 3: not valid JSON (Expecting property name enclosed in double "
+        "quotes at column 2)",
+    }
+    assert results[5]["id"] == "no-text" and "line 6: no 'text' field" in results[5]["error"]
+    good = [r for i, r in enumerate(results) if i not in (2, 5)]
+    assert [r["id"] for r in good] == [f"d{i}" for i in range(6)]
+    assert sum(r["ok"] for r in good) >= 4  # random text, bounded strings: most complete
+    for r in good:
+        assert r["ok"] or r["error"] == extract.LIMIT_ERROR
+    _check_results(results, testing.example_schema())
+
+    # The compiled tables were cached next to the output; a rerun has nothing to do.
+    assert list((tmp_path / ".automata_cache").glob("person-*.npz"))
+    assert extract.main(["--input", str(inp), "--output", str(out), *BATCH]) == 0
+    err = capsys.readouterr().err
+    assert "8 record(s) already in" in err and "nothing to do" in err
+    assert _read_output(out) == results
+
+
+def test_resume_after_a_torn_write_loses_and_duplicates_nothing(tmp_path, capsys):
+    inp, out = tmp_path / "docs.jsonl", tmp_path / "out.jsonl"
+    _docs(inp, 10)
+    assert extract.main(["--input", str(inp), "--output", str(out), *BATCH]) == 0
+    full = out.read_bytes()
+    lines = full.splitlines(keepends=True)
+    # A crash in the third batch: two batches (8 lines) on disk, then half a line.
+    out.write_bytes(b"".join(lines[:8]) + lines[8][: len(lines[8]) // 2])
+    assert extract.main(["--input", str(inp), "--output", str(out), *BATCH]) == 0
+    err = capsys.readouterr().err
+    assert "dropped a torn last line" in err and "8 record(s) already in" in err
+    resumed = out.read_bytes()
+    assert resumed.startswith(b"".join(lines[:8]))  # finished records untouched
+    ids = [r["id"] for r in _read_output(out)]
+    assert ids == [f"d{i}" for i in range(10)]  # nothing lost, nothing twice
+    assert resumed == full  # greedy decoding: the redone records come out the same
+    _check_results(_read_output(out), testing.example_schema())
+
+
+def test_killed_job_resumes_without_loss_or_duplicates(tmp_path):
+    inp, out = tmp_path / "docs.jsonl", tmp_path / "out.jsonl"
+    n = 16
+    _docs(inp, n)
+    cmd = [sys.executable, "-m", "automata_jax.extract", "--input", str(inp), "--output",
+           str(out), *BATCH]  # fmt: skip
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and proc.poll() is None:
+            if out.exists() and out.read_bytes().count(b"\n") >= 4:  # one batch done
+                break
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+    before = out.read_bytes()
+    assert before.count(b"\n") >= 4, proc.stderr.read().decode()
+    done_before = before.count(b"\n")
+
+    rerun = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert rerun.returncode == 0, rerun.stderr
+    results = _read_output(out)
+    assert out.read_bytes().startswith(before[: before.rfind(b"\n") + 1])
+    assert sorted(r["id"] for r in results) == sorted(f"d{i}" for i in range(n))
+    assert len(results) == n
+    if done_before < n:
+        assert f"{done_before} record(s) already in" in rerun.stderr
+    _check_results(results, testing.example_schema())
+
+
+# -- clear errors ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "schema_text, message",
+    [
+        ('{"type": "object",\n "properties": {"a": }}', "line 2, column 22: not valid JSON"),
+        ('"a string"', "a JSON Schema is an object or a boolean"),
+        ('{"type": "strng"}', "invalid JSON Schema at /type"),
+        ('{"type": "object", "minProperties": -1}', "invalid JSON Schema at /minProperties"),
+    ],
+)
+def test_invalid_schema_is_a_clear_error(tmp_path, capsys, schema_text, message):
+    schema = tmp_path / "bad.json"
+    schema.write_text(schema_text)
+    out = tmp_path / "out.jsonl"
+    assert extract.main(["--schema", str(schema), "--output", str(out), *BATCH]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and str(schema) in err and message in err
+    assert not out.exists() or out.read_text() == ""
+
+
+def test_schema_the_compiler_refuses_is_a_clear_error(tmp_path, capsys):
+    schema = tmp_path / "unique.json"
+    schema.write_text('{"type": "array", "items": {"type": "integer"}, "uniqueItems": true}')
+    args = ["--schema", str(schema), "--output", str(tmp_path / "o.jsonl"), *BATCH]
+    assert extract.main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "uniqueItems" in err
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--input", "/nonexistent/docs.jsonl"], "input file '/nonexistent/docs.jsonl' does not exist"),
+        (["--prompt-template", "{tmp}/t.txt"], "has no {text} placeholder"),
+        (["--output", "{tmp}"], "is a directory"),
+    ],
+)  # fmt: skip
+def test_bad_files_are_clear_errors(tmp_path, capsys, argv, message):
+    (tmp_path / "t.txt").write_text("no placeholder here")
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    if "--output" not in argv:
+        argv += ["--output", str(tmp_path / "o.jsonl")]
+    assert extract.main(argv + BATCH) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_bad_options_exit_with_usage(capsys):
+    for argv in (["--output", "o", "--batch-size", "0"], ["--output", "o", "--model", "gemma3-1b"]):
+        with pytest.raises(SystemExit) as e:
+            extract.parse_args(argv)
+        assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "--batch-size: expected >= 1, got 0" in err and "needs --checkpoint" in err
