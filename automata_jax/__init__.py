@@ -1,0 +1,66 @@
+"""automata_jax: exact constrained decoding on the accelerator.
+
+Token-level DFAs compiled offline by `automata_compile` become device tables
+(`ConstraintTables`); pure kernels mask logits and advance each row's state; and
+`generate` runs the whole prefill-and-decode loop in one jit, with no host round
+trip per token.
+
+Example:
+  >>> import automata_jax as aj
+  >>> tokens, mask = aj.pad_prompts([[1, 2], [3]])
+  >>> tokens.tolist()
+  [[1, 2], [0, 3]]
+"""
+
+from automata_jax._constraint import (
+    UNCONSTRAINED,
+    ConstraintState,
+    advance,
+    allowed_mask,
+    init_state,
+    mask_logits,
+)
+from automata_jax._generate import GenerateOutput, generate, pad_prompts
+from automata_jax._sampling import Greedy, MinP, Sampler, Temperature, TopK, TopP
+from automata_jax._sharding import (
+    batch_sharding,
+    generate_sharded,
+    replicate,
+    replicated,
+    shard_batch,
+)
+from automata_jax._tables import (
+    ConstraintTables,
+    RuntimeDtypeError,
+    RuntimeShapeError,
+    UnknownConstraintError,
+)
+
+__all__ = [
+    "UNCONSTRAINED",
+    "ConstraintState",
+    "ConstraintTables",
+    "GenerateOutput",
+    "Greedy",
+    "MinP",
+    "RuntimeDtypeError",
+    "RuntimeShapeError",
+    "Sampler",
+    "Temperature",
+    "TopK",
+    "TopP",
+    "UnknownConstraintError",
+    "advance",
+    "allowed_mask",
+    "batch_sharding",
+    "generate",
+    "generate_sharded",
+    "init_state",
+    "mask_logits",
+    "pad_prompts",
+    "replicate",
+    "replicated",
+    "shard_batch",
+]
+
+__version__ = "0.1.0"

@@ -1,0 +1,228 @@
+"""Constraint state and the pure per-token kernels: init, allowed mask, logit masking, advance.
+
+All functions take the batch's `ConstraintState` and `ConstraintTables` and are
+jit- and vmap-friendly. Nothing raises inside jit: shape and dtype misuse raises
+while tracing ("expected …, got …"); bad values (an unknown constraint id under
+jit, a disallowed token, a dead state) flag the row ``done`` and ``error``, and
+such a row is offered EOS only.
+
+The mask of row b is ``next_state[k, q][token_class[k]] >= 0`` (a gather of V
+from a row of C entries), plus EOS when ``q`` accepts. The alternative kept for
+accelerators, ``mask_impl="bitmask"``, reads one deduplicated packed row of
+``uint32[ceil(V/32)]`` and unpacks it. BENCHMARK_NOTE
+"""
+
+# ruff: noqa: F722 (jaxtyping shape strings such as "B V" are not Python expressions)
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+from jaxtyping import Array, Bool, Float, Int
+
+from automata_jax._tables import (
+    ConstraintTables,
+    RuntimeDtypeError,
+    RuntimeShapeError,
+    UnknownConstraintError,
+)
+
+UNCONSTRAINED = -1
+
+
+@struct.dataclass(kw_only=True)
+class ConstraintState:
+    """Per-row decoding state of a batch (a pytree; replaced, never mutated).
+
+    Attributes:
+      state: int32[B], the current DFA state (0 for unconstrained rows).
+      constraint: int32[B], the row's constraint id; -1 = unconstrained.
+      done: bool[B], the row has finished (EOS) or failed; it is offered EOS only.
+      error: bool[B], the row reached an impossible state (unknown constraint, a
+        disallowed token, or a state from which nothing can be generated).
+    """
+
+    state: Int[Array, " B"]
+    constraint: Int[Array, " B"]
+    done: Bool[Array, " B"]
+    error: Bool[Array, " B"]
+
+    @property
+    def batch_size(self) -> int:
+        return int(self.state.shape[0])
+
+
+def is_concrete(x) -> bool:
+    """Whether ``x`` holds values now (not a tracer), so value checks can run on the host."""
+    return not isinstance(x, jax.core.Tracer)
+
+
+def _check_int_vector(name: str, x, batch: int | None = None) -> jax.Array:
+    if not hasattr(x, "dtype"):
+        x = np.asarray(x)
+        if x.size == 0 and x.dtype == np.float64:
+            x = x.astype(np.int32)
+    if not (jnp.issubdtype(x.dtype, jnp.integer) and x.dtype != jnp.bool_):
+        raise RuntimeDtypeError(f"{name}: expected an integer array, got dtype {x.dtype}")
+    if x.ndim != 1:
+        raise RuntimeShapeError(f"{name}: expected shape [B], got {tuple(x.shape)}")
+    if batch is not None and x.shape[0] != batch:
+        raise RuntimeShapeError(
+            f"{name}: expected batch size {batch} (the state's), got {x.shape[0]}"
+        )
+    return jnp.asarray(x, jnp.int32)
+
+
+def _check_tables(tables) -> None:
+    if not isinstance(tables, ConstraintTables):
+        raise RuntimeShapeError(
+            f"tables: expected ConstraintTables (see ConstraintTables.from_dfas), got "
+            f"{type(tables).__name__}"
+        )
+
+
+def _check_state(state) -> None:
+    if not isinstance(state, ConstraintState):
+        raise RuntimeShapeError(
+            f"state: expected ConstraintState (from init_state), got {type(state).__name__}"
+        )
+
+
+def check_constraint_ids(tables: ConstraintTables, constraint_ids) -> jax.Array:
+    """Validates constraint ids (dtype, rank, and values when concrete); returns int32[B].
+
+    Raises:
+      RuntimeDtypeError, RuntimeShapeError: not an integer vector.
+      UnknownConstraintError: an id is < -1 or >= the number of loaded constraints.
+    """
+    _check_tables(tables)
+    ids = _check_int_vector("constraint_ids", constraint_ids)
+    if is_concrete(ids) and is_concrete(tables.num_constraints):
+        k = int(tables.num_constraints)
+        host = np.asarray(ids)
+        bad = host[(host < UNCONSTRAINED) | (host >= k)]
+        if bad.size:
+            raise UnknownConstraintError(
+                f"constraint_ids: expected -1 (unconstrained) or an id in [0, {k}) (the tables "
+                f"hold {k} constraints), got {int(bad[0])}"
+            )
+    return ids
+
+
+def init_state(tables: ConstraintTables, constraint_ids: Int[Array, " B"]) -> ConstraintState:
+    """The start state of each row.
+
+    Args:
+      tables: the constraints.
+      constraint_ids: int[B]; row b follows constraint ``constraint_ids[b]``, -1 = none.
+
+    Returns:
+      A state with nothing done. Under jit an out-of-range id (not checkable while
+      tracing) gives an ``error`` row instead of raising.
+
+    Raises:
+      UnknownConstraintError: a concrete id out of range.
+    """
+    cid = check_constraint_ids(tables, constraint_ids)
+    num_k = tables.start.shape[0]
+    k = jnp.clip(cid, 0, num_k - 1)
+    constrained = cid >= 0
+    known = (cid >= UNCONSTRAINED) & (cid < tables.num_constraints)
+    q = jnp.where(constrained, tables.start[k], 0)
+    error = ~known | (constrained & ~tables.viable[k, q])
+    return ConstraintState(state=q, constraint=cid, done=error, error=error)
+
+
+def _class_mask(tables: ConstraintTables, k: jax.Array, q: jax.Array) -> jax.Array:
+    """bool[B, V]: tokens whose (constraint, state, class) transition exists."""
+    if tables.mask_bits is not None:
+        words = tables.mask_bits[tables.mask_row[k, q]]  # [B, W]
+        shifts = jnp.arange(32, dtype=jnp.uint32)
+        bits = (words[:, :, None] >> shifts) & jnp.uint32(1)
+        return bits.astype(jnp.bool_).reshape(k.shape[0], -1)[:, : tables.vocab_size]
+    row_ok = tables.next_state[k, q] >= 0  # [B, C]
+    if tables.token_class.shape[0] == 1:  # one shared class map: one gather with shared indices
+        return jnp.take(row_ok, tables.token_class[0], axis=1)
+    return jnp.take_along_axis(row_ok, tables.token_class[k], axis=1)
+
+
+def allowed_mask(tables: ConstraintTables, state: ConstraintState) -> Bool[Array, "B V"]:
+    """bool[B, V]: the tokens each row may emit next.
+
+    Constrained rows: tokens with a transition, plus EOS iff the state accepts.
+    Unconstrained rows: every token. Done (or failed) rows: EOS only.
+    """
+    _check_tables(tables)
+    _check_state(state)
+    num_k, num_q, _ = tables.next_state.shape
+    k = jnp.clip(state.constraint, 0, num_k - 1)
+    q = jnp.clip(state.state, 0, num_q - 1)
+    eos = tables.eos_mask[None, :]
+    mask = _class_mask(tables, k, q) | (eos & tables.accepting[k, q][:, None])
+    mask = mask | (state.constraint < 0)[:, None]
+    return jnp.where(state.done[:, None], eos, mask)
+
+
+def check_logits(tables: ConstraintTables, state: ConstraintState, logits) -> None:
+    """Raises unless ``logits`` is a float array of shape [B, V] matching tables and state."""
+    dtype = getattr(logits, "dtype", None)
+    if dtype is None or not jnp.issubdtype(dtype, jnp.floating):
+        raise RuntimeDtypeError(f"logits: expected a floating-point array, got dtype {dtype}")
+    expected = (state.batch_size, tables.vocab_size)
+    if tuple(logits.shape) != expected:
+        raise RuntimeShapeError(
+            f"logits: expected shape [B, V] = {list(expected)} (batch of the state, vocab_size of "
+            f"the tables), got {list(logits.shape)}"
+        )
+
+
+def mask_logits(
+    tables: ConstraintTables, state: ConstraintState, logits: Float[Array, "B V"]
+) -> Float[Array, "B V"]:
+    """Sets disallowed logits to -inf (dtype preserved); sampling then never picks them."""
+    _check_tables(tables)
+    _check_state(state)
+    check_logits(tables, state, logits)
+    neg = jnp.asarray(-jnp.inf, logits.dtype)
+    return jnp.where(allowed_mask(tables, state), logits, neg)
+
+
+def advance(
+    tables: ConstraintTables, state: ConstraintState, tokens: Int[Array, " B"]
+) -> ConstraintState:
+    """The state after each row emits ``tokens[b]``.
+
+    EOS in an accepting state finishes the row (its DFA state is unchanged). A
+    disallowed token, an out-of-range id, or a move to a state from which nothing
+    can be generated finishes the row with ``error``. Done rows are unchanged,
+    whatever their token (typically pad).
+    """
+    _check_tables(tables)
+    _check_state(state)
+    tok = _check_int_vector("tokens", tokens, state.batch_size)
+    num_k, num_q, _ = tables.next_state.shape
+    v = tables.vocab_size
+    in_range = (tok >= 0) & (tok < v)
+    t = jnp.clip(tok, 0, v - 1)
+    is_eos = tables.eos_mask[t] & in_range
+    constrained = state.constraint >= 0
+    k = jnp.clip(state.constraint, 0, num_k - 1)
+    q = jnp.clip(state.state, 0, num_q - 1)
+
+    nxt = tables.next_state[k, q, tables.token_class[k, t]]
+    moved = in_range & ~is_eos & (nxt >= 0)
+    finished = is_eos & tables.accepting[k, q]
+    c_error = ~(finished | (moved & tables.viable[k, jnp.maximum(nxt, 0)]))
+    error = jnp.where(constrained, c_error, ~in_range)
+    done = error | is_eos
+
+    active = ~state.done
+    new_q = jnp.where(constrained & moved, nxt, state.state)
+    return ConstraintState(
+        state=jnp.where(active, new_q, state.state),
+        constraint=state.constraint,
+        done=state.done | (active & done),
+        error=state.error | (active & error),
+    )

@@ -1,0 +1,364 @@
+"""`generate`: prefill, then a `jax.lax.while_loop` of constrained decode steps, in one jit.
+
+The model is a pair of pure functions (the contract `automata_jax.models` follows)::
+
+    cache = init_cache(batch_size, max_length)            # any pytree
+    logits, cache = step_fn(params, tokens, positions, input_mask, cache)
+    # tokens, positions: int32[B, T]; input_mask: bool[B, T]; logits: float[B, T, V]
+
+Nothing per token runs on the host: masking, sampling and the DFA step are device
+gathers inside the loop. Configuration (the step function, the sampler, the output
+buffer length) is static; tables, rng and ``max_new_tokens`` are traced, so a new
+constraint set of the same bucket or a different ``max_new_tokens`` within the same
+buffer bucket reuses the compiled loop.
+"""
+
+# ruff: noqa: F722 (jaxtyping shape strings such as "B V" are not Python expressions)
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+from jaxtyping import Array, Bool, Int
+
+from automata_jax._constraint import (
+    ConstraintState,
+    advance,
+    check_constraint_ids,
+    init_state,
+    is_concrete,
+    mask_logits,
+)
+from automata_jax._sampling import Sampler
+from automata_jax._tables import ConstraintTables, RuntimeDtypeError, RuntimeShapeError, bucket
+
+StepFn = Callable[..., tuple[jax.Array, Any]]
+MIN_BUFFER = 16
+
+
+@struct.dataclass(kw_only=True)
+class GenerateOutput:
+    """What `generate` returns (a pytree).
+
+    Attributes:
+      tokens: int32[B, max_new_tokens]; after a row's end (its EOS, or the token that
+        made it fail) every slot holds ``pad_id``.
+      lengths: int32[B], generated tokens per row, not counting EOS.
+      states: the final `ConstraintState` (``done``/``error`` per row).
+      accepted: bool[B], the row finished with EOS from an accepting state (for an
+        unconstrained row: finished with EOS); False for rows cut off by
+        ``max_new_tokens`` and for failed rows.
+    """
+
+    tokens: Int[Array, "B N"]
+    lengths: Int[Array, " B"]
+    states: ConstraintState
+    accepted: Bool[Array, " B"]
+
+
+def pad_prompts(
+    prompts: Sequence[Sequence[int]], pad_id: int = 0, *, length: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Left-pads token-id lists into ``(tokens int32[B, T], mask bool[B, T])``.
+
+    Args:
+      prompts: one non-empty list of token ids per row.
+      pad_id: the id written into padding slots.
+      length: T; default the longest prompt. Round it up yourself (e.g. to a power of
+        two) to reuse one compilation across prompt lengths.
+
+    Raises:
+      RuntimeShapeError: no prompts, an empty prompt, or a prompt longer than ``length``.
+
+    Example:
+      >>> tokens, mask = pad_prompts([[5, 6, 7], [8]], pad_id=0)
+      >>> tokens.tolist(), mask.tolist()
+      ([[5, 6, 7], [0, 0, 8]], [[True, True, True], [False, False, True]])
+    """
+    prompts = [list(p) for p in prompts]
+    if not prompts:
+        raise RuntimeShapeError("prompts: expected at least one prompt, got none")
+    empty = [i for i, p in enumerate(prompts) if not p]
+    if empty:
+        raise RuntimeShapeError(
+            f"prompts: expected at least one token per prompt, got an empty prompt at row {empty[0]}"
+        )
+    longest = max(len(p) for p in prompts)
+    length = longest if length is None else int(length)
+    if longest > length:
+        raise RuntimeShapeError(f"length: expected >= the longest prompt ({longest}), got {length}")
+    tokens = np.full((len(prompts), length), pad_id, np.int32)
+    mask = np.zeros((len(prompts), length), bool)
+    for i, p in enumerate(prompts):
+        tokens[i, length - len(p) :] = p
+        mask[i, length - len(p) :] = True
+    return tokens, mask
+
+
+def _check_rng(rng) -> None:
+    dtype = getattr(rng, "dtype", None)
+    if dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+        if rng.shape == ():
+            return
+    elif dtype == jnp.uint32 and tuple(rng.shape) == (2,):
+        return
+    raise RuntimeDtypeError(
+        f"rng: expected a single PRNG key (jax.random.key(seed)), got "
+        f"{dtype}{list(getattr(rng, 'shape', ()))}"
+    )
+
+
+def _check_inputs(prompt_tokens, prompt_mask, tables, constraint_ids, sampler, max_new_tokens):
+    if not isinstance(tables, ConstraintTables):
+        raise RuntimeShapeError(f"tables: expected ConstraintTables, got {type(tables).__name__}")
+    if not hasattr(prompt_tokens, "dtype"):
+        prompt_tokens = np.asarray(prompt_tokens)
+    if not (jnp.issubdtype(prompt_tokens.dtype, jnp.integer) and prompt_tokens.dtype != bool):
+        raise RuntimeDtypeError(
+            f"prompt_tokens: expected an integer array, got dtype {prompt_tokens.dtype}"
+        )
+    if prompt_tokens.ndim != 2 or prompt_tokens.shape[1] < 1:
+        raise RuntimeShapeError(
+            f"prompt_tokens: expected shape [B, T] with T >= 1, got {list(prompt_tokens.shape)}"
+        )
+    b, t = prompt_tokens.shape
+    if prompt_mask is None:
+        prompt_mask = np.ones((b, t), bool)
+    if not hasattr(prompt_mask, "dtype"):
+        prompt_mask = np.asarray(prompt_mask)
+    if prompt_mask.dtype != bool:
+        raise RuntimeDtypeError(f"prompt_mask: expected dtype bool, got {prompt_mask.dtype}")
+    if tuple(prompt_mask.shape) != (b, t):
+        raise RuntimeShapeError(
+            f"prompt_mask: expected shape {[b, t]} (the prompt's), got {list(prompt_mask.shape)}"
+        )
+    if is_concrete(prompt_mask):
+        last = np.asarray(prompt_mask)[:, -1]
+        if not last.all():
+            raise RuntimeShapeError(
+                "prompt_mask: expected left-padded prompts (the last slot of every row real), "
+                f"got a pad in the last slot of row {int(np.flatnonzero(~last)[0])}; use pad_prompts"
+            )
+    ids = check_constraint_ids(tables, constraint_ids)
+    if ids.shape[0] != b:
+        raise RuntimeShapeError(
+            f"constraint_ids: expected one id per prompt row ({b}), got {ids.shape[0]}"
+        )
+    if not callable(sampler):
+        raise RuntimeShapeError(f"sampler: expected a Sampler, got {type(sampler).__name__}")
+    try:
+        hash(sampler)
+    except TypeError as e:
+        raise RuntimeShapeError(
+            f"sampler: expected a hashable sampler (a frozen dataclass), got {sampler!r}"
+        ) from e
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, numbers.Integral):
+        if not (hasattr(max_new_tokens, "shape") and max_new_tokens.shape == ()):
+            raise RuntimeShapeError(f"max_new_tokens: expected an int >= 1, got {max_new_tokens!r}")
+        if not is_concrete(max_new_tokens):
+            raise RuntimeShapeError(
+                "max_new_tokens: expected a concrete int (it sizes the output buffer), got a "
+                "traced value; pass it as a Python int"
+            )
+    n = int(max_new_tokens)
+    if n < 1:
+        raise RuntimeShapeError(f"max_new_tokens: expected an int >= 1, got {n}")
+    return jnp.asarray(prompt_tokens, jnp.int32), jnp.asarray(prompt_mask), ids, n
+
+
+def _check_cache_length(cache, needed: int) -> None:
+    valid = getattr(cache, "valid", None)
+    shape = getattr(valid, "shape", None)
+    if shape is not None and len(shape) == 2 and shape[1] < needed:
+        raise RuntimeShapeError(
+            f"cache: expected room for at least {needed} slots (prompt length + max_new_tokens "
+            f"- 1), got max_length {shape[1]}"
+        )
+
+
+def generate(
+    step_fn: StepFn,
+    params: Any,
+    prompt_tokens: Int[Array, "B T"],
+    tables: ConstraintTables,
+    constraint_ids: Int[Array, " B"],
+    *,
+    sampler: Sampler,
+    max_new_tokens: int,
+    rng: jax.Array,
+    prompt_mask: Bool[Array, "B T"] | None = None,
+    cache: Any = None,
+    pad_id: int = 0,
+    buffer_length: int | None = None,
+    data_sharding: jax.sharding.Sharding | None = None,
+) -> GenerateOutput:
+    """Generates up to ``max_new_tokens`` tokens per row under each row's constraint.
+
+    Args:
+      step_fn: ``(params, tokens, positions, input_mask, cache) -> (logits, cache)``, e.g.
+        ``model.apply_step``. Static: pass the same object each call (not a fresh lambda)
+        to reuse the compilation.
+      params: the model's parameters (traced).
+      prompt_tokens: int[B, T], left-padded prompts (see `pad_prompts`).
+      tables: the constraints (`ConstraintTables.from_dfas`).
+      constraint_ids: int[B], the constraint of each row; -1 = unconstrained.
+      sampler: a `Sampler` (e.g. ``Greedy()``, ``TopP(0.9)``); applied after masking.
+      max_new_tokens: the most tokens to generate per row (traced: changing it within
+        one buffer bucket does not recompile).
+      rng: a PRNG key; step ``i`` samples with ``fold_in(rng, i)``.
+      prompt_mask: bool[B, T], False on padding; default all True.
+      cache: the model's empty cache (a pytree), or a callable
+        ``init_cache(batch_size, max_length)`` (e.g. ``functools.partial(model.init_cache,
+        dtype=jnp.bfloat16)``; static, so create it once) called inside the jit with
+        ``max_length = T + buffer_length``, or None for a cache-free ``step_fn``.
+      pad_id: the id written after each row's end (and fed to the model for finished rows).
+      buffer_length: static size of the token buffer; default the next power of two
+        >= max(max_new_tokens, 16).
+      data_sharding: optional sharding of batch-major arrays (see `generate_sharded`).
+
+    Returns:
+      A `GenerateOutput`.
+
+    Raises:
+      RuntimeShapeError, RuntimeDtypeError, UnknownConstraintError: bad inputs, before
+        anything runs (the logits width is checked while tracing ``step_fn``).
+
+    Example:
+      >>> import jax, jax.numpy as jnp, numpy as np
+      >>> from automata_compile import TokenDFA
+      >>> # Tokens: 0 = "a", 1 = EOS. Language: "aa".
+      >>> dfa = TokenDFA(token_class=np.array([1, 0], np.int32),
+      ...                next_state=np.array([[-1, 1], [-1, 2], [-1, -1]], np.int32),
+      ...                accepting=np.array([False, False, True]), start=0, eos_ids=(1,),
+      ...                vocab_fingerprint="toy")
+      >>> tables = ConstraintTables.from_dfas(dfa, vocab_size=2)
+      >>> def step_fn(params, tokens, positions, input_mask, cache):
+      ...     return jnp.zeros(tokens.shape + (2,)), cache  # a model that has no opinion
+      >>> from automata_jax import Greedy
+      >>> out = generate(step_fn, None, jnp.zeros((1, 1), jnp.int32), tables, [0],
+      ...                sampler=Greedy(), max_new_tokens=5, rng=jax.random.key(0), pad_id=7)
+      >>> out.tokens.tolist(), out.lengths.tolist(), out.accepted.tolist()
+      ([[0, 0, 1, 7, 7]], [2], [True])
+    """
+    prompt_tokens, prompt_mask, ids, n = _check_inputs(
+        prompt_tokens, prompt_mask, tables, constraint_ids, sampler, max_new_tokens
+    )
+    _check_rng(rng)
+    if not isinstance(pad_id, numbers.Integral):
+        raise RuntimeDtypeError(f"pad_id: expected an int, got {pad_id!r}")
+    capacity = bucket(n, MIN_BUFFER) if buffer_length is None else int(buffer_length)
+    if capacity < n:
+        raise RuntimeShapeError(f"buffer_length: expected >= max_new_tokens ({n}), got {capacity}")
+    init_cache = None
+    if callable(cache):
+        init_cache, cache = cache, None
+    else:
+        _check_cache_length(cache, prompt_tokens.shape[1] + n - 1)
+    out = _generate_jit(
+        step_fn,
+        sampler,
+        capacity,
+        init_cache,
+        data_sharding,
+        params,
+        prompt_tokens,
+        prompt_mask,
+        tables,
+        ids,
+        jnp.asarray(n, jnp.int32),
+        rng,
+        cache,
+        jnp.asarray(pad_id, jnp.int32),
+    )
+    if capacity != n:
+        out = out.replace(tokens=out.tokens[:, :n])
+    return out
+
+
+def _check_step_logits(logits, batch: int, length: int, vocab_size: int) -> None:
+    dtype = getattr(logits, "dtype", None)
+    if dtype is None or not jnp.issubdtype(dtype, jnp.floating):
+        raise RuntimeDtypeError(f"step_fn logits: expected a floating-point array, got {dtype}")
+    if tuple(logits.shape) != (batch, length, vocab_size):
+        raise RuntimeShapeError(
+            f"step_fn logits: expected shape [B, T, V] = {[batch, length, vocab_size]} (V = the "
+            f"tables' vocab_size), got {list(logits.shape)}; build the tables with "
+            "vocab_size = the model's logits width"
+        )
+
+
+def _generate_loop(
+    step_fn,
+    sampler,
+    capacity,
+    init_cache,
+    data_sharding,
+    params,
+    prompt_tokens,
+    prompt_mask,
+    tables,
+    constraint_ids,
+    max_new_tokens,
+    rng,
+    cache,
+    pad_id,
+):
+    b, t = prompt_tokens.shape
+    v = tables.vocab_size
+
+    def on_batch(tree):
+        if data_sharding is None:
+            return tree
+        return jax.tree.map(lambda x: jax.lax.with_sharding_constraint(x, data_sharding), tree)
+
+    if init_cache is not None:
+        cache = init_cache(b, t + capacity)
+    positions = jnp.maximum(jnp.cumsum(prompt_mask.astype(jnp.int32), axis=1) - 1, 0)
+    logits, cache = step_fn(params, prompt_tokens, positions, prompt_mask, cache)
+    _check_step_logits(logits, b, t, v)
+    next_position = positions[:, -1] + 1
+    num_steps = jnp.clip(max_new_tokens, 1, capacity)
+
+    def sample(i, last_logits, state):
+        last_logits = on_batch(last_logits)
+        tokens = sampler(mask_logits(tables, state, last_logits), jax.random.fold_in(rng, i))
+        emitted = ~state.done
+        tokens = jnp.where(emitted, tokens.astype(jnp.int32), pad_id)
+        is_eos = tables.eos_mask[jnp.clip(tokens, 0, v - 1)]
+        counted = (emitted & ~is_eos).astype(jnp.int32)
+        return tokens, emitted, on_batch(advance(tables, state, tokens)), counted
+
+    state = on_batch(init_state(tables, constraint_ids))
+    token, emitted, state, counted = sample(0, logits[:, -1], state)
+    buffer = jnp.full((b, capacity), pad_id, jnp.int32).at[:, 0].set(token)
+    carry = (jnp.int32(1), on_batch(buffer), token, emitted, state, cache, counted)
+
+    def cond(carry):
+        i, _, _, _, state, _, _ = carry
+        return (i < num_steps) & ~jnp.all(state.done)
+
+    def body(carry):
+        i, buffer, token, emitted, state, cache, lengths = carry
+        position = next_position + (i - 1)
+        logits, cache = step_fn(params, token[:, None], position[:, None], emitted[:, None], cache)
+        _check_step_logits(logits, b, 1, v)
+        token, emitted, state, counted = sample(i, logits[:, 0], state)
+        buffer = jax.lax.dynamic_update_slice(buffer, token[:, None], (jnp.int32(0), i))
+        return (i + 1, buffer, token, emitted, state, cache, lengths + counted)
+
+    _, buffer, _, _, state, _, lengths = jax.lax.while_loop(cond, body, carry)
+    return GenerateOutput(
+        tokens=buffer, lengths=lengths, states=state, accepted=state.done & ~state.error
+    )
+
+
+_generate_jit = jax.jit(
+    _generate_loop,
+    static_argnames=("step_fn", "sampler", "capacity", "init_cache", "data_sharding"),
+)

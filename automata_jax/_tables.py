@@ -1,0 +1,292 @@
+"""`ConstraintTables`: one or many `TokenDFA`s as one pytree of device arrays.
+
+Each constraint's tables are padded to bucketed sizes (states, classes and the
+number of constraints rounded up to powers of two), so a second constraint set of
+the same bucket has the same shapes and reuses every compiled kernel and loop.
+The vocabulary axis is the model's logits width.
+"""
+
+# ruff: noqa: F722 (jaxtyping shape strings such as "B V" are not Python expressions)
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import jax
+import numpy as np
+from automata_compile._errors import AutomataError, IncompatibleVocabularyError
+from automata_compile._token_dfa import TokenDFA
+from flax import struct
+from jaxtyping import Array, Bool, Int, UInt32
+
+MASK_GATHER = "gather"
+MASK_BITMASK = "bitmask"
+MASK_IMPLS = (MASK_GATHER, MASK_BITMASK)
+DEFAULT_MASK_IMPL = MASK_GATHER  # see the module docstring of `_constraint` for the numbers
+
+
+class RuntimeShapeError(AutomataError, ValueError):
+    """An array passed to the runtime has the wrong shape or holds out-of-range values."""
+
+
+class RuntimeDtypeError(AutomataError, TypeError):
+    """An array passed to the runtime has the wrong dtype."""
+
+
+class UnknownConstraintError(AutomataError, ValueError):
+    """A constraint id is neither -1 (unconstrained) nor the index of a loaded constraint."""
+
+
+def bucket(n: int, minimum: int = 8) -> int:
+    """The smallest power of two that is >= max(n, minimum)."""
+    n = max(int(n), int(minimum), 1)
+    return 1 << (n - 1).bit_length()
+
+
+@struct.dataclass(kw_only=True)
+class ConstraintTables:
+    """Token-DFA tables of K constraints on the device (a pytree; pass it to jit as an argument).
+
+    Padded constraints (ids ``num_constraints .. K-1``) allow nothing, so a row that
+    uses one is flagged as an error; padded states allow nothing and are not accepting.
+    EOS ids always have class 0 here: EOS is allowed exactly in accepting states.
+
+    Attributes:
+      token_class: int32[K, V], the class of each token id under each constraint.
+      next_state: int32[K, Q, C], next state for (constraint, state, class); -1 = not allowed.
+      accepting: bool[K, Q], EOS is allowed in this state.
+      viable: bool[K, Q], accepting or some token allowed; landing in a non-viable state
+        is an error (nothing can be generated from it).
+      start: int32[K], the initial state of each constraint.
+      eos_mask: bool[V], the vocabulary's EOS ids.
+      num_constraints: int32[], how many of the K constraints are real.
+      mask_bits: uint32[M, ceil(V/32)] or None, deduplicated allowed-token bitmasks (bit
+        ``t % 32`` of word ``t // 32`` is token t); only with ``mask_impl="bitmask"``.
+      mask_row: int32[K, Q] or None, the `mask_bits` row of each (constraint, state).
+      vocab_fingerprint: the vocabulary the tables were compiled for (static).
+      eos_ids: the EOS token ids (static).
+    """
+
+    token_class: Int[Array, "K V"]
+    next_state: Int[Array, "K Q C"]
+    accepting: Bool[Array, "K Q"]
+    viable: Bool[Array, "K Q"]
+    start: Int[Array, " K"]
+    eos_mask: Bool[Array, " V"]
+    num_constraints: Int[Array, ""]
+    mask_bits: UInt32[Array, "M W"] | None = None
+    mask_row: Int[Array, "K Q"] | None = None
+    vocab_fingerprint: str = struct.field(pytree_node=False, default="")
+    eos_ids: tuple[int, ...] = struct.field(pytree_node=False, default=())
+
+    # -- sizes ----------------------------------------------------------------------------------
+
+    @property
+    def vocab_size(self) -> int:
+        """V, the logits width the tables were built for."""
+        return int(self.token_class.shape[1])
+
+    @property
+    def padded_shape(self) -> tuple[int, int, int]:
+        """(K, Q, C) after bucketing."""
+        return tuple(int(d) for d in self.next_state.shape)
+
+    @property
+    def mask_impl(self) -> str:
+        return MASK_GATHER if self.mask_bits is None else MASK_BITMASK
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of all arrays on the device."""
+        return int(sum(x.nbytes for x in jax.tree.leaves(self)))
+
+    def check_vocabulary(self, fingerprint: str) -> None:
+        """Raises IncompatibleVocabularyError unless the tables were built for ``fingerprint``."""
+        if self.vocab_fingerprint and fingerprint != self.vocab_fingerprint:
+            raise IncompatibleVocabularyError(
+                f"ConstraintTables: expected vocabulary {self.vocab_fingerprint[:16]}…, got "
+                f"{fingerprint[:16]}…; recompile the constraints for this tokenizer."
+            )
+
+    def __repr__(self) -> str:
+        k, q, c = self.padded_shape
+        return (
+            f"ConstraintTables(K={k}, Q={q}, C={c}, V={self.vocab_size}, "
+            f"mask_impl={self.mask_impl!r}, nbytes={self.nbytes})"
+        )
+
+    # -- construction ---------------------------------------------------------------------------
+
+    @classmethod
+    def from_dfas(
+        cls,
+        dfas: TokenDFA | str | os.PathLike | Sequence[TokenDFA | str | os.PathLike],
+        *,
+        vocab_size: int,
+        eos_ids: Sequence[int] | None = None,
+        mask_impl: str = DEFAULT_MASK_IMPL,
+        min_states: int = 8,
+        min_classes: int = 8,
+        min_constraints: int = 1,
+    ) -> ConstraintTables:
+        """Pads one or many TokenDFAs into one device pytree.
+
+        Args:
+          dfas: a `TokenDFA`, an artifact path (read with `TokenDFA.load`), or a sequence of
+            them; constraint id ``i`` of the batch is ``dfas[i]``. May be empty (then every
+            row must be unconstrained and ``eos_ids`` is required).
+          vocab_size: the model's logits width V. A DFA over fewer ids is padded (the extra
+            ids are never allowed); over more ids only if those ids are all class 0.
+          eos_ids: EOS token ids; default: the union of the DFAs' ``eos_ids``.
+          mask_impl: ``"gather"`` (mask = ``next_state[k, q][token_class[k]] >= 0``) or
+            ``"bitmask"`` (deduplicated per-state bitmasks; more memory).
+          min_states, min_classes, min_constraints: lower bounds of the buckets.
+
+        Returns:
+          The tables, committed to the default device.
+
+        Raises:
+          IncompatibleVocabularyError: the DFAs were compiled for different vocabularies, or
+            allow token ids >= ``vocab_size``.
+          TableFormatError: an artifact path cannot be read.
+          RuntimeShapeError: bad ``vocab_size``, ``eos_ids`` or ``mask_impl``.
+
+        Example:
+          >>> import numpy as np
+          >>> from automata_compile import TokenDFA
+          >>> dfa = TokenDFA(token_class=np.array([1, 0], np.int32),
+          ...                next_state=np.array([[-1, 0]], np.int32),
+          ...                accepting=np.array([True]), start=0, eos_ids=(1,),
+          ...                vocab_fingerprint="toy")
+          >>> tables = ConstraintTables.from_dfas(dfa, vocab_size=4)
+          >>> tables.padded_shape, tables.vocab_size
+          ((1, 8, 8), 4)
+        """
+        if isinstance(dfas, (TokenDFA, str, os.PathLike)):
+            dfas = [dfas]
+        dfas = [d if isinstance(d, TokenDFA) else TokenDFA.load(d) for d in dfas]
+        if not isinstance(vocab_size, (int, np.integer)) or vocab_size < 1:
+            raise RuntimeShapeError(f"vocab_size: expected a positive int, got {vocab_size!r}")
+        vocab_size = int(vocab_size)
+        if mask_impl not in MASK_IMPLS:
+            raise RuntimeShapeError(f"mask_impl: expected one of {MASK_IMPLS}, got {mask_impl!r}")
+        fingerprints = {d.vocab_fingerprint for d in dfas}
+        if len(fingerprints) > 1:
+            listing = "; ".join(
+                f"#{i} ({d.spec_kind} {d.spec[:30]!r}): {d.vocab_fingerprint[:16]}…"
+                for i, d in enumerate(dfas)
+            )
+            raise IncompatibleVocabularyError(
+                f"ConstraintTables.from_dfas: expected every DFA to share one vocabulary, got "
+                f"{len(fingerprints)} fingerprints ({listing}); compile all constraints with "
+                "the same tokenizer."
+            )
+        if eos_ids is None:
+            eos_ids = sorted({int(i) for d in dfas for i in d.eos_ids})
+        eos_ids = tuple(sorted({int(i) for i in eos_ids}))
+        if not eos_ids:
+            raise RuntimeShapeError(
+                "eos_ids: expected at least one EOS id (from the DFAs or the eos_ids argument), "
+                "got none"
+            )
+        bad_eos = [i for i in eos_ids if not 0 <= i < vocab_size]
+        if bad_eos:
+            raise RuntimeShapeError(
+                f"eos_ids: expected ids in [0, {vocab_size}), got {bad_eos} (vocab_size is the "
+                "model's logits width)"
+            )
+
+        k_real = len(dfas)
+        kp = bucket(k_real, min_constraints)
+        qp = bucket(max((d.num_states for d in dfas), default=1), min_states)
+        cp = bucket(max((d.num_classes for d in dfas), default=1), min_classes)
+        token_class = np.zeros((kp, vocab_size), np.int32)
+        next_state = np.full((kp, qp, cp), -1, np.int32)
+        accepting = np.zeros((kp, qp), bool)
+        viable = np.zeros((kp, qp), bool)
+        start = np.zeros((kp,), np.int32)
+        eos = np.zeros((vocab_size,), bool)
+        eos[list(eos_ids)] = True
+        for i, d in enumerate(dfas):
+            tc = _fit_vocabulary(d, vocab_size, i)
+            tc[list(eos_ids)] = 0
+            q, c = d.next_state.shape
+            token_class[i] = tc
+            next_state[i, :q, :c] = d.next_state
+            accepting[i, :q] = d.accepting
+            used = np.bincount(tc, minlength=c) > 0
+            viable[i, :q] = d.accepting | (d.next_state[:, used] >= 0).any(axis=1)
+            start[i] = d.start
+
+        mask_bits = mask_row = None
+        if mask_impl == MASK_BITMASK:
+            mask_bits, mask_row = _bitmasks(token_class, next_state, [d.num_states for d in dfas])
+        tables = cls(
+            token_class=token_class,
+            next_state=next_state,
+            accepting=accepting,
+            viable=viable,
+            start=start,
+            eos_mask=eos,
+            num_constraints=np.int32(k_real),
+            mask_bits=mask_bits,
+            mask_row=mask_row,
+            vocab_fingerprint=next(iter(fingerprints), ""),
+            eos_ids=eos_ids,
+        )
+        return jax.device_put(tables)
+
+
+def _fit_vocabulary(dfa: TokenDFA, vocab_size: int, index: int) -> np.ndarray:
+    """The DFA's token_class padded (class 0) or truncated to ``vocab_size`` ids."""
+    tc = np.asarray(dfa.token_class, np.int32)
+    if tc.shape[0] <= vocab_size:
+        return np.concatenate([tc, np.zeros(vocab_size - tc.shape[0], np.int32)])
+    extra = np.flatnonzero(tc[vocab_size:])
+    if extra.size:
+        raise IncompatibleVocabularyError(
+            f"ConstraintTables.from_dfas: DFA #{index} ({dfa.spec_kind} {dfa.spec[:30]!r}) "
+            f"covers {tc.shape[0]} token ids and may emit id {vocab_size + int(extra[0])}, but "
+            f"the model's logits width is {vocab_size}; expected a vocabulary of at most "
+            f"{vocab_size} ids (compile for the model's tokenizer)."
+        )
+    return tc[:vocab_size].copy()
+
+
+def _bitmasks(
+    token_class: np.ndarray, next_state: np.ndarray, num_states: list[int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Deduplicated packed allowed-token masks of every real (constraint, state).
+
+    Row 0 is the all-zero mask (padding, dead). Rows are padded to a power of two.
+    """
+    kp, qp, _ = next_state.shape
+    v = token_class.shape[1]
+    words = (v + 31) // 32
+    rows: dict[bytes, int] = {bytes(words * 4): 0}
+    packed_rows = [np.zeros(words, np.uint32)]
+    mask_row = np.zeros((kp, qp), np.int32)
+    chunk = max(1, (1 << 24) // max(v, 1))  # ~16 MB of bools at a time
+    for k, q_real in enumerate(num_states):
+        for lo in range(0, q_real, chunk):
+            hi = min(q_real, lo + chunk)
+            allowed = next_state[k, lo:hi][:, token_class[k]] >= 0  # [n, V]
+            packed = np.packbits(allowed, axis=1, bitorder="little")
+            packed = np.pad(packed, ((0, 0), (0, words * 4 - packed.shape[1])))
+            for j, row in enumerate(packed):
+                key = row.tobytes()
+                idx = rows.get(key)
+                if idx is None:
+                    idx = rows[key] = len(packed_rows)
+                    packed_rows.append(np.ascontiguousarray(row).view("<u4").astype(np.uint32))
+                mask_row[k, lo + j] = idx
+    m = bucket(len(packed_rows), 8)
+    bits = np.zeros((m, words), np.uint32)
+    bits[: len(packed_rows)] = np.stack(packed_rows)
+    return bits, mask_row
+
+
+def unconstrained_tables(vocab_size: int, eos_ids: Sequence[int]) -> ConstraintTables:
+    """Tables with no constraint: every row must use constraint id -1."""
+    return ConstraintTables.from_dfas([], vocab_size=vocab_size, eos_ids=eos_ids)
