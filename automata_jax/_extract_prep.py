@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 from automata_compile import AutomataError, InvalidSchemaError, TokenDFA
-
 from automata_jax._extract_io import ExtractError
 
 __all__ = ["PromptTemplate", "cache_key", "compile_schema_cached", "load_schema"]

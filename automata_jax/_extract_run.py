@@ -77,7 +77,6 @@ class Runner:
           VocabularyError, CheckpointError: unreadable tokenizer or weights.
         """
         from automata_compile import Vocabulary
-
         from automata_jax import testing
 
         on_cpu = jax.default_backend() == "cpu"
@@ -180,7 +179,6 @@ def _cache_fn(model, dtype):
 
 def _load_gemma(args, on_cpu: bool):
     from automata_compile import Vocabulary
-
     from automata_jax.models import Gemma3, Gemma3Config, load_safetensors
 
     ckpt = Path(args.checkpoint)

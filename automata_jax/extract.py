@@ -33,11 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from automata_compile import AutomataError
-
 from automata_jax import _extract_io, _extract_prep
 from automata_jax._extract_io import ExtractError, OutputLog, Record, read_records
 
-__all__ = ["main", "parse_args"]
+__all__ = ["LIMIT_ERROR", "ExtractError", "main", "parse_args"]
 
 MODELS = ("tiny", "gemma3-270m", "gemma3-1b")
 LIMIT_ERROR = "max_new_tokens reached before the object was complete"
@@ -145,7 +144,7 @@ def _run(args: argparse.Namespace) -> int:
 
     # Cheap checks first, so a typo fails before any model work.
     schema = _extract_prep.load_schema(schema_path)
-    total = _count_lines(input_path)
+    total = _extract_io.count_records(input_path)
     template = _extract_prep.PromptTemplate.from_file(
         args.prompt_template
         or testing.data_path("prompt.txt" if args.model == "tiny" else "prompt_gemma.txt")
@@ -194,15 +193,6 @@ def _enable_xla_cache(path: Path) -> None:
     if jax.config.jax_compilation_cache_dir is None:
         jax.config.update("jax_compilation_cache_dir", str(path))
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
-
-
-def _count_lines(path: Path) -> int:
-    if not path.exists():
-        raise ExtractError(f"input file {str(path)!r} does not exist")
-    if path.is_dir():
-        raise ExtractError(f"input {str(path)!r} is a directory, expected a JSON-lines file")
-    with open(path, "rb") as f:
-        return sum(1 for line in f if line.strip())
 
 
 class _Stats:

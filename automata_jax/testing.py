@@ -31,6 +31,7 @@ __all__ = [
     "example_docs_path",
     "example_schema",
     "tiny_model",
+    "write_random_checkpoint",
 ]
 
 DEFAULT_SEED = 0
@@ -129,3 +130,101 @@ def tiny_model(vocab_size: int | None = None, *, seed: int = DEFAULT_SEED):
     leaves, treedef = jax.tree.flatten(shapes, is_leaf=lambda x: isinstance(x, tuple))
     params = jax.tree.unflatten(treedef, [jax.numpy.asarray(init(s)) for s in leaves])
     return model, params
+
+
+# Hugging Face module name of each per-layer weight (Gemma3ForCausalLM, under model.layers.{i}.).
+_HF_LAYER_KEYS = {
+    "input_layernorm": "input_layernorm",
+    "q_proj": "self_attn.q_proj",
+    "k_proj": "self_attn.k_proj",
+    "v_proj": "self_attn.v_proj",
+    "q_norm": "self_attn.q_norm",
+    "k_norm": "self_attn.k_norm",
+    "o_proj": "self_attn.o_proj",
+    "post_attention_layernorm": "post_attention_layernorm",
+    "pre_feedforward_layernorm": "pre_feedforward_layernorm",
+    "gate_proj": "mlp.gate_proj",
+    "up_proj": "mlp.up_proj",
+    "down_proj": "mlp.down_proj",
+    "post_feedforward_layernorm": "post_feedforward_layernorm",
+}
+
+
+def write_random_checkpoint(
+    path: str | Path, config, *, seed: int = DEFAULT_SEED, tokenizer: str | Path | None = None
+) -> Path:
+    """Writes a random-weight checkpoint in Hugging Face's Gemma-3 layout, for tests of the
+    real-weights code paths (`load_safetensors`, ``extract --checkpoint``) without a download.
+
+    Args:
+      path: the directory to create (``config.json``, ``model.safetensors``).
+      config: a `Gemma3Config` (keep it small: the embedding is ``vocab_size x d_model``).
+      seed: NumPy seed of the weights (N(0, 0.02^2); norm weights 0).
+      tokenizer: a tokenizer file to copy in as ``tokenizer.json`` / ``tokenizer.model``.
+
+    Returns:
+      ``path``.
+
+    Raises:
+      ImportError: the ``safetensors`` package is not installed.
+    """
+    import numpy as np
+
+    try:
+        from safetensors.numpy import save_file
+    except ImportError as e:
+        raise ImportError(
+            "write_random_checkpoint needs 'safetensors': pip install safetensors"
+        ) from e
+
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    c = config
+    hf_config = {
+        "architectures": ["Gemma3ForCausalLM"],
+        "model_type": "gemma3_text",
+        "vocab_size": c.vocab_size,
+        "hidden_size": c.d_model,
+        "num_hidden_layers": c.num_layers,
+        "num_attention_heads": c.num_heads,
+        "num_key_value_heads": c.num_kv_heads,
+        "head_dim": c.head_dim,
+        "intermediate_size": c.hidden_dim,
+        "sliding_window": c.sliding_window,
+        "sliding_window_pattern": c.sliding_window_pattern,
+        "query_pre_attn_scalar": c.query_pre_attn_scalar,
+        "rope_local_base_freq": c.rope_local_base,
+        "rope_theta": c.rope_global_base,
+        "rms_norm_eps": c.rms_norm_eps,
+        "torch_dtype": "float32",
+    }
+    (path / "config.json").write_text(json.dumps(hf_config, indent=2), encoding="utf-8")
+    d, h, kv, k, f = c.d_model, c.num_heads, c.num_kv_heads, c.head_dim, c.hidden_dim
+    hf_shapes = {  # HF linear weights are [out, in]
+        "q_proj": (h * k, d), "k_proj": (kv * k, d), "v_proj": (kv * k, d), "o_proj": (d, h * k),
+        "gate_proj": (f, d), "up_proj": (f, d), "down_proj": (d, f),
+        "q_norm": (k,), "k_norm": (k,),
+    }  # fmt: skip
+    rng = np.random.default_rng(seed)
+
+    def normal(shape):
+        return (0.02 * rng.standard_normal(shape, dtype=np.float32)).astype(np.float32)
+
+    tensors = {
+        "model.embed_tokens.weight": normal((c.vocab_size, d)),
+        "model.norm.weight": np.zeros((d,), np.float32),
+    }
+    for i in range(c.num_layers):
+        for ours, theirs in _HF_LAYER_KEYS.items():
+            shape = hf_shapes.get(ours, (d,))
+            value = np.zeros(shape, np.float32) if len(shape) == 1 else normal(shape)
+            tensors[f"model.layers.{i}.{theirs}.weight"] = value
+    save_file(tensors, str(path / "model.safetensors"))
+    if tokenizer is not None:
+        tokenizer = Path(tokenizer)
+        name = "tokenizer.model" if ".model" in tokenizer.suffixes else "tokenizer.json"
+        (path / name).write_bytes(tokenizer.read_bytes())
+        config_file = tokenizer.with_name("tokenizer_config.json")
+        if config_file.is_file():
+            (path / "tokenizer_config.json").write_bytes(config_file.read_bytes())
+    return path

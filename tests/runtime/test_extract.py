@@ -134,26 +134,26 @@ def test_job_writes_one_valid_line_per_input_and_reports_bad_lines(tmp_path, cap
 
 def test_resume_after_a_torn_write_loses_and_duplicates_nothing(tmp_path, capsys):
     inp, out = tmp_path / "docs.jsonl", tmp_path / "out.jsonl"
-    _docs(inp, 10)
+    _docs(inp, 6)
     assert extract.main(["--input", str(inp), "--output", str(out), *BATCH]) == 0
     full = out.read_bytes()
     lines = full.splitlines(keepends=True)
-    # A crash in the third batch: two batches (8 lines) on disk, then half a line.
-    out.write_bytes(b"".join(lines[:8]) + lines[8][: len(lines[8]) // 2])
+    # A crash in the second batch: one batch (4 lines) on disk, then half a line.
+    out.write_bytes(b"".join(lines[:4]) + lines[4][: len(lines[4]) // 2])
     assert extract.main(["--input", str(inp), "--output", str(out), *BATCH]) == 0
     err = capsys.readouterr().err
-    assert "dropped a torn last line" in err and "8 record(s) already in" in err
+    assert "dropped a torn last line" in err and "4 record(s) already in" in err
     resumed = out.read_bytes()
-    assert resumed.startswith(b"".join(lines[:8]))  # finished records untouched
+    assert resumed.startswith(b"".join(lines[:4]))  # finished records untouched
     ids = [r["id"] for r in _read_output(out)]
-    assert ids == [f"d{i}" for i in range(10)]  # nothing lost, nothing twice
+    assert ids == [f"d{i}" for i in range(6)]  # nothing lost, nothing twice
     assert resumed == full  # greedy decoding: the redone records come out the same
     _check_results(_read_output(out), testing.example_schema())
 
 
 def test_killed_job_resumes_without_loss_or_duplicates(tmp_path):
     inp, out = tmp_path / "docs.jsonl", tmp_path / "out.jsonl"
-    n = 16
+    n = 12
     _docs(inp, n)
     cmd = [sys.executable, "-m", "automata_jax.extract", "--input", str(inp), "--output",
            str(out), *BATCH]  # fmt: skip
@@ -238,3 +238,53 @@ def test_bad_options_exit_with_usage(capsys):
         assert e.value.code == 2
     err = capsys.readouterr().err
     assert "--batch-size: expected >= 1, got 0" in err and "needs --checkpoint" in err
+
+
+# -- limits, real-checkpoint path, prompts ---------------------------------------------------
+
+
+def test_token_limit_gives_a_clear_error_line(tmp_path):
+    inp, out = tmp_path / "docs.jsonl", tmp_path / "out.jsonl"
+    _docs(inp, 2)
+    args = ["--input", str(inp), "--output", str(out), "--max-new-tokens", "8", *BATCH]
+    assert extract.main(args) == 0
+    for r in _read_output(out):
+        assert r == {"id": r["id"], "line": r["line"], "ok": False, "tokens": 8,
+                     "error": "max_new_tokens reached before the object was complete"}  # fmt: skip
+
+
+def test_gemma_checkpoint_with_its_own_tokenizer_and_chat_template(tmp_path, gemma3_tokenizer_path):
+    """The --checkpoint path: HF config.json + safetensors + tokenizer.json (262,145 ids for a
+    262,144-wide model), the Gemma chat template, and schema-valid output."""
+    pytest.importorskip("safetensors")
+    from automata_jax.models import Gemma3Config
+
+    config = Gemma3Config(
+        vocab_size=262_144, d_model=8, num_layers=2, num_heads=2, num_kv_heads=1, head_dim=4,
+        hidden_dim=16, sliding_window=16, query_pre_attn_scalar=4.0,
+    )  # fmt: skip
+    ckpt = testing.write_random_checkpoint(
+        tmp_path / "ckpt", config, tokenizer=gemma3_tokenizer_path
+    )
+    inp, out = tmp_path / "docs.jsonl", tmp_path / "out.jsonl"
+    _docs(inp, 2)
+    args = ["--model", "gemma3-270m", "--checkpoint", str(ckpt), "--input", str(inp),
+            "--output", str(out), "--batch-size", "2", "--max-new-tokens", "128", "--no-progress"]  # fmt: skip
+    assert extract.main(args) == 0
+    results = _read_output(out)
+    assert [r["id"] for r in results] == ["d0", "d1"] and any(r["ok"] for r in results)
+    _check_results(results, testing.example_schema())
+
+
+def test_prompt_template_special_tokens_only_from_the_template(gemma3_vocab):
+    from automata_jax._extract_prep import PromptTemplate
+
+    template = PromptTemplate.from_file(testing.data_path("prompt_gemma.txt"))
+    text = "Eve <start_of_turn> 30"
+    ids = template.encode(gemma3_vocab, text=text, schema_json="{}", record_id=1)
+    start = gemma3_vocab.special_tokens["<start_of_turn>"]
+    end = gemma3_vocab.special_tokens["<end_of_turn>"]
+    assert ids[0] == gemma3_vocab.bos_id
+    assert ids.count(start) == 2 and ids.count(end) == 1  # the template's, not the text's
+    decoded = gemma3_vocab.decode(ids).decode()
+    assert text in decoded and "{text}" not in decoded and "{schema}" not in decoded

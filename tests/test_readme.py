@@ -1,0 +1,98 @@
+"""README.md tells the truth: its quickstart runs, its commands are the ones CI and the job use,
+and its regex-syntax table matches what the compiler accepts and refuses."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+TRY_COMMAND = "pip install -e . && python -m automata_jax.extract --output people.jsonl"
+TEST_COMMAND = 'pip install -e ".[test]" && python -m pytest'
+
+
+def quickstart() -> str:
+    block = re.search(
+        r"<!-- quickstart:begin[^>]*-->\s*```python\n(.*?)```\s*<!-- quickstart:end -->",
+        README,
+        re.DOTALL,
+    )
+    assert block, "README.md: no ```python block between the quickstart markers"
+    return block.group(1)
+
+
+def test_quickstart_is_short():
+    assert len(quickstart().strip().splitlines()) <= 15
+
+
+def test_quickstart_runs_and_prints_schema_valid_json(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # it writes name.npz
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+        exec(compile(quickstart(), "README.md:quickstart", "exec"), {"__name__": "__readme__"})
+    obj = json.loads(stdout.getvalue())
+    assert set(obj) == {"name"} and isinstance(obj["name"], str) and len(obj["name"]) <= 20
+    assert (tmp_path / "name.npz").is_file()
+
+
+def test_commands_are_in_the_readme_and_in_ci():
+    fenced = re.findall(r"```bash\n(.*?)```", README, re.DOTALL)
+    assert TRY_COMMAND in [b.strip() for b in fenced]
+    assert TEST_COMMAND in [b.strip() for b in fenced]
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    ci_lines = [line.replace(" -q", "") for line in ci.splitlines() if "pytest" in line]
+    assert TEST_COMMAND in ci_lines, "README's test command and .ci/run disagree"
+
+
+def test_sections_and_links():
+    for title in (
+        "Supported regex syntax",
+        "Regex extensions",
+        "JSON Schema keywords",
+        "Benchmarks",
+        "Coverage",
+    ):
+        assert re.search(rf"^## {title}$", README, re.MULTILINE), title
+    assert "(BENCHMARKS.md)" in README and "(COVERAGE.md)" in README
+
+
+# The regex-syntax table, row by row: constructs it lists as supported compile, and the
+# refused ones raise UnsupportedPatternError.
+SUPPORTED = [
+    r"a.b", r"(?s)a.b", r"[a-z]+[^abc]", r"\d\w\s\D\W\S", r"(?a)\d+", r"a*b+c?d{2}e{2,}f{2,3}",
+    r"a*?b+?c??d{2,3}?", r"(ab)(?:cd)(?P<name>ef)", r"ab|cd", r"(?i)straße", r"(?x) a b  # note",
+    r"(?i:ab)c", r"\n\t\x41\u00e9\U0001F600\N{GREEK SMALL LETTER ALPHA}\0", r"^abc$", r"\Aabc\Z",
+]  # fmt: skip
+REFUSED = [
+    r"(a)\1", r"(?P<x>a)(?P=x)", r"a(?=b)", r"a(?!b)", r"(?<=a)b", r"(?<!a)b", r"(a)?(?(1)b|c)",
+    r"(?>ab)", r"a*+", r"a++", r"a?+", r"\bab", r"a\Bb", r"a^b", r"a$b",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def byte_vocab():
+    from automata_compile import Vocabulary
+
+    return Vocabulary.from_bytes([bytes([i]) for i in range(256)] + [b""], eos_ids=[256])
+
+
+@pytest.mark.parametrize("pattern", SUPPORTED)
+def test_supported_regex_syntax_compiles(byte_vocab, pattern):
+    from automata_compile import compile_regex
+
+    compile_regex(pattern, byte_vocab)
+
+
+@pytest.mark.parametrize("pattern", REFUSED)
+def test_refused_regex_syntax_raises(byte_vocab, pattern):
+    from automata_compile import UnsupportedPatternError, compile_regex
+
+    with pytest.raises(UnsupportedPatternError):
+        compile_regex(pattern, byte_vocab)
