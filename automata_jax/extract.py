@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         return _run(args)
-    except (AutomataError, OSError) as e:
+    except (AutomataError, OSError, ImportError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
