@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+
 from automata_compile import _dfa_ops
 from automata_compile._byte_dfa import NUM_BYTES, ByteDFA
 from automata_compile._errors import EmptyLanguageError
@@ -88,13 +89,9 @@ def compose(dfa: ByteDFA, trie: TokenTrie, predicates=()):
     ns, acc, st, _ = _dfa_ops.minimize(ns, acc, st)
     # Minimization can make columns equal: merge them, keeping the dead class first.
     dead = np.full((ns.shape[0], 1), -1, dtype=np.int32)
-    cols, col_map = np.unique(np.concatenate([dead, ns], axis=1).T, axis=0, return_inverse=True)
-    col_map = col_map.reshape(-1)
-    order = np.argsort(col_map[0] != np.arange(cols.shape[0]), kind="stable")  # dead column first
-    rank = np.empty_like(order)
-    rank[order] = np.arange(order.shape[0])
-    new_next = np.ascontiguousarray(cols[order].T).astype(np.int32)
-    token_class = rank[col_map[1:][token_class]].astype(np.int32)
+    first, col_id = _dfa_ops.unique_columns(np.concatenate([dead, ns], axis=1))
+    new_next = np.ascontiguousarray(np.concatenate([dead, ns], axis=1)[:, first]).astype(np.int32)
+    token_class = col_id[1:][token_class].astype(np.int32)
     return token_class, new_next, acc, st
 
 

@@ -62,7 +62,11 @@ def _closure(seeds, src, dst, q) -> np.ndarray:
 
 
 def minimize(trans: np.ndarray, accepting: np.ndarray, start: int):
-    """Moore partition refinement, vectorized with random hashing, then verified exactly.
+    """Moore partition refinement with incremental random hashing, then verified exactly.
+
+    Each state's signature is a random linear form of its successors' block ids. When
+    a block splits, only the edges into the states that changed block update their
+    predecessors' signatures, so a round costs what changed, not Q × S.
 
     Args:
       trans: int32[Q, S], a trimmed DFA (every state useful).
@@ -76,26 +80,43 @@ def minimize(trans: np.ndarray, accepting: np.ndarray, start: int):
     q, s = trans.shape
     if q == 0:
         return trans, accepting, start, np.zeros(0, np.int32)
-    # Equal columns need to be hashed once.
-    cols, col_inverse = np.unique(trans.T, axis=0, return_inverse=True)
-    ctrans = np.ascontiguousarray(cols.T)
     rng = np.random.default_rng(0x5EED)
-    weights = rng.integers(1, 2**62, size=ctrans.shape[1], dtype=np.uint64) | np.uint64(1)
+    weights = rng.integers(1, 2**63, size=s, dtype=np.uint64) | np.uint64(1)
+    # Reverse edges grouped by target: (source, symbol weight) of every edge into each state.
+    src, sym = np.nonzero(trans >= 0)
+    dst = trans[src, sym]
+    order = np.argsort(dst, kind="stable")
+    rsrc, rweight = src[order], weights[sym[order]]
+    roff = np.searchsorted(dst[order], np.arange(q + 1))
+    # Stable block ids: a split keeps the old id for one part.
     block = accepting.astype(np.int64)
-    count = len(np.unique(block))
+    num_blocks = int(block.max()) + 1
+    if num_blocks == 1:
+        block[:] = 0
+    sig = np.zeros(q, dtype=np.uint64)
+    np.add.at(sig, rsrc, rweight * (block[dst[order]] + 1).astype(np.uint64))
     while True:
-        succ = np.where(ctrans >= 0, block[np.maximum(ctrans, 0)] + 1, 0).astype(np.uint64)
-        sig = (succ * weights[None, :]).sum(axis=1, dtype=np.uint64)
-        _, new_block = np.unique(
-            np.stack([block.astype(np.uint64), sig], axis=1), axis=0, return_inverse=True
-        )
-        new_block = new_block.reshape(-1).astype(np.int64)
-        new_count = int(new_block.max()) + 1
-        block = new_block
-        if new_count == count:
+        pairs = np.stack([block.astype(np.uint64), sig], axis=1)
+        uniq, inverse = np.unique(pairs, axis=0, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        if uniq.shape[0] == num_blocks:
             break
-        count = new_count
-    block = _verify_or_refine(ctrans, accepting, block)
+        first = np.ones(uniq.shape[0], dtype=bool)
+        first[1:] = uniq[1:, 0] != uniq[:-1, 0]
+        new_id = np.where(first, uniq[:, 0].astype(np.int64), 0)
+        new_id[~first] = num_blocks + np.arange(int((~first).sum()))
+        new_block = new_id[inverse]
+        changed = np.flatnonzero(new_block != block)
+        num_blocks = uniq.shape[0]
+        delta = (new_block[changed] - block[changed]).astype(np.uint64)  # wraps for negatives
+        block = new_block
+        counts = roff[changed + 1] - roff[changed]
+        idx = np.repeat(roff[changed] - np.cumsum(counts) + counts, counts) + np.arange(
+            int(counts.sum())
+        )
+        np.add.at(sig, rsrc[idx], rweight[idx] * np.repeat(delta, counts))
+    _, block = np.unique(block, return_inverse=True)
+    block = _verify_or_refine(trans, accepting, block.reshape(-1).astype(np.int64))
     nb = int(block.max()) + 1
     rep = np.zeros(nb, dtype=np.int64)
     rep[block[::-1]] = np.arange(q)[::-1]  # first member of each block
@@ -104,13 +125,41 @@ def minimize(trans: np.ndarray, accepting: np.ndarray, start: int):
     return out, accepting[rep].copy(), int(block[start]), block.astype(np.int32)
 
 
-def _verify_or_refine(ctrans, accepting, block):
-    """Exact check that ``block`` is a congruence; refines with exact row keys if a hash collided."""
+def _verify_or_refine(trans, accepting, block):
+    """Exact check that ``block`` is a congruence; refines exactly if a hash collided."""
     while True:
-        succ = np.where(ctrans >= 0, block[np.maximum(ctrans, 0)], DEAD)
-        rows = np.concatenate([block[:, None], accepting[:, None].astype(np.int64), succ], axis=1)
-        _, exact = np.unique(rows, axis=0, return_inverse=True)
-        exact = exact.reshape(-1)
-        if exact.max() == block.max():
+        rep = np.zeros(int(block.max()) + 1, dtype=np.int64)
+        rep[block[::-1]] = np.arange(block.shape[0])[::-1]
+        block32 = np.append(block, DEAD).astype(np.int32)
+        succ = block32[trans]  # trans == -1 reads the appended DEAD
+        same = (succ == succ[rep[block]]).all(axis=1) & (accepting == accepting[rep[block]])
+        if same.all():
             return block
-        block = exact.astype(np.int64)
+        # pragma: no cover - a 64-bit signature collision; split exactly and check again.
+        rows = np.concatenate(
+            [block[:, None], accepting[:, None].astype(np.int64), succ.astype(np.int64)], axis=1
+        )
+        _, exact = np.unique(rows, axis=0, return_inverse=True)
+        block = exact.reshape(-1).astype(np.int64)
+
+
+def unique_columns(mat: np.ndarray):
+    """(index of one column per distinct column, id of each column's distinct column).
+
+    Hashes columns with random weights and verifies equality exactly (falling back to
+    sorting on a collision); ids are numbered in order of first appearance.
+    """
+    weights = np.random.default_rng(0xC01).integers(1, 2**63, size=mat.shape[0], dtype=np.uint64)
+    keys = (weights[:, None] * (mat.astype(np.int64) + 2).astype(np.uint64)).sum(
+        axis=0, dtype=np.uint64
+    )
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    if not (mat == mat[:, first[inverse]]).all():  # pragma: no cover - a hash collision
+        _, first, inverse = np.unique(mat.T, axis=0, return_index=True, return_inverse=True)
+        inverse = inverse.reshape(-1)
+    # Renumber by first appearance so that column 0 keeps id 0.
+    order = np.argsort(first, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.shape[0])
+    return first[order], rank[inverse]

@@ -73,5 +73,23 @@ def _with_place(message: str, pattern: str | None, offset: int | None) -> str:
     if pattern is None:
         return message
     if offset is None:
-        return f"{message} in pattern {pattern!r}"
-    return f"{message} at offset {offset} in pattern {pattern!r}\n  {pattern}\n  {' ' * offset}^"
+        return f"{message} in pattern {_clip(pattern)}"
+    # Show a window of the pattern around the offset, with a caret under it.
+    lo = max(0, offset - _WINDOW)
+    hi = min(len(pattern), offset + _WINDOW)
+    shown = ("…" if lo else "") + pattern[lo:hi] + ("…" if hi < len(pattern) else "")
+    caret = (1 if lo else 0) + offset - lo
+    shown_line = shown.replace("\n", "\\n")
+    caret_col = len(shown[:caret].replace("\n", "\\n"))
+    return f"{message} at offset {offset} in pattern\n  {shown_line}\n  {' ' * caret_col}^"
+
+
+_WINDOW = 40
+
+
+def _clip(pattern: str) -> str:
+    return (
+        repr(pattern)
+        if len(pattern) <= 2 * _WINDOW
+        else repr(pattern[: 2 * _WINDOW]) + f"… ({len(pattern)} characters)"
+    )
