@@ -22,7 +22,7 @@ from typing import Any
 
 from automata_compile import AutomataError
 
-__all__ = ["ExtractError", "OutputLog", "Record", "count_records", "read_records", "record_key"]
+__all__ = ["ExtractError", "OutputLog", "Record", "read_records", "record_key"]
 
 
 class ExtractError(AutomataError, ValueError):
@@ -58,16 +58,6 @@ def _open_input(path: str | os.PathLike) -> Path:
     if path.is_dir():
         raise ExtractError(f"input {str(path)!r} is a directory, expected a JSON-lines file")
     return path
-
-
-def count_records(path: str | os.PathLike) -> int:
-    """The number of non-blank lines (for the progress bar).
-
-    Raises:
-      ExtractError: the file is missing or a directory.
-    """
-    with open(_open_input(path), "rb") as f:
-        return sum(1 for line in f if line.strip())
 
 
 def read_records(path: str | os.PathLike, *, text_field: str = "text") -> Iterator[Record]:

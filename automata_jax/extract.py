@@ -144,7 +144,9 @@ def _run(args: argparse.Namespace) -> int:
 
     # Cheap checks first, so a typo fails before any model work.
     schema = _extract_prep.load_schema(schema_path)
-    total = _extract_io.count_records(input_path)
+    keys = [
+        _extract_io.record_key(r.id) for r in read_records(input_path, text_field=args.text_field)
+    ]
     template = _extract_prep.PromptTemplate.from_file(
         args.prompt_template
         or testing.data_path("prompt.txt" if args.model == "tiny" else "prompt_gemma.txt")
@@ -157,6 +159,10 @@ def _run(args: argparse.Namespace) -> int:
             )
         if log.done:
             _log(f"resume: {len(log.done)} record(s) already in {output_path} are skipped")
+        todo = sum(k not in log.done for k in keys)
+        if not todo:  # no need to build a model
+            _report(_Stats(), output_path)
+            return 0
 
         t0 = time.perf_counter()
         cache_dir = None
@@ -177,7 +183,7 @@ def _run(args: argparse.Namespace) -> int:
             + (f"loaded from {artifact}" if hit else f"compiled in {t_compile - t_model:.1f} s")
         )
         runner.set_constraint(dfa)
-        stats = _process(args, runner, template, schema, input_path, log, total)
+        stats = _process(args, runner, template, schema, input_path, log, len(keys), todo)
     _report(stats, output_path)
     return 0
 
@@ -208,7 +214,7 @@ class _Stats:
         self.seconds = 0.0
 
 
-def _process(args, runner, template, schema, input_path, log, total) -> _Stats:
+def _process(args, runner, template, schema, input_path, log, total, todo) -> _Stats:
     from tqdm import tqdm
 
     schema_json = json.dumps(schema, ensure_ascii=False)
@@ -216,7 +222,7 @@ def _process(args, runner, template, schema, input_path, log, total) -> _Stats:
     stats = _Stats()
     bar = tqdm(
         total=total,
-        initial=min(len(log.done), total),
+        initial=total - todo,
         unit="rec",
         desc="extract",
         file=sys.stderr,
