@@ -1,0 +1,233 @@
+"""Runs the JSON-Schema-Test-Suite (draft 2020-12) against `json_schema_to_regex`.
+
+For every test group, the schema is translated in strict mode. The group is
+
+* **exact** when every valid instance fully matches the regex and no invalid one does,
+  each instance serialized four ways (``json.dumps`` default and compact separators,
+  ``ensure_ascii`` True and False), or when the translation raises `InvalidSchemaError`
+  and every instance of the group is invalid (an unsatisfiable schema);
+* **refused** when the translation raises `UnsupportedSchemaError` (the keyword is tallied);
+* **wrong** otherwise (a valid instance rejected, an invalid one accepted, or an
+  `InvalidSchemaError` for a schema that some instance satisfies).
+
+Usage: ``python tools/schema_coverage.py [--suite DIR] [--out COVERAGE.md]``. Without
+``--out`` it prints the report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import dataclasses
+import itertools
+import json
+import os
+import re
+import sys
+import time
+
+SUITE_CANDIDATES = (
+    "/work/shared/data/json-schema-test-suite/tests/draft2020-12",
+    "/work/shared/data/json-schema-test-suite/draft2020-12",
+)
+# Options for the run: defaults, except that leap seconds are checked exactly (the
+# default "utc" accepts 23:59:60 only at offset zero, a documented subset).
+OPTIONS = {"leap_seconds": "exact"}
+# Per-file deviations. format.json tests the default (annotation-only) meaning of
+# `format`, optional/format/* its assertion; one schema cannot satisfy both, so
+# format.json runs with assert_format=False. uniqueItems.json has a valid instance nesting
+# 4 levels under a schema-free array (`uniqueItems: false`), deeper than the default
+# bound max_nesting_depth=2.
+FILE_OPTIONS = {
+    "format.json": {"assert_format": False},
+    "uniqueItems.json": {"max_nesting_depth": 4},
+}
+MAX_ORDERS = 2000
+
+
+def find_suite(path: str | None = None) -> str | None:
+    for p in (path,) if path else SUITE_CANDIDATES:
+        if p and os.path.isdir(p):
+            return p
+    return None
+
+
+SPELLINGS = [
+    dict(separators=sep, ensure_ascii=ascii_)
+    for sep in (None, (",", ":"))
+    for ascii_ in (True, False)
+]
+
+
+def key_orders(value):
+    """The value with its objects' keys in every order (JSON objects are unordered, and
+    the generated language fixes one order: schema order for declared properties)."""
+    if isinstance(value, dict):
+        keys = list(value)
+        for perm in itertools.permutations(keys):
+            for kids in itertools.product(
+                *(list(itertools.islice(key_orders(value[k]), MAX_ORDERS)) for k in perm)
+            ):
+                yield dict(zip(perm, kids, strict=True))
+    elif isinstance(value, list):
+        for kids in itertools.product(
+            *(list(itertools.islice(key_orders(x), MAX_ORDERS)) for x in value)
+        ):
+            yield list(kids)
+    else:
+        yield value
+
+
+def check_instance(rx, value, valid: bool) -> str | None:
+    """None if the instance is classified right in every spelling, else the failing text."""
+    orders = list(itertools.islice(key_orders(value), MAX_ORDERS))
+    for opts in SPELLINGS:
+        texts = [json.dumps(v, **opts) for v in orders]
+        hit = next((t for t in texts if rx.fullmatch(t)), None)
+        if valid and hit is None:
+            return texts[0]
+        if not valid and hit is not None:
+            return hit
+    return None
+
+
+@dataclasses.dataclass
+class GroupResult:
+    file: str
+    description: str
+    outcome: str  # exact | refused | wrong
+    detail: str = ""
+    keyword: str | None = None
+    seconds: float = 0.0
+
+
+def run_group(file: str, group: dict, options: dict) -> GroupResult:
+    from automata_compile import InvalidSchemaError, UnsupportedSchemaError, json_schema_to_regex
+
+    desc = group["description"]
+    tests = group["tests"]
+    t0 = time.perf_counter()
+
+    def result(outcome, detail="", keyword=None):
+        return GroupResult(file, desc, outcome, detail, keyword, time.perf_counter() - t0)
+
+    try:
+        regex = json_schema_to_regex(group["schema"], **options)
+    except UnsupportedSchemaError as e:
+        return result("refused", str(e), e.keyword or "(complexity)")
+    except InvalidSchemaError as e:
+        if all(not t["valid"] for t in tests):
+            return result("exact", f"unsatisfiable: {e}")
+        return result("wrong", f"InvalidSchemaError on a satisfiable schema: {e}")
+    except Exception as e:  # noqa: BLE001 - a crash is a wrong answer, reported
+        return result("wrong", f"crash: {type(e).__name__}: {e}")
+    rx = re.compile(regex)
+    for t in tests:
+        text = check_instance(rx, t["data"], t["valid"])
+        if text is not None:
+            verdict = "rejected valid" if t["valid"] else "accepted invalid"
+            return result("wrong", f"{verdict} {text!r} ({t['description']})")
+    return result("exact")
+
+
+def run_suite(path: str, options: dict | None = None) -> list[GroupResult]:
+    options = dict(OPTIONS if options is None else options)
+    results = []
+    for root, _, files in sorted(os.walk(path)):
+        for name in sorted(files):
+            if not name.endswith(".json"):
+                continue
+            full = os.path.join(root, name)
+            rel = os.path.relpath(full, path)
+            with open(full, encoding="utf-8") as f:
+                groups = json.load(f)
+            file_options = {**options, **FILE_OPTIONS.get(rel, {})}
+            for group in groups:
+                results.append(run_group(rel, group, file_options))
+    return results
+
+
+def report(results: list[GroupResult], path: str) -> str:
+    per_file: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    for r in results:
+        per_file[r.file][r.outcome] += 1
+    totals = collections.Counter(r.outcome for r in results)
+    refused_kw = collections.Counter(r.keyword for r in results if r.outcome == "refused")
+    lines = [
+        "# JSON Schema coverage",
+        "",
+        "Generated by `python tools/schema_coverage.py --out COVERAGE.md` from the official",
+        f"JSON-Schema-Test-Suite, draft 2020-12 (`{path}`), in strict mode with options",
+        f"`{OPTIONS}` (all other options at their defaults), except: `format.json`, which tests",
+        "the annotation-only default meaning of `format`, runs with `assert_format=False`, and",
+        "`uniqueItems.json`, whose valid instances nest 4 levels under a schema-free array,",
+        "with `max_nesting_depth=4`.",
+        "",
+        "A group is *exact* when every valid instance fully matches the generated regex and no",
+        "invalid one does, each serialized with `json.dumps` default and compact separators,",
+        "`ensure_ascii` True and False (objects are unordered: a valid instance must match with",
+        "some order of its keys, an invalid one with none), or when an unsatisfiable schema raises",
+        "`InvalidSchemaError` and every instance is invalid; *refused* when strict mode raises",
+        "`UnsupportedSchemaError`; *wrong* otherwise.",
+        "",
+        f"**Totals: {len(results)} groups — {totals['exact']} exact, {totals['refused']} refused, {totals['wrong']} wrong.**",
+        "",
+        "| file | groups | exact | refused | wrong |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for file in sorted(per_file):
+        c = per_file[file]
+        lines.append(
+            f"| {file} | {sum(c.values())} | {c['exact']} | {c['refused']} | {c['wrong']} |"
+        )
+    lines.append(
+        f"| **total** | **{len(results)}** | **{totals['exact']}** | **{totals['refused']}** | **{totals['wrong']}** |"
+    )
+    lines += ["", "## Refusals by keyword", "", "| keyword | groups |", "| --- | ---: |"]
+    for kw, n in refused_kw.most_common():
+        lines.append(f"| `{kw}` | {n} |")
+    lines += ["", "## Refused groups", ""]
+    for r in results:
+        if r.outcome == "refused":
+            reason = r.detail.split(" cannot be enforced exactly: ", 1)[-1].split(
+                ". Pass strict=False"
+            )[0]
+            lines.append(f"- {r.file} — {r.description}: `{r.keyword}`: {reason}")
+    wrong = [r for r in results if r.outcome == "wrong"]
+    if wrong:
+        lines += ["", "## Wrong groups", ""]
+        for r in wrong:
+            lines.append(f"- {r.file} — {r.description}: {r.detail[:300]}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--suite", default=None, help="draft2020-12 folder of the test suite")
+    ap.add_argument("--out", default=None, help="write the report here (e.g. COVERAGE.md)")
+    ap.add_argument("--slowest", type=int, default=0, help="print the N slowest groups")
+    args = ap.parse_args(argv)
+    path = find_suite(args.suite)
+    if path is None:
+        print("JSON-Schema-Test-Suite not found; pass --suite", file=sys.stderr)
+        return 2
+    t0 = time.perf_counter()
+    results = run_suite(path)
+    text = report(results, path)
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        print(text)
+    totals = collections.Counter(r.outcome for r in results)
+    print(
+        f"{len(results)} groups: {totals['exact']} exact, {totals['refused']} refused, {totals['wrong']} wrong ({time.perf_counter() - t0:.1f}s)",
+        file=sys.stderr,
+    )
+    for r in sorted(results, key=lambda r: -r.seconds)[: args.slowest]:
+        print(f"  {r.seconds:6.2f}s {r.file} — {r.description}", file=sys.stderr)
+    return 1 if totals["wrong"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
