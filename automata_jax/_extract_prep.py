@@ -27,7 +27,14 @@ from typing import Any
 from automata_compile import AutomataError, InvalidSchemaError, TokenDFA
 from automata_jax._extract_io import ExtractError
 
-__all__ = ["PromptTemplate", "cache_key", "compile_schema_cached", "load_schema"]
+__all__ = [
+    "PromptTemplate",
+    "cache_key",
+    "compile_schema_cached",
+    "first_error",
+    "load_schema",
+    "schema_validator",
+]
 
 _PLACEHOLDERS = ("{text}", "{schema}", "{id}")
 
@@ -64,19 +71,42 @@ def load_schema(path: str | os.PathLike) -> dict[str, Any] | bool:
 
 
 def _check_against_metaschema(schema: dict[str, Any] | bool, path: Path) -> None:
+    cls = _validator_class(schema)
+    if cls is None:  # optional: the compiler reports what it cannot use anyway
+        return
+    error = first_error(cls(cls.META_SCHEMA), schema)
+    if error is not None:
+        pointer, message = error
+        raise InvalidSchemaError(
+            f"schema file {str(path)!r}: invalid JSON Schema at {pointer}: {message}",
+            pointer=pointer,
+        )
+
+
+def _validator_class(schema):
     try:
         import jsonschema
         from jsonschema.validators import validator_for
-    except ImportError:  # optional: the compiler reports what it cannot use anyway
-        return
-    cls = validator_for(schema, default=jsonschema.Draft202012Validator)
-    error = jsonschema.exceptions.best_match(cls(cls.META_SCHEMA).iter_errors(schema))
-    if error is not None:
-        pointer = "/" + "/".join(str(p) for p in error.absolute_path)
-        raise InvalidSchemaError(
-            f"schema file {str(path)!r}: invalid JSON Schema at {pointer}: {error.message}",
-            pointer=pointer,
-        )
+    except ImportError:
+        return None
+    return validator_for(schema, default=jsonschema.Draft202012Validator)
+
+
+def schema_validator(schema: dict[str, Any] | bool):
+    """A ``jsonschema`` validator for instances of ``schema`` (its ``$schema`` draft, else
+    2020-12), or None when ``jsonschema`` is not installed."""
+    cls = _validator_class(schema)
+    return None if cls is None else cls(schema)
+
+
+def first_error(validator, instance) -> tuple[str, str] | None:
+    """``(JSON pointer, message)`` of the most relevant validation error, or None if valid."""
+    import jsonschema
+
+    error = jsonschema.exceptions.best_match(validator.iter_errors(instance))
+    if error is None:
+        return None
+    return "/" + "/".join(str(p) for p in error.absolute_path), error.message
 
 
 def cache_key(schema: Any, options: dict[str, Any], vocab_fingerprint: str) -> str:

@@ -218,7 +218,7 @@ def _process(args, runner, template, schema, input_path, log, total, todo) -> _S
     from tqdm import tqdm
 
     schema_json = json.dumps(schema, ensure_ascii=False)
-    validator = _validator(schema)
+    validator = _extract_prep.schema_validator(schema)
     stats = _Stats()
     bar = tqdm(
         total=total,
@@ -303,32 +303,14 @@ def _result(out, vocab, validator) -> dict[str, Any]:
     except (UnicodeDecodeError, json.JSONDecodeError) as e:  # a compiler bug if ever reached
         return {"ok": False, "error": f"generated text is not JSON ({e}): {raw!r}"}
     if validator is not None:
-        error = _validation_error(validator, obj)
-        if error is not None:  # likewise: the constraint should make this impossible
+        error = _extract_prep.first_error(validator, obj)
+        if error is not None:  # only --lenient (keywords not enforced) can get here
             return {
                 "ok": False,
-                "error": f"object does not validate: {error}",
+                "error": f"object does not validate: {error[1]} at {error[0]}",
                 "text": raw.decode(),
             }
     return {"ok": True, "object": obj, "tokens": out.num_tokens}
-
-
-def _validator(schema):
-    try:
-        import jsonschema
-        from jsonschema.validators import validator_for
-    except ImportError:
-        return None
-    return validator_for(schema, default=jsonschema.Draft202012Validator)(schema)
-
-
-def _validation_error(validator, obj) -> str | None:
-    import jsonschema
-
-    error = jsonschema.exceptions.best_match(validator.iter_errors(obj))
-    if error is None:
-        return None
-    return f"{error.message} at /{'/'.join(str(p) for p in error.absolute_path)}"
 
 
 def _report(stats: _Stats, output_path: Path) -> None:

@@ -132,24 +132,6 @@ def tiny_model(vocab_size: int | None = None, *, seed: int = DEFAULT_SEED):
     return model, params
 
 
-# Hugging Face module name of each per-layer weight (Gemma3ForCausalLM, under model.layers.{i}.).
-_HF_LAYER_KEYS = {
-    "input_layernorm": "input_layernorm",
-    "q_proj": "self_attn.q_proj",
-    "k_proj": "self_attn.k_proj",
-    "v_proj": "self_attn.v_proj",
-    "q_norm": "self_attn.q_norm",
-    "k_norm": "self_attn.k_norm",
-    "o_proj": "self_attn.o_proj",
-    "post_attention_layernorm": "post_attention_layernorm",
-    "pre_feedforward_layernorm": "pre_feedforward_layernorm",
-    "gate_proj": "mlp.gate_proj",
-    "up_proj": "mlp.up_proj",
-    "down_proj": "mlp.down_proj",
-    "post_feedforward_layernorm": "post_feedforward_layernorm",
-}
-
-
 def write_random_checkpoint(
     path: str | Path, config, *, seed: int = DEFAULT_SEED, tokenizer: str | Path | None = None
 ) -> Path:
@@ -169,6 +151,8 @@ def write_random_checkpoint(
       ImportError: the ``safetensors`` package is not installed.
     """
     import numpy as np
+
+    from automata_jax.models._safetensors import _LAYER_KEYS  # our name -> HF module name
 
     try:
         from safetensors.numpy import save_file
@@ -215,7 +199,7 @@ def write_random_checkpoint(
         "model.norm.weight": np.zeros((d,), np.float32),
     }
     for i in range(c.num_layers):
-        for ours, theirs in _HF_LAYER_KEYS.items():
+        for ours, theirs in _LAYER_KEYS.items():
             shape = hf_shapes.get(ours, (d,))
             value = np.zeros(shape, np.float32) if len(shape) == 1 else normal(shape)
             tensors[f"model.layers.{i}.{theirs}.weight"] = value

@@ -288,3 +288,24 @@ def test_prompt_template_special_tokens_only_from_the_template(gemma3_vocab):
     assert ids.count(start) == 2 and ids.count(end) == 1  # the template's, not the text's
     decoded = gemma3_vocab.decode(ids).decode()
     assert text in decoded and "{text}" not in decoded and "{schema}" not in decoded
+
+
+def test_result_lines_check_objects_against_the_schema():
+    """What is written for a row: the object, the token-limit error, or (only possible with
+    --lenient, which drops unenforceable keywords) a validation error naming the place."""
+    from automata_compile import Vocabulary
+    from automata_jax._extract_prep import schema_validator
+    from automata_jax._extract_run import RowOutput
+
+    vocab = Vocabulary.from_bytes([b"[", b"]", b"0", b",", None], eos_ids=[4])
+    validator = schema_validator({"type": "array", "uniqueItems": True})
+    done = RowOutput(tokens=(0, 2, 3, 2, 1), num_tokens=6, finished=True)
+    assert extract._result(done, vocab, validator) == {
+        "ok": False,
+        "error": "object does not validate: [0, 0] has non-unique elements at /",
+        "text": "[0,0]",
+    }
+    good = RowOutput(tokens=(0, 2, 1), num_tokens=4, finished=True)
+    assert extract._result(good, vocab, validator) == {"ok": True, "object": [0], "tokens": 4}
+    cut = RowOutput(tokens=(0, 2), num_tokens=2, finished=False)
+    assert extract._result(cut, vocab, validator)["error"] == extract.LIMIT_ERROR
