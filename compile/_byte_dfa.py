@@ -13,6 +13,7 @@ import bisect
 import dataclasses
 
 import numpy as np
+
 from automata_compile import _charsets as cs
 from automata_compile import _dfa_ops
 from automata_compile._errors import EmptyLanguageError, StateBudgetExceededError

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+
 from automata_compile import _byte_dfa, _compose, _regex_parse
 from automata_compile._token_dfa import TokenDFA
 from automata_compile._token_trie import trie_for

@@ -15,6 +15,7 @@ import zipfile
 from typing import Any
 
 import numpy as np
+
 from automata_compile._errors import IncompatibleVocabularyError, TableFormatError
 
 FORMAT_LABEL = "automata-jax/token-dfa"
