@@ -134,6 +134,21 @@ _ANNOTATIONS = frozenset(
     }
 )
 _TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
+# where a TooComplexError is attributed, in this order
+_COMPLEX_KEYWORDS = (
+    "allOf",
+    "oneOf",
+    "anyOf",
+    "not",
+    "if",
+    "patternProperties",
+    "propertyNames",
+    "pattern",
+    "format",
+    "multipleOf",
+    "contains",
+    "$ref",
+)
 _DEFAULT_BASE = "https://automata-jax.invalid/schema.json"
 _MAX_DNF = 256
 _MAX_MODULUS = 400
@@ -278,12 +293,16 @@ def _num_ok(v: Decimal, *, lo, lo_excl, hi, hi_excl, mults, not_mults, excluded)
 
 class _Arr(_Hashed):
     """Arrays: per-position schemas, the schema of the other items, length bounds and
-    ``contains`` counts ``(schema, min, max, first position counted)``. ``None`` = any."""
+    ``contains`` counts ``(schema, min, max, first position counted, JSON pointer)``.
+    ``None`` = any. ``ev`` records what the schema evaluated (for ``unevaluatedItems``):
+    ``(prefix positions, all items, contains schemas, exact)``; ``exact`` is False where an
+    ``anyOf`` could not be split into exclusive branches."""
 
-    __slots__ = ("prefix", "items", "min", "max", "contains")
+    __slots__ = ("prefix", "items", "min", "max", "contains", "ev")
     _fields = __slots__
 
-    def __init__(self, prefix=(), items=None, min=0, max=None, contains=()):
+    def __init__(self, prefix=(), items=None, min=0, max=None, contains=(), ev=None):
+        ev = _ARR_EV0 if ev is None else ev
         if items is not None and items.is_bottom():
             max = len(prefix) if max is None else min_(max, len(prefix))
         for i, p in enumerate(prefix):
@@ -296,7 +315,9 @@ class _Arr(_Hashed):
                 items = None
         while prefix and prefix[-1] == items:
             prefix = prefix[:-1]
-        self._init(prefix=tuple(prefix), items=items, min=min, max=max, contains=tuple(contains))
+        self._init(
+            prefix=tuple(prefix), items=items, min=min, max=max, contains=tuple(contains), ev=ev
+        )
 
     def at(self, i: int):
         return self.prefix[i] if i < len(self.prefix) else self.items
@@ -309,16 +330,33 @@ def min_(a, b):
     return a if a <= b else b
 
 
+_ARR_EV0 = (0, False, (), True)
+_OBJ_EV0 = (frozenset(), NEVER, False, True)
+
+
+def _arr_ev_union(a, b):
+    return (max(a[0], b[0]), a[1] or b[1], tuple(dict.fromkeys(a[2] + b[2])), a[3] and b[3])
+
+
+def _obj_ev_union(a, b):
+    return (a[0] | b[0], alt(a[1], b[1]), a[2] or b[2], a[3] and b[3])
+
+
 class _Obj(_Hashed):
     """Objects: declared properties (in order; a BOTTOM schema means the name must be
     absent), required names, rules ``(key language, schema)`` for the other names (their
     key languages are disjoint; a name no rule matches is forbidden), witness rules of
-    which at least one other property must match, and count bounds. ``None`` = any."""
+    which at least one other property must match, and count bounds. ``None`` = any.
+    ``ev`` records the evaluated names (for ``unevaluatedProperties``): ``(names, key
+    language, all names, exact)``."""
 
-    __slots__ = ("props", "required", "rest", "need", "min", "max")
+    __slots__ = ("props", "required", "rest", "need", "min", "max", "ev")
     _fields = __slots__
 
-    def __init__(self, props=(), required=frozenset(), rest=None, need=(), min=0, max=None):
+    def __init__(
+        self, props=(), required=frozenset(), rest=None, need=(), min=0, max=None, ev=None
+    ):
+        ev = _OBJ_EV0 if ev is None else ev
         if rest is None:
             rest = ((sf.ANY_STRING, None),)
         props = list(props)
@@ -333,6 +371,7 @@ class _Obj(_Hashed):
             need=tuple(need),
             min=min,
             max=max,
+            ev=ev,
         )
 
     def schema_for(self, name: str):
@@ -527,7 +566,14 @@ def _arr_meet(a: _Arr, b: _Arr):
     prefix = tuple(_meet(a.at(i), b.at(i)) for i in range(n))
     items = _meet(a.items, b.items) if (a.items is not None or b.items is not None) else None
     mx = b.max if a.max is None else (a.max if b.max is None else min_(a.max, b.max))
-    return _Arr(prefix, items, max(a.min, b.min), mx, tuple(dict.fromkeys(a.contains + b.contains)))
+    return _Arr(
+        prefix,
+        items,
+        max(a.min, b.min),
+        mx,
+        tuple(dict.fromkeys(a.contains + b.contains)),
+        _arr_ev_union(a.ev, b.ev),
+    )
 
 
 def _obj_meet(a: _Obj, b: _Obj):
@@ -564,7 +610,15 @@ def _obj_meet(a: _Obj, b: _Obj):
         if not need:
             return None
     mx = b.max if a.max is None else (a.max if b.max is None else min_(a.max, b.max))
-    return _Obj(props, a.required | b.required, tuple(rest), tuple(need), max(a.min, b.min), mx)
+    return _Obj(
+        props,
+        a.required | b.required,
+        tuple(rest),
+        tuple(need),
+        max(a.min, b.min),
+        mx,
+        _obj_ev_union(a.ev, b.ev),
+    )
 
 
 def _negate(t) -> _T:
@@ -621,12 +675,12 @@ def _arr_negate(a: _Arr) -> list:
     if a.items is not None:
         ni = _negate(a.items)
         if not ni.is_bottom():
-            out.append(_Arr(contains=((ni, 1, None, len(a.prefix)),)))
-    for c, mn, mx, start in a.contains:
+            out.append(_Arr(contains=((ni, 1, None, len(a.prefix), ""),)))
+    for c, mn, mx, start, ptr in a.contains:
         if mn > 0:
-            out.append(_Arr(contains=((c, 0, mn - 1, start),)))
+            out.append(_Arr(contains=((c, 0, mn - 1, start, ptr),)))
         if mx is not None:
-            out.append(_Arr(contains=((c, mx + 1, None, start),)))
+            out.append(_Arr(contains=((c, mx + 1, None, start, ptr),)))
     return out
 
 
@@ -745,6 +799,7 @@ class _Resolver:
         self.root = root
         self.resources: dict[str, tuple[Any, str]] = {}
         self.anchors: dict[str, tuple[Any, str, str]] = {}
+        self.dynamic_anchors: dict[str, tuple[Any, str, str]] = {}
         self.resources[_DEFAULT_BASE] = (root, "")
         self._walk(root, _DEFAULT_BASE, "")
 
@@ -759,6 +814,8 @@ class _Resolver:
             a = node.get(key)
             if isinstance(a, str):
                 self.anchors[base + "#" + a] = (node, ptr, base)
+                if key == "$dynamicAnchor":
+                    self.dynamic_anchors[base + "#" + a] = (node, ptr, base)
         for key in _SCHEMA_MAPS:
             sub = node.get(key)
             if isinstance(sub, dict):
@@ -840,6 +897,10 @@ class _Translator:
         self.opts = opts
         self.resolver = _Resolver(root)
         self.stack: list[tuple[int, int]] = []  # ($ref target id, instance depth)
+        self.scope: list[str] = []  # dynamic scope: schema resources entered, outermost first
+        text = json.dumps(root)
+        self.dynamic = "$dynamicRef" in text
+        self.track_ev = "unevaluated" in text
         self.depth = 0
         self.memo: dict = {}
         self.truncated: str | None = None
@@ -873,11 +934,28 @@ class _Translator:
             self.invalid(
                 ptr, f"a schema must be an object or a boolean, got {type(node).__name__} {node!r}"
             )
-        key = (id(node), base, tuple(self.stack))
+        if isinstance(node.get("$id"), str) and not node["$id"].startswith("#"):
+            base = _join_uri(base, node["$id"]).split("#", 1)[0]
+        key = (id(node), base, tuple(self.stack), tuple(self.scope) if self.dynamic else ())
         hit = self.memo.get(key)
         if hit is not None:
             return hit[0]
-        out = self._schema(node, base, ptr)
+        entered = not self.scope or self.scope[-1] != base
+        if entered:
+            self.scope.append(base)
+        try:
+            out = self._schema(node, base, ptr)
+        except TooComplexError as e:
+            keyword = next((k for k in _COMPLEX_KEYWORDS if k in node), "allOf")
+            self.refuse(
+                keyword,
+                _ptr_join(ptr, keyword),
+                f"the constraints here are too complex for a regular expression ({e})",
+            )
+            out = _TOP
+        finally:
+            if entered:
+                self.scope.pop()
         if out.is_bottom() and node and self.empty_at is None:
             self.empty_at = ptr
         self.memo[key] = (out, node)
@@ -893,8 +971,6 @@ class _Translator:
                 self.depth -= 1
 
     def _schema(self, s: dict, base: str, ptr: str) -> _T:
-        if isinstance(s.get("$id"), str) and not s["$id"].startswith("#"):
-            base = _join_uri(base, s["$id"]).split("#", 1)[0]
         parts: list[_T] = []
         if "$schema" in s and _dialect(s["$schema"]) is None:
             self.refuse(
@@ -906,11 +982,15 @@ class _Translator:
             parts.append(self._ref(s["$ref"], base, _ptr_join(ptr, "$ref")))
             if self.legacy_ref:
                 return parts[0]
-        for kw in ("$dynamicRef", "$recursiveRef"):
-            if kw in s:
-                self.refuse(
-                    kw, _ptr_join(ptr, kw), "dynamic references depend on the evaluation path"
-                )
+        if "$dynamicRef" in s:
+            p = _ptr_join(ptr, "$dynamicRef")
+            parts.append(self._ref(s["$dynamicRef"], base, p, dynamic=True))
+        if "$recursiveRef" in s:
+            self.refuse(
+                "$recursiveRef",
+                _ptr_join(ptr, "$recursiveRef"),
+                "draft 2019-09 recursive references are not supported (use $dynamicRef)",
+            )
         if "type" in s:
             parts.append(self._type(s["type"], _ptr_join(ptr, "type")))
         if "enum" in s:
@@ -941,23 +1021,95 @@ class _Translator:
                 parts.append(_negate(inner))
             except (_Refuse, TooComplexError) as e:
                 self.refuse("not", p, getattr(e, "reason", "its complement is too complex"))
-        if "if" in s and ("then" in s or "else" in s):
+        if "if" in s and ("then" in s or "else" in s or self.track_ev):  # a lone if annotates
             parts.append(self._conditional(s, base, ptr))
         out = _TOP
         for part in parts:
             out = _meet(out, part)
+        if "multipleOf" in s and any(_modulus(m) > _MAX_MODULUS for n in out.nums for m in n.mults):
+            self.refuse(
+                "multipleOf",
+                _ptr_join(ptr, "multipleOf"),
+                f"multiples of {s['multipleOf']!r} need a remainder automaton with more than {_MAX_MODULUS} states",
+            )
+            out = out.replace(
+                nums=tuple(
+                    n.replace(mults=frozenset()) if n.values is None else n for n in out.nums
+                )
+            )
+        if "unevaluatedProperties" in s:
+            out = self._unevaluated_properties(out, s["unevaluatedProperties"], base, ptr)
+        if "unevaluatedItems" in s:
+            out = self._unevaluated_items(out, s["unevaluatedItems"], base, ptr)
         if s.get("nullable") is True:
             out = _join(out, _T(null=True))
         return out
 
-    def _ref(self, ref, base, ptr) -> _T:
+    def _unevaluated_properties(self, out: _T, sub, base, ptr) -> _T:
+        """Names that no keyword here evaluated (in-place subschemas included) must match."""
+        p = _ptr_join(ptr, "unevaluatedProperties")
+        u = self.sub(sub, base, p, descend=True)
+        objects = []
+        for o in out.objects:
+            names, keys, all_, exact = o.ev
+            if not all_ and not exact:
+                self.refuse(
+                    "unevaluatedProperties",
+                    p,
+                    "an anyOf below it could not be split into exclusive branches, so what it "
+                    "evaluated is unknown",
+                )
+            elif not all_:
+                rest = [(keys, None)] if not sf.is_never(keys) else []
+                if not u.is_bottom():
+                    rest.append((sf.complement(keys), None if u.is_top() else u))
+                rule = _Obj(tuple((n, None) for n in sorted(names)), rest=tuple(rest))
+                o = _obj_meet(o, rule)
+                if o is None or o.surely_empty():
+                    continue
+            objects.append(o.replace(ev=(frozenset(), NEVER, True, True)))
+        return out.replace(objects=tuple(objects))
+
+    def _unevaluated_items(self, out: _T, sub, base, ptr) -> _T:
+        """Items that no keyword here evaluated (prefixItems, items, contains) must match."""
+        p = _ptr_join(ptr, "unevaluatedItems")
+        u = self.sub(sub, base, p, descend=True)
+        arrays = []
+        for a in out.arrays:
+            count, all_, cons, exact = a.ev
+            if not all_ and not exact:
+                self.refuse(
+                    "unevaluatedItems",
+                    p,
+                    "an anyOf below it could not be split into exclusive branches, so what it "
+                    "evaluated is unknown",
+                )
+            elif not all_:
+                a = _arr_meet(a, _Arr((None,) * count, _join(u, *cons)))
+                if a.surely_empty():
+                    continue
+            arrays.append(a.replace(ev=(0, True, (), True)))
+        return out.replace(arrays=tuple(arrays))
+
+    def _ref(self, ref, base, ptr, dynamic: bool = False) -> _T:
+        keyword = "$dynamicRef" if dynamic else "$ref"
         if not isinstance(ref, str):
-            self.invalid(ptr, "$ref must be a string")
+            self.invalid(ptr, f"{keyword} must be a string")
         try:
             node, nbase, nptr = self.resolver.resolve(ref, base, ptr)
         except _Refuse as e:
-            self.refuse("$ref", ptr, e.reason)
+            self.refuse(keyword, ptr, e.reason)
             return _TOP
+        doc, _, frag = _join_uri(base, ref).partition("#")
+        if dynamic and frag and not frag.startswith("/"):
+            if f"{doc}#{frag}" in self.resolver.dynamic_anchors:
+                # the initial target is a $dynamicAnchor: the outermost resource of the
+                # dynamic scope with a $dynamicAnchor of that name is the target
+                for resource in self.scope:
+                    hit = self.resolver.dynamic_anchors.get(f"{resource}#{frag}")
+                    if hit is not None:
+                        node, nptr, nbase = hit
+                        break
         target = id(node)
         if (target, self.depth) in self.stack:
             self.invalid(
@@ -1003,7 +1155,7 @@ class _Translator:
                 out = _meet(out, t)
             return out
         if kw == "anyOf":
-            return _join(*ts)
+            return self._any_of(ts, ptr)
         # oneOf: exactly one branch
         ts_live = [t for t in ts if not t.is_bottom()]
         try:
@@ -1035,6 +1187,33 @@ class _Translator:
                 f"branches overlap and cannot be made exclusive ({reason}); it is treated as anyOf",
             )
             return _join(*ts_live)
+
+    def _any_of(self, ts: list, ptr: str) -> _T:
+        """A union; where unevaluated* may look at it, split into exclusive combinations of
+        branches (an instance valid under several branches has all their annotations)."""
+        ts = [t for t in ts if not t.is_bottom()]
+        annotated = any(o.ev != _OBJ_EV0 for t in ts for o in t.objects) or any(
+            a.ev != _ARR_EV0 for t in ts for a in t.arrays
+        )
+        if not self.track_ev or not annotated or len(ts) < 2:
+            return _join(*ts)
+        if len(ts) <= 4:
+            try:
+                negs = [_negate(t) for t in ts]
+                terms = []
+                for mask in range(1, 1 << len(ts)):
+                    x = _TOP
+                    for i, t in enumerate(ts):
+                        x = _meet(x, t if mask >> i & 1 else negs[i])
+                    terms.append(x)
+                return _join(*terms)
+            except (_Refuse, TooComplexError):
+                pass
+        out = _join(*ts)
+        return out.replace(
+            objects=tuple(o.replace(ev=o.ev[:3] + (False,)) for o in out.objects),
+            arrays=tuple(a.replace(ev=a.ev[:3] + (False,)) for a in out.arrays),
+        )
 
     def _conditional(self, s, base, ptr) -> _T:
         cond = self.sub(s["if"], base, _ptr_join(ptr, "if"), descend=False)
@@ -1170,12 +1349,14 @@ class _Translator:
             "maxItems",
             "contains",
             "uniqueItems",
-            "unevaluatedItems",
         )
         if not any(k in s for k in kws):
             return []
         prefix: tuple = ()
         items = None
+        evaluates_all = "additionalItems" in s or (
+            "items" in s and not isinstance(s["items"], list)
+        )
         if isinstance(s.get("prefixItems"), list):
             prefix = tuple(
                 self.sub(x, base, _ptr_join(ptr, "prefixItems", i), descend=True)
@@ -1200,8 +1381,10 @@ class _Translator:
         if mx is not None and mn > mx:
             self.invalid(ptr, f"contradictory array bounds: minItems {mn} > maxItems {mx}")
         contains = ()
+        ev_contains = ()
         if "contains" in s:
             c = self.sub(s["contains"], base, _ptr_join(ptr, "contains"), descend=True)
+            ev_contains = (c,)
             cmin, cmax = s.get("minContains", 1), s.get("maxContains")
             for k, v in (("minContains", cmin), ("maxContains", cmax)):
                 if v is not None and not _is_count(v):
@@ -1214,27 +1397,9 @@ class _Translator:
                     ptr, f"contradictory contains bounds: minContains {cmin} > maxContains {cmax}"
                 )
             if cmin > 0 or cmax is not None:
-                contains = ((c, cmin, cmax, 0),)
-        if (
-            "unevaluatedItems" in s
-            and s["unevaluatedItems"] is not True
-            and s["unevaluatedItems"] != {}
-        ):
-            p = _ptr_join(ptr, "unevaluatedItems")
-            applicators = [
-                k
-                for k in ("allOf", "anyOf", "oneOf", "not", "if", "$ref", "$dynamicRef", "contains")
-                if k in s
-            ]
-            if applicators:
-                self.refuse(
-                    "unevaluatedItems", p, f"it depends on what {', '.join(applicators)} evaluated"
-                )
-            elif (
-                "items" not in s or isinstance(s.get("items"), list) and "additionalItems" not in s
-            ):
-                items = self.sub(s["unevaluatedItems"], base, p, descend=True)
-        arr = _Arr(prefix, items, mn, mx, contains)
+                contains = ((c, cmin, cmax, 0, _ptr_join(ptr, "contains")),)
+        ev = (len(prefix), evaluates_all, ev_contains, True)
+        arr = _Arr(prefix, items, mn, mx, contains, ev)
         out = [_only(arrays=(arr,))]
         if s.get("uniqueItems") is True:
             if not _trivially_unique(arr):
@@ -1259,7 +1424,6 @@ class _Translator:
             "dependentRequired",
             "dependentSchemas",
             "dependencies",
-            "unevaluatedProperties",
         )
         if not any(k in s for k in kws):
             return []
@@ -1272,36 +1436,7 @@ class _Translator:
             self.invalid(_ptr_join(ptr, "patternProperties"), "patternProperties must be an object")
         additional = s.get("additionalProperties", True)
         p_add = _ptr_join(ptr, "additionalProperties")
-        if (
-            "unevaluatedProperties" in s
-            and s["unevaluatedProperties"] is not True
-            and s["unevaluatedProperties"] != {}
-        ):
-            p = _ptr_join(ptr, "unevaluatedProperties")
-            applicators = [
-                k
-                for k in (
-                    "allOf",
-                    "anyOf",
-                    "oneOf",
-                    "not",
-                    "if",
-                    "$ref",
-                    "$dynamicRef",
-                    "dependentSchemas",
-                    "dependencies",
-                )
-                if k in s
-            ]
-            if applicators:
-                self.refuse(
-                    "unevaluatedProperties",
-                    p,
-                    f"it depends on what {', '.join(applicators)} evaluated",
-                )
-            elif "additionalProperties" not in s:
-                additional, p_add = s["unevaluatedProperties"], p
-        if props or pats or additional is not True:
+        if "properties" in s or "patternProperties" in s or "additionalProperties" in s:
             pat_langs = []
             for pat, sub in pats.items():
                 p = _ptr_join(ptr, "patternProperties", pat)
@@ -1327,7 +1462,13 @@ class _Translator:
                     "too many overlapping patterns",
                 )
                 rest = ((sf.ANY_STRING, None),)
-            out.append(_only(objects=(_Obj(tuple(declared), rest=rest),)))
+            ev = (
+                frozenset(props),
+                alt(*(lang for lang, _ in pat_langs)),
+                "additionalProperties" in s,
+                True,
+            )
+            out.append(_only(objects=(_Obj(tuple(declared), rest=rest, ev=ev),)))
         req = s.get("required", [])
         if not isinstance(req, list) or not all(isinstance(x, str) for x in req):
             self.invalid(_ptr_join(ptr, "required"), "required must be an array of strings")
@@ -1627,6 +1768,14 @@ def _number_literal(v: Decimal) -> Node:
     return alt(*parts)
 
 
+def _modulus(m: Fraction) -> int:
+    """The integer a with m = a / 10^d for the least d (the remainder automaton's size)."""
+    d = 0
+    while (m * 10**d).denominator != 1:
+        d += 1
+    return int(m * 10**d)
+
+
 def _mult_dfa(part, m: Fraction, negate: bool) -> sf.DFA:
     """DFA of plain decimals that are (``negate``: are not) multiples of m, over a partition
     whose atoms separate the digits, '-' and '.'."""
@@ -1720,8 +1869,9 @@ def _constrained_number(n: _Num) -> Node:
 
 
 class _Emitter:
-    def __init__(self, opts: _Options):
+    def __init__(self, opts: _Options, refuse):
         self.opts = opts
+        self.refuse = refuse
         ws = opts.whitespace
         if ws == "compact":
             self.comma, self.colon, self.open_pad, self.close_pad = char(","), char(":"), EPS, EPS
@@ -1813,7 +1963,12 @@ class _Emitter:
 
     def array(self, a: _Arr) -> Node:
         if a.contains:
-            return self.wrap("[", self._array_counted(a), "]", True)
+            try:
+                return self.wrap("[", self._array_counted(a), "]", True)
+            except (_Refuse, TooComplexError) as e:
+                reason = getattr(e, "reason", None) or f"the counting automaton is too large ({e})"
+                self.refuse("contains", a.contains[-1][4], reason)
+                return self.array(a.replace(contains=()))
         k = len(a.prefix)
         mx = a.max
         items = a.items
@@ -1843,14 +1998,16 @@ class _Emitter:
         return self.wrap("[", body, "]", a.min == 0)
 
     def _array_counted(self, a: _Arr) -> Node:
-        if len(a.contains) > 1:
-            raise _Refuse("contains", "several contains constraints on one array")
-        c, cmin, cmax, start = a.contains[0]
-        notc = _negate(c)
+        """Arrays with ``contains`` counts: an automaton over (position, length, counts)
+        whose edges are element languages, turned into a regex by state elimination."""
+        cons = a.contains
+        if len(cons) > 3:
+            raise _Refuse("contains", "more than three contains constraints on one array")
+        negs = [_negate(c) for c, *_ in cons]
+        caps = [cmax + 1 if cmax is not None else cmin for _, cmin, cmax, _, _ in cons]
         k = len(a.prefix)
-        span = max(k, start)
-        lcap = a.max if a.max is not None else max(a.min, span, 1)
-        ccap = cmax + 1 if cmax is not None else max(cmin, 0)
+        span = max([k] + [c[3] for c in cons])
+        lcap = a.max if a.max is not None else max(a.min, 1)
         states: dict = {}
         edges: dict = {}
 
@@ -1859,37 +2016,47 @@ class _Emitter:
                 states[key] = len(states)
             return states[key]
 
-        start_id = sid((0, 0, 0))
-        todo = [(0, 0, 0)]
-        finals = set()
-        seen = {(0, 0, 0)}
+        start = (0, 0, (0,) * len(cons))
+        sid(start)
+        todo, seen, finals = [start], {start}, set()
         while todo:
-            pos, length, count = key = todo.pop()
-            if length >= a.min and count >= cmin and (cmax is None or count <= cmax):
+            key = todo.pop()
+            pos, length, counts = key
+            if length >= a.min and all(c[1] <= n for c, n in zip(cons, counts, strict=True)):
                 finals.add(sid(key))
             if a.max is not None and length >= a.max:
                 continue
-            el = a.at(pos if pos < k else k) if pos < k else a.items
-            el = _top(el)
+            el = _top(a.prefix[pos] if pos < k else a.items)
             if el.is_bottom():
                 continue
             sep = self.comma if length > 0 else EPS
             npos = min(pos + 1, span)
             nlen = length + 1 if a.max is not None else min(length + 1, lcap)
-            if pos >= start and min(count + 1, ccap) != count:
-                choices = [(_meet(el, c), min(count + 1, ccap)), (_meet(el, notc), count)]
-            else:  # matching `contains` or not leads to the same state: any element
-                choices = [(el, count)]
-            for t, ncount in choices:
-                if t.is_bottom() or (cmax is not None and ncount > cmax):
+            # constraints whose count this element can still change
+            live = [
+                i
+                for i, (_, _, _, first, _) in enumerate(cons)
+                if pos >= first and min(counts[i] + 1, caps[i]) != counts[i]
+            ]
+            for mask in range(1 << len(live)):
+                t, new = el, list(counts)
+                for bit, i in enumerate(live):
+                    if mask >> bit & 1:
+                        t = _meet(t, cons[i][0])
+                        new[i] = min(counts[i] + 1, caps[i])
+                    else:
+                        t = _meet(t, negs[i])
+                if t.is_bottom() or any(
+                    c[2] is not None and n > c[2] for c, n in zip(cons, new, strict=True)
+                ):
                     continue
-                nkey = (npos, nlen, ncount)
+                nkey = (npos, nlen, tuple(new))
                 e = (sid(key), sid(nkey))
                 edges[e] = alt(edges.get(e, NEVER), seq(sep, self.value(t)))
                 if nkey not in seen:
                     seen.add(nkey)
                     todo.append(nkey)
-        return _eliminate(len(states), edges, start_id, finals)
+        return _eliminate(len(states), edges, 0, finals)
 
     def object(self, o: _Obj) -> Node:
         names = [n for n, _ in o.props]
@@ -2071,10 +2238,11 @@ def _regex_node(schema, opts: _Options) -> Node:
     tr = _Translator(schema, opts)
     try:
         t = tr.schema(schema, _DEFAULT_BASE, "")
-        node = _Emitter(opts).value(t)
+        node = _Emitter(opts, tr.refuse).value(t)
     except _Refuse as e:
-        tr.refuse(e.keyword, "", e.reason)
-        raise AssertionError("unreachable in strict mode") from None
+        raise UnsupportedSchemaError(
+            f"{e.keyword!r} cannot be enforced exactly: {e.reason}", keyword=e.keyword, pointer=""
+        ) from None
     except TooComplexError as e:
         raise UnsupportedSchemaError(
             f"#: the schema is too complex to express as a regular expression ({e}); simplify it or lower max_recursion_depth/max_nesting_depth",
