@@ -12,6 +12,7 @@ import dataclasses
 import json
 import os
 import zipfile
+import zlib
 from typing import Any
 
 import numpy as np
@@ -163,7 +164,13 @@ class TokenDFA:
         """
         path = os.fspath(path)
         try:
-            with np.load(path, allow_pickle=False) as data:
+            loaded = np.load(path, allow_pickle=False)
+            if not isinstance(loaded, np.lib.npyio.NpzFile):  # a .npy holds one bare array
+                raise TableFormatError(
+                    f"{path}: not an automata-jax tables file (a .npy array, not an .npz "
+                    "archive); recompile it with `python -m automata_compile`."
+                )
+            with loaded as data:
                 missing = [k for k in ("meta", *_ARRAYS) if k not in data.files]
                 if missing:
                     raise TableFormatError(
@@ -180,6 +187,8 @@ class TokenDFA:
             OSError,
             ValueError,
             zipfile.BadZipFile,
+            zlib.error,  # a corrupt compressed member
+            NotImplementedError,  # zipfile: a corrupt header naming an unknown version / method
             json.JSONDecodeError,
             UnicodeDecodeError,
             EOFError,
