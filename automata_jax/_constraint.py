@@ -9,7 +9,13 @@ such a row is offered EOS only.
 The mask of row b is ``next_state[k, q][token_class[k]] >= 0`` (a gather of V
 from a row of C entries), plus EOS when ``q`` accepts. The alternative kept for
 accelerators, ``mask_impl="bitmask"``, reads one deduplicated packed row of
-``uint32[ceil(V/32)]`` and unpacks it. BENCHMARK_NOTE
+``uint32[ceil(V/32)]`` and unpacks it. Measured on CPU (2 shared cores; Gemma-3
+vocabulary, V = 262,145; a JSON-Schema DFA of 1,367 states / 630 classes padded to
+Q = 2048, C = 1024): `allowed_mask` alone takes 0.35 / 1.6 / 16.5 ms (gather) vs
+0.48 / 0.20 / 2.6 ms (bitmask) at B = 1 / 8 / 64, but once fused into the jitted
+sampling step and the `generate` loop the two are within run-to-run noise (gather
+was as fast or faster in most cases), and the bitmask tables take 26.5 MB on the
+device against 9.7 MB. So gather is the default; re-measure on accelerators.
 """
 
 # ruff: noqa: F722 (jaxtyping shape strings such as "B V" are not Python expressions)

@@ -36,13 +36,87 @@ def _check_temperature(t) -> None:
         raise ValueError(f"temperature: expected a finite float > 0, got {t!r} (use Greedy())")
 
 
+_BLOCK = 512  # tokens per block of the two-level inverse-CDF draw
+_LOW, _HIGH = -1e30, 1e30
+
+
 def _scaled(logits: jax.Array, temperature: float) -> jax.Array:
+    """float32 logits / temperature; NaN becomes a finite, hopeless logit and +inf a large one.
+
+    -inf (a masked token) stays -inf. NaN can only sit at allowed positions (masking
+    replaces the rest), so it stays allowed but loses to any real logit.
+    """
     x = logits.astype(jnp.float32)
-    return x if temperature == 1.0 else x / jnp.float32(temperature)
+    if temperature != 1.0:
+        x = x / jnp.float32(temperature)
+    return jnp.where(jnp.isnan(x), jnp.float32(_LOW), jnp.minimum(x, jnp.float32(_HIGH)))
+
+
+def _first(cond: jax.Array) -> jax.Array:
+    """Index of the first True along the last axis; the axis length if none."""
+    n = cond.shape[-1]
+    return jnp.min(jnp.where(cond, jnp.arange(n, dtype=jnp.int32), n), axis=-1)
+
+
+def _last(cond: jax.Array) -> jax.Array:
+    """Index of the last True along the last axis; -1 if none."""
+    n = cond.shape[-1]
+    return jnp.max(jnp.where(cond, jnp.arange(n, dtype=jnp.int32), -1), axis=-1)
+
+
+def _argmax(x: jax.Array) -> jax.Array:
+    """First index of the row maximum (two vectorizable reductions; XLA's CPU argmax is not)."""
+    return _first(x == jnp.max(x, axis=-1, keepdims=True))
 
 
 def _categorical(rng: jax.Array, x: jax.Array) -> jax.Array:
-    return jax.random.categorical(rng, x, axis=-1).astype(jnp.int32)
+    """Draws one index per row from ``softmax(x)`` (x: float32[B, V], from `_scaled`).
+
+    A two-level inverse-CDF draw with one uniform per row: pick a block of `_BLOCK`
+    tokens by its mass, then a token inside it. Far cheaper on CPU than Gumbel-max,
+    which needs V random numbers per row. Only tokens with nonzero probability can be
+    returned (a -inf token has exactly 0), whatever the rounding of the cumulative sums.
+    """
+    b, v = x.shape
+    size = min(_BLOCK, v)
+    blocks = -(-v // size)
+    if blocks * size != v:
+        x = jnp.pad(x, ((0, 0), (0, blocks * size - v)), constant_values=-jnp.inf)
+    top = jnp.max(x, axis=-1, keepdims=True)
+    top = jnp.where(jnp.isfinite(top), top, 0.0)
+    p = jnp.exp(x - top).reshape(b, blocks, size)
+    block_mass = jnp.sum(p, axis=-1)  # [B, G]
+    cum = jnp.cumsum(block_mass, axis=-1)
+    u = jax.random.uniform(rng, (b, 1), jnp.float32) * cum[:, -1:]
+    blk = _first((cum > u) & (block_mass > 0))
+    blk = jnp.where(blk < blocks, blk, _last(block_mass > 0))
+    blk = jnp.maximum(blk, 0)
+    u = u - jnp.take_along_axis(cum - block_mass, blk[:, None], axis=-1)
+    pb = jnp.take_along_axis(p, blk[:, None, None], axis=1)[:, 0]  # [B, size]
+    i = _first((jnp.cumsum(pb, axis=-1) > u) & (pb > 0))
+    i = jnp.where(i < size, i, _last(pb > 0))
+    return jnp.clip(blk * size + i, 0, v - 1).astype(jnp.int32)
+
+
+def _nucleus_threshold(x: jax.Array, p: float, iterations: int = 32) -> jax.Array:
+    """float32[B, 1]: a logit threshold whose kept set ``x >= threshold`` has mass >= p.
+
+    Bisection (no sort): the largest threshold keeping mass >= p, to float precision.
+    Tokens tied at the boundary are all kept.
+    """
+    top = jnp.max(x, axis=-1, keepdims=True)
+    e = jnp.exp(x - top)
+    need = jnp.float32(p) * jnp.sum(e, axis=-1, keepdims=True)
+
+    def body(_, bounds):
+        lo, hi = bounds
+        mid = 0.5 * (lo + hi)
+        ok = jnp.sum(jnp.where(x >= mid, e, 0.0), axis=-1, keepdims=True) >= need
+        return jnp.where(ok, mid, lo), jnp.where(ok, hi, mid)
+
+    # mass(top - 200) is 1 up to e^-200 per token; mass above top is 0.
+    lo, _ = jax.lax.fori_loop(0, iterations, body, (top - 200.0, top + 1.0))
+    return jnp.minimum(lo, top)
 
 
 class Sampler:
@@ -58,7 +132,7 @@ class Greedy(Sampler):
 
     def __call__(self, logits: Float[Array, "B V"], rng: jax.Array) -> Int[Array, " B"]:
         _check_logits(logits)
-        return jnp.argmax(logits, axis=-1).astype(jnp.int32)
+        return _argmax(_scaled(logits, 1.0))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,7 +165,7 @@ class TopK(Sampler):
         _check_logits(logits)
         k = min(int(self.k), logits.shape[-1])
         values, indices = jax.lax.top_k(_scaled(logits, self.temperature), k)
-        choice = _categorical(rng, values)
+        choice = _categorical(rng, values)  # the masked among the top k keep probability 0
         return jnp.take_along_axis(indices, choice[:, None], axis=-1)[:, 0].astype(jnp.int32)
 
 
@@ -110,17 +184,10 @@ class TopP(Sampler):
     def __call__(self, logits: Float[Array, "B V"], rng: jax.Array) -> Int[Array, " B"]:
         _check_logits(logits)
         x = _scaled(logits, self.temperature)
-        if self.p >= 1:
-            return _categorical(rng, x)
-        order = jnp.argsort(-x, axis=-1, stable=True)
-        sorted_x = jnp.take_along_axis(x, order, axis=-1)
-        probs = jax.nn.softmax(sorted_x, axis=-1)
-        mass_before = jnp.cumsum(probs, axis=-1) - probs
-        keep = mass_before < self.p
-        keep = keep.at[:, 0].set(True)
-        # Only ever lowers logits: a masked token stays at -inf.
-        choice = _categorical(rng, jnp.where(keep, sorted_x, -jnp.inf))
-        return jnp.take_along_axis(order, choice[:, None], axis=-1)[:, 0].astype(jnp.int32)
+        if self.p < 1:
+            # Only ever lowers logits: a masked token stays at -inf; the top token stays.
+            x = jnp.where(x >= _nucleus_threshold(x, self.p), x, -jnp.inf)
+        return _categorical(rng, x)
 
 
 @dataclasses.dataclass(frozen=True)

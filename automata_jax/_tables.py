@@ -15,10 +15,11 @@ from collections.abc import Sequence
 
 import jax
 import numpy as np
-from automata_compile._errors import AutomataError, IncompatibleVocabularyError
-from automata_compile._token_dfa import TokenDFA
 from flax import struct
 from jaxtyping import Array, Bool, Int, UInt32
+
+from automata_compile._errors import AutomataError, IncompatibleVocabularyError
+from automata_compile._token_dfa import TokenDFA
 
 MASK_GATHER = "gather"
 MASK_BITMASK = "bitmask"

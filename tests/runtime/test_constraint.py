@@ -6,9 +6,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from automata_compile import TokenDFA
 
 import automata_jax as aj
+from automata_compile import TokenDFA
 from automata_jax import (
     ConstraintTables,
     RuntimeDtypeError,

@@ -8,10 +8,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from automata_compile import TokenDFA
 from flax import struct
 
 import automata_jax as aj
+from automata_compile import TokenDFA
 from automata_jax import ConstraintTables, Greedy, Temperature, TopP
 
 # -- a fake model with the automata_jax.models contract ---------------------------------------

@@ -5,8 +5,8 @@ from __future__ import annotations
 import jax
 import numpy as np
 import pytest
-from automata_compile import IncompatibleVocabularyError, TableFormatError, TokenDFA
 
+from automata_compile import IncompatibleVocabularyError, TableFormatError, TokenDFA
 from automata_jax import ConstraintTables, RuntimeShapeError
 from automata_jax._tables import bucket
 
