@@ -9,13 +9,15 @@ such a row is offered EOS only.
 The mask of row b is ``next_state[k, q][token_class[k]] >= 0`` (a gather of V
 from a row of C entries), plus EOS when ``q`` accepts. The alternative kept for
 accelerators, ``mask_impl="bitmask"``, reads one deduplicated packed row of
-``uint32[ceil(V/32)]`` and unpacks it. Measured on CPU (2 shared cores; Gemma-3
-vocabulary, V = 262,145; a JSON-Schema DFA of 1,367 states / 630 classes padded to
-Q = 2048, C = 1024): `allowed_mask` alone takes 0.35 / 1.6 / 16.5 ms (gather) vs
-0.48 / 0.20 / 2.6 ms (bitmask) at B = 1 / 8 / 64, but once fused into the jitted
-sampling step and the `generate` loop the two are within run-to-run noise (gather
-was as fast or faster in most cases), and the bitmask tables take 26.5 MB on the
-device against 9.7 MB. So gather is the default; re-measure on accelerators.
+``uint32[ceil(V/32)]`` and unpacks it. Measured on CPU (2 shared, busy cores;
+Gemma-3 vocabulary V = 262,145; a JSON-Schema DFA of 1,367 states / 630 classes,
+padded to Q = 2048, C = 1024): `allowed_mask` alone is faster as a bitmask at
+B = 8 / 64 (0.20 / 2.6 ms vs 0.8-1.6 / 16 ms; B = 1: both ~0.4 ms), but inside the
+`generate` loop (near-free fake model, i.e. the worst case) gather added +0.0-0.5 /
++0.6 / +1.7-2.9 ms per token at B = 1 / 8 / 64 while bitmask added up to +1.8 /
++5.1 / +46 ms with temperature sampling; the bitmask tables also take 26.5 MB on the
+device against 9.7 MB and 0.8 s to build. So gather is the default; re-measure on
+accelerators (``mask_impl="bitmask"``).
 """
 
 # ruff: noqa: F722 (jaxtyping shape strings such as "B V" are not Python expressions)

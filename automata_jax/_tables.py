@@ -270,9 +270,11 @@ def _bitmasks(
     mask_row = np.zeros((kp, qp), np.int32)
     chunk = max(1, (1 << 24) // max(v, 1))  # ~16 MB of bools at a time
     for k, q_real in enumerate(num_states):
-        for lo in range(0, q_real, chunk):
-            hi = min(q_real, lo + chunk)
-            allowed = next_state[k, lo:hi][:, token_class[k]] >= 0  # [n, V]
+        # States with the same set of allowed classes have the same token mask.
+        patterns, inverse = np.unique(next_state[k, :q_real] >= 0, axis=0, return_inverse=True)
+        pattern_row = np.zeros(len(patterns), np.int32)
+        for lo in range(0, len(patterns), chunk):
+            allowed = patterns[lo : lo + chunk][:, token_class[k]]  # bool[n, V]
             packed = np.packbits(allowed, axis=1, bitorder="little")
             packed = np.pad(packed, ((0, 0), (0, words * 4 - packed.shape[1])))
             for j, row in enumerate(packed):
@@ -280,8 +282,9 @@ def _bitmasks(
                 idx = rows.get(key)
                 if idx is None:
                     idx = rows[key] = len(packed_rows)
-                    packed_rows.append(np.ascontiguousarray(row).view("<u4").astype(np.uint32))
-                mask_row[k, lo + j] = idx
+                    packed_rows.append(np.frombuffer(key, "<u4").astype(np.uint32))
+                pattern_row[lo + j] = idx
+        mask_row[k, :q_real] = pattern_row[inverse.reshape(-1)]
     m = bucket(len(packed_rows), 8)
     bits = np.zeros((m, words), np.uint32)
     bits[: len(packed_rows)] = np.stack(packed_rows)
