@@ -84,3 +84,58 @@ def tekken_vocab(tekken_path):
     from automata_compile import Vocabulary
 
     return Vocabulary.from_file(tekken_path)
+
+
+# -- compiler tests (tests/compile/test_regex_*.py, test_token_dfa.py, ...) ----------------------
+
+# Multi-byte pieces of the synthetic byte-level vocabulary: whole words, pieces that cross regex
+# sub-expression boundaries, and pieces that start or end inside a UTF-8 character.
+_BYTE_LEVEL_PIECES = (
+    "ab abc ba bc ca cab aa bb xyz yz xx ",
+    "12 123 00 01 10 99 0. .5 -1 -0 e+ e- E1 1e 2024 -01 -1 -3 :0 0: 00:00 ",
+    '{" "} ": ", " ": " "a "b "\\ \\" \\u \\n true false null nul tr [" "] ], ',
+    "in int into inter integer al nal val ",
+    "the  of and ing   \n\n \t \r\n ",
+    "café é è ü ñ ø Æ ß ça ée ",
+    "日本 本語 語 中文 、 。 한국 Русс кий ",
+    "😀 👍 🏽 🇫 🇷 🇫🇷 ‍ ",
+)
+
+
+def _byte_level_tokens() -> list[bytes | None]:
+    tokens: list[bytes | None] = [bytes([b]) for b in range(256)]
+    pieces: list[bytes] = []
+    for line in _BYTE_LEVEL_PIECES:
+        for word in line.split(" "):
+            if word:
+                pieces.append(word.encode("utf-8"))
+    pieces += [b" ", b"  ", b"\n"]
+    # Pieces that split characters: the first 2 bytes of CJK / emoji, their tails, and pairs of
+    # half characters (e.g. the end of one character + the start of the next).
+    for text in ("日本語", "中文", "😀👍🏽", "éü", "한국"):
+        data = text.encode("utf-8")
+        pieces += [
+            data[i:j] for i in range(len(data)) for j in range(i + 2, min(i + 4, len(data)) + 1)
+        ]
+    seen = set(tokens)
+    for p in pieces:
+        if p not in seen:
+            seen.add(p)
+            tokens.append(p)
+    return [*tokens, None, None]  # the last two ids: <eos>, <pad>
+
+
+@pytest.fixture(scope="session")
+def byte_level_vocab():
+    """A small byte-complete vocabulary (every single byte, plus ~250 multi-byte pieces, some
+    ending or starting inside a UTF-8 character) with EOS and a special pad id at the end."""
+    from automata_compile import Vocabulary
+
+    tokens = _byte_level_tokens()
+    n = len(tokens)
+    return Vocabulary.from_bytes(
+        tokens,
+        eos_ids=[n - 2],
+        special_tokens={"<eos>": n - 2, "<pad>": n - 1},
+        name="byte-level-test",
+    )

@@ -1,0 +1,185 @@
+"""Regex IR → UTF-8 byte DFA (`automata_compile._byte_dfa`), against `re` and UTF-8 by brute
+force: the DFA accepts exactly the UTF-8 encodings of the strings `re.fullmatch` accepts, never
+invalid UTF-8, and is trimmed and minimal."""
+
+from __future__ import annotations
+
+import functools
+import re
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from automata_compile import _byte_dfa, _regex_parse
+
+UTF8 = st.characters(codec="utf-8")
+
+
+@functools.cache
+def byte_dfa(pattern: str) -> _byte_dfa.ByteDFA:
+    return _byte_dfa.build_byte_dfa(_regex_parse.parse(pattern))
+
+
+def walk_all(dfa: _byte_dfa.ByteDFA, strings: np.ndarray) -> np.ndarray:
+    """Vectorized full match of the rows of ``strings`` (uint8[N, L])."""
+    q = np.full(strings.shape[0], dfa.start, dtype=np.int64)
+    for j in range(strings.shape[1]):
+        alive = q >= 0
+        q[alive] = dfa.trans[q[alive], strings[alive, j]]
+    out = np.zeros(strings.shape[0], dtype=bool)
+    alive = q >= 0
+    out[alive] = dfa.accepting[q[alive]]
+    return out
+
+
+def is_valid_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def check_trim_and_minimal(dfa: _byte_dfa.ByteDFA) -> None:
+    trans, acc = dfa.trans, dfa.accepting
+    q = trans.shape[0]
+    # Reachable and co-reachable.
+    seen, todo = {dfa.start}, [dfa.start]
+    while todo:
+        s = todo.pop()
+        for t in set(trans[s][trans[s] >= 0].tolist()) - seen:
+            seen.add(t)
+            todo.append(t)
+    assert len(seen) == q
+    live, changed = set(np.flatnonzero(acc).tolist()), True
+    while changed:
+        new = {s for s in range(q) if s not in live and np.isin(trans[s], list(live)).any()}
+        live |= new
+        changed = bool(new)
+    assert len(live) == q
+    # Minimal (brute-force Moore refinement).
+    block = acc.astype(np.int64)
+    while True:
+        succ = np.where(trans >= 0, block[np.maximum(trans, 0)], -1)
+        _, new = np.unique(np.concatenate([block[:, None], succ], 1), axis=0, return_inverse=True)
+        new = new.reshape(-1)
+        if len(np.unique(new)) == len(np.unique(block)):
+            break
+        block = new
+    assert len(np.unique(block)) == q, "equivalent byte-DFA states"
+
+
+PATTERNS = [
+    "abc",
+    "[a-z]+",
+    r"-?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?",
+    r"\w+",
+    r"\s*x\s*",
+    r"[^a-z]{1,3}",
+    ".*",
+    "(?s).{0,3}",
+    "(?i)straße|kelvin",
+    r"(?i)[a-zé]+",
+    r"(?a)\w+\d",
+    r"(?x) a  b # a comment\n c",
+    r"\N{GREEK SMALL LETTER ALPHA}\u00e9\U0001F600\x41\101",
+    "[日本語]{2}|😀+",
+    "(ab|a)(bc|c)",
+    "a+?b*?c??",
+    "(?:x|y){2,4}z{0}",
+    "[\U0001f300-\U0001f5ff]+",
+    "[\ud7ff\ue000]",
+    "[^\n]",
+    r"[\d\s-]+",
+    r"[^\W\d_]+",
+]
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_structure(pattern):
+    dfa = byte_dfa(pattern)
+    assert dfa.num_terminals == 0 and dfa.trans.shape[1] == 256
+    assert dfa.trans.dtype == np.int32 and dfa.accepting.dtype == np.bool_
+    check_trim_and_minimal(dfa)
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_matches_equal_re_fullmatch(pattern, data):
+    dfa = byte_dfa(pattern)
+    member = data.draw(st.from_regex(pattern, fullmatch=True, alphabet=UTF8))
+    other = data.draw(st.text(alphabet=UTF8, max_size=6))
+    mixed = data.draw(st.sampled_from([member + other, other + member, member[:-1], member * 2]))
+    for text in (member, other, mixed):
+        assert dfa.matches(text.encode("utf-8")) == (re.fullmatch(pattern, text) is not None), text
+
+
+@given(st.binary(max_size=8))
+@settings(max_examples=300)
+def test_only_valid_utf8_is_ever_accepted(data):
+    dfa = _ANY
+    assert dfa.matches(data) == is_valid_utf8(data)
+
+
+_ANY = byte_dfa("(?s).*")
+
+
+@pytest.mark.parametrize("pattern", ["(?s).", "[^a]", r"\w", r"\W"])
+def test_one_character_classes_exhaustively(pattern):
+    """All byte strings of length 1-2, and 1M random 3- and 4-byte strings: accepted iff they are
+    the UTF-8 encoding of one character the class matches."""
+    dfa = byte_dfa(pattern)
+    rx = re.compile(pattern)
+    rng = np.random.default_rng(0)
+    for n in (1, 2, 3, 4):
+        if n < 3:
+            grid = np.indices((256,) * n).reshape(n, -1).T.astype(np.uint8)
+        else:
+            grid = rng.integers(0, 256, size=(1_000_000, n), dtype=np.uint8)
+            lead = (0xE0, 0xF0) if n == 3 else (0xF0, 0xF5)
+            grid[:, 0] = rng.integers(*lead, size=grid.shape[0])  # mostly valid leads
+            grid[: grid.shape[0] // 2, 1:] = (grid[: grid.shape[0] // 2, 1:] & 0x3F) | 0x80
+        got = walk_all(dfa, grid)
+        # Only valid one-character strings can be accepted; check those with `re`.
+        accepted = grid[got]
+        for row in accepted[:: max(1, accepted.shape[0] // 5000)]:
+            text = bytes(row).decode("utf-8")
+            assert len(text) == 1 and rx.fullmatch(text)
+        valid = np.array(
+            [_one_char(bytes(r)) for r in grid[:: max(1, grid.shape[0] // 20000)]], dtype=object
+        )
+        sampled_got = got[:: max(1, grid.shape[0] // 20000)]
+        for ch, g in zip(valid, sampled_got, strict=True):
+            assert g == (ch is not None and rx.fullmatch(ch) is not None), repr(ch)
+    # Exact totals for the 2- and 3-byte grids.
+    if pattern == "(?s).":
+        grid2 = np.indices((256, 256)).reshape(2, -1).T.astype(np.uint8)
+        assert walk_all(dfa, grid2).sum() == 0x800 - 0x80
+        grid3 = np.indices((256, 256, 256)).reshape(3, -1).T.astype(np.uint8)
+        assert walk_all(dfa, grid3).sum() == 0x10000 - 0x800 - 0x800  # minus surrogates
+
+
+def _one_char(data: bytes):
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return text if len(text) == 1 else None
+
+
+def test_sizes_of_simple_dfas():
+    assert byte_dfa("abc").num_states == 4
+    assert byte_dfa("[a-z]+").num_states == 2
+    assert byte_dfa("(ab|a)(bc|c)").matches(b"abc")
+    # Surrogates cannot be produced even when a class names them.
+    dfa = byte_dfa("[\ud000-\uefff]")
+    assert not dfa.matches(b"\xed\xa0\x80") and dfa.matches("\ud7ff".encode())
+
+
+def test_large_bounded_repeat_is_linear():
+    dfa = byte_dfa("[0-9]{1,200}")
+    assert dfa.num_states == 201
+    assert dfa.matches(b"1" * 200) and not dfa.matches(b"1" * 201)

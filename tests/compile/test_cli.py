@@ -1,0 +1,109 @@
+"""The command line, ``python -m automata_compile``, run as a subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from automata_compile import TokenDFA, Vocabulary, compile_regex
+
+
+def run_cli(*args, stdin: str | None = None, timeout: float = 120):
+    return subprocess.run(
+        [sys.executable, "-m", "automata_compile", *map(str, args)],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=timeout,
+    )
+
+
+def test_regex_success(mistral_sp_path, tmp_path):
+    out = tmp_path / "date.npz"
+    pattern = r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
+    proc = run_cli("regex", pattern, "--tokenizer", mistral_sp_path, "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["output"] == str(out) and out.is_file()
+    assert report["vocab_size"] == 32_000
+    for key in ("states", "classes", "table_bytes", "compile_s", "vocab_load_s"):
+        assert key in report
+    assert report["compile_s"] >= 0 and report["vocab_load_s"] >= 0
+    # The file is the artifact the report describes, for this vocabulary.
+    vocab = Vocabulary.from_file(mistral_sp_path)
+    dfa = TokenDFA.load(out, vocab=vocab)
+    assert (dfa.num_states, dfa.num_classes, dfa.nbytes) == (
+        report["states"],
+        report["classes"],
+        report["table_bytes"],
+    )
+    assert dfa.spec == pattern and dfa.spec_kind == "regex"
+    assert dfa.accepts(vocab.encode("2024-01-05")[1:])  # drop the dummy-prefix "▁"
+    assert np.array_equal(dfa.token_class, compile_regex(pattern, vocab).token_class)
+
+
+@pytest.mark.parametrize(
+    "pattern,words",
+    [
+        ("(a", "missing ), unterminated subpattern at offset 0"),
+        (r"(a)\1", "backreference"),
+        (r"[^\s\S]", "matches no string"),
+    ],
+)
+def test_regex_bad_pattern_exits_nonzero_with_message(pattern, words, mistral_sp_path, tmp_path):
+    out = tmp_path / "bad.npz"
+    proc = run_cli("regex", pattern, "--tokenizer", mistral_sp_path, "-o", out)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: ") and words in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stdout == "" and not out.exists()
+
+
+def test_state_budget_option(mistral_sp_path, tmp_path):
+    out = tmp_path / "big.npz"
+    proc = run_cli(
+        "regex", "(a|b)*a(a|b){20}", "--tokenizer", mistral_sp_path, "-o", out, "--max-states", 500
+    )
+    assert proc.returncode == 2 and "max_states=500" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_bad_tokenizer_and_output_paths(mistral_sp_path, tmp_path):
+    proc = run_cli("regex", "a", "--tokenizer", tmp_path / "absent.json", "-o", tmp_path / "x.npz")
+    assert proc.returncode == 2 and "absent.json" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    proc = run_cli("regex", "a", "--tokenizer", mistral_sp_path, "-o", tmp_path / "no/dir/x.npz")
+    assert proc.returncode == 2 and proc.stderr.startswith("error: ")
+    assert "Traceback" not in proc.stderr
+
+
+def test_usage_errors():
+    proc = run_cli()
+    assert proc.returncode == 2 and "usage" in proc.stderr
+    proc = run_cli("regex", "a")  # --tokenizer and -o are required
+    assert proc.returncode == 2 and "--tokenizer" in proc.stderr
+    proc = run_cli("--help")
+    assert proc.returncode == 0 and "regex" in proc.stdout and "json-schema" in proc.stdout
+
+
+def test_json_schema_from_stdin(mistral_sp_path, tmp_path):
+    try:
+        from automata_compile import compile_json_schema  # noqa: F401
+    except ImportError as e:  # pragma: no cover - the JSON Schema compiler is a separate module
+        pytest.skip(f"JSON Schema compiler not available: {e}")
+    out = tmp_path / "schema.npz"
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    proc = run_cli(
+        "json-schema", "-", "--tokenizer", mistral_sp_path, "-o", out, stdin=json.dumps(schema)
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert out.is_file() and report["states"] > 1
+    assert TokenDFA.load(out).spec_kind == "json_schema"
+    bad = run_cli("json-schema", "-", "--tokenizer", mistral_sp_path, "-o", out, stdin="{not json")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: ")
+    assert "Traceback" not in bad.stderr
