@@ -16,16 +16,18 @@ Accepted surface syntax (a restriction of JSON's spelling, never of the values):
   * properties appear in schema order: the declared ``properties`` in definition order
     (after merging ``allOf``), then required-but-undeclared names, then any other
     properties (``additionalProperties``/``patternProperties``), in any order; a declared
-    name never repeats. Other names may repeat (JSON parsers keep the last value; every
-    occurrence is validated).
+    name never repeats. Other names may repeat (a regex cannot rule it out): every
+    occurrence is validated, but ``minProperties`` counts occurrences and ``not``/``oneOf``/
+    ``if`` judge each one, so a text with a repeated name (which RFC 8259 leaves without a
+    defined meaning) can parse, last value winning, to an invalid instance.
   * ``enum``/``const`` objects keep the key order of the literal.
   * numbers: an unconstrained ``number`` accepts the full JSON grammar; an unconstrained
     ``integer`` accepts ``12``, ``12.0``/``12.00`` (a float with zero fraction is an integer
     per the specification) and exponent forms from 1e16 to 1.7e308 (``1e+16``, as
-    ``json.dumps`` writes large floats; larger ones overflow a double); a number with any numeric keyword
-    (bounds, ``multipleOf``, ``not``) accepts plain decimals only (no exponent). ``enum``/
-    ``const`` numbers accept every plain spelling (``1``, ``1.0``, ``-0``) and the
-    ``json.dumps`` spelling of the float.
+    ``json.dumps`` writes large floats; larger ones overflow a double); a number with any
+    numeric keyword (bounds, ``multipleOf``, ``not``) accepts plain decimals only (no
+    exponent). ``enum``/``const`` numbers accept every plain spelling (``1``, ``1.0``,
+    ``-0``) and the ``json.dumps`` spelling of the float.
   * strings: see `_schema_formats.encode_json_string` (option ``string_escapes``).
 
 Options (all keyword-only):
@@ -45,7 +47,8 @@ Options (all keyword-only):
     itself (default 3); deeper branches are cut (a recursive structure then has to end).
   strict: ``True`` (default) raises `UnsupportedSchemaError` for anything that cannot be
     enforced exactly; ``False`` drops it (accepting more) with a `warnings.warn` naming
-    what is not enforced and where. The documented format subsets below apply in both.
+    what is not enforced and where (``format: hostname`` is then enforced as its subset,
+    see `_schema_formats.FORMAT_LIMITS`, rather than dropped).
   string_escapes: ``"standard"`` (default), ``"any"`` or ``"minimal"``; see
     `encode_json_string`.
   leap_seconds: for ``time``/``date-time``: ``"utc"`` (default) accepts second 60 only as
@@ -56,17 +59,33 @@ Options (all keyword-only):
     format-assertion behaviour); ``False`` treats it as an annotation, as a 2020-12
     validator does by default. Unknown format names are annotations either way.
 
-Refused in strict mode (`UnsupportedSchemaError`, keyword and JSON pointer set):
-``uniqueItems: true`` (unless trivially satisfied), ``unevaluatedProperties``/
-``unevaluatedItems`` next to in-place applicators, ``$dynamicRef``/``$recursiveRef``, remote
-``$ref``, ``not``/``if``/``oneOf`` whose complement is not expressible, patterns with
-backreferences, lookaround or ``\\b``, ``format`` values without an exact regex
-(``hostname`` because of Punycode A-labels, ``idn-hostname``, ``idn-email``, ``regex``), and
-constraints whose automaton grows past a budget (``multipleOf`` with a large quotient,
-intersections of large string languages). Bad schemas raise `InvalidSchemaError` with the
-JSON pointer: non-schema values, unresolvable local ``$ref``, ``$ref`` cycles, empty
-``enum``, contradictory bounds (``minimum > maximum``, ``minLength > maxLength``, ...), and a
-schema no JSON value satisfies.
+Formats enforced exactly: ``date-time``, ``date``, ``time`` (see ``leap_seconds``),
+``duration``, ``email`` (RFC 5321 mailbox, address literals included), ``ipv4``, ``ipv6``,
+``uri``, ``uri-reference``, ``iri``, ``iri-reference``, ``uri-template``, ``uuid``,
+``json-pointer``, ``relative-json-pointer``.
+
+References: local ``$ref`` (JSON pointers, ``$anchor``, embedded ``$id`` resources,
+``$defs``/``definitions``), and ``$dynamicRef``/``$dynamicAnchor`` resolved along the
+static evaluation path; recursion is unrolled to ``max_recursion_depth``. ``$schema``
+naming draft-04/06/07 makes ``$ref`` override its siblings; 2019-09, 2020-12 and the
+OpenAPI 3.1 dialect are 2020-12; any other meta-schema is refused (it may change which
+keywords apply). ``unevaluatedProperties``/``unevaluatedItems`` are exact: each object and
+array alternative carries what was evaluated, and ``anyOf`` is split into exclusive
+combinations of its branches where the schema uses them.
+
+Refused in strict mode (`UnsupportedSchemaError`, with ``keyword`` and ``pointer``):
+``uniqueItems: true`` (unless at most one item), remote ``$ref``/``$dynamicRef`` (documents
+outside the schema), ``$recursiveRef``, unknown ``$schema`` meta-schemas, ECMA patterns
+with backreferences, lookaround or ``\\b``, ``format`` values without an exact regex
+(``hostname`` because of Punycode A-labels, ``idn-hostname``, ``idn-email``, ``regex``),
+``not``/``if``/``oneOf`` whose complement is not expressible (e.g. objects that must have
+some undeclared property), ``unevaluated*`` under an ``anyOf`` of more than four annotated
+branches, and constraints whose automaton outgrows a budget (``multipleOf`` whose
+remainder automaton needs more than 400 states, intersections of large string languages).
+Bad schemas raise `InvalidSchemaError` with the JSON pointer: non-schema values,
+unresolvable local ``$ref``, ``$ref`` cycles, an empty ``enum``, contradictory bounds
+(``minimum > maximum``, ``minLength > maxLength``, ``minItems > maxItems``, ...), and a
+schema no JSON value satisfies. Messages show pointers as URI fragments (``#/items``).
 
 Example:
   >>> import re
@@ -1050,15 +1069,18 @@ class _Translator:
         p = _ptr_join(ptr, "unevaluatedProperties")
         u = self.sub(sub, base, p, descend=True)
         objects = []
+        refused = False
         for o in out.objects:
             names, keys, all_, exact = o.ev
             if not all_ and not exact:
-                self.refuse(
-                    "unevaluatedProperties",
-                    p,
-                    "an anyOf below it could not be split into exclusive branches, so what it "
-                    "evaluated is unknown",
-                )
+                if not refused:
+                    refused = True
+                    self.refuse(
+                        "unevaluatedProperties",
+                        p,
+                        "an anyOf below it could not be split into exclusive branches, so what it "
+                        "evaluated is unknown",
+                    )
             elif not all_:
                 rest = [(keys, None)] if not sf.is_never(keys) else []
                 if not u.is_bottom():
@@ -1075,15 +1097,18 @@ class _Translator:
         p = _ptr_join(ptr, "unevaluatedItems")
         u = self.sub(sub, base, p, descend=True)
         arrays = []
+        refused = False
         for a in out.arrays:
             count, all_, cons, exact = a.ev
             if not all_ and not exact:
-                self.refuse(
-                    "unevaluatedItems",
-                    p,
-                    "an anyOf below it could not be split into exclusive branches, so what it "
-                    "evaluated is unknown",
-                )
+                if not refused:
+                    refused = True
+                    self.refuse(
+                        "unevaluatedItems",
+                        p,
+                        "an anyOf below it could not be split into exclusive branches, so what it "
+                        "evaluated is unknown",
+                    )
             elif not all_:
                 a = _arr_meet(a, _Arr((None,) * count, _join(u, *cons)))
                 if a.surely_empty():
@@ -1305,7 +1330,7 @@ class _Translator:
             lang = sf.format_language(f, self.opts.leap_seconds)
             if f in sf.FORMAT_LIMITS:
                 if f == "hostname" and not self.opts.strict:
-                    warnings.warn(f"'format' at {p}: {sf.FORMAT_LIMITS[f]}", stacklevel=3)
+                    warnings.warn(f"'format' at {_loc(p)}: {sf.FORMAT_LIMITS[f]}", stacklevel=3)
                 else:
                     self.refuse("format", p, f"format {f!r}: {sf.FORMAT_LIMITS[f]}")
                     lang = None
@@ -1705,6 +1730,16 @@ def _frac_text(g: Node, integer: bool) -> Node:
 
 def _nonneg_range(lo, lo_incl, hi, hi_incl, integer: bool) -> Node:
     """Plain decimals 'I' or 'I.F' with value in the interval (lo >= 0)."""
+    if integer:  # 'I' or 'I.000': the integers of the interval
+        a = math.ceil(lo)
+        if a == lo and not lo_incl:
+            a += 1
+        b = None
+        if hi is not None:
+            b = math.floor(hi)
+            if b == hi and not hi_incl:
+                b -= 1
+        return seq(_uint_range(a, b), _FRAC_ZERO)
     li, lf = _split_dec(lo)
     anyfrac = _FRAC_ZERO if integer else _FRAC_ANY
     if hi is None:
@@ -2204,6 +2239,11 @@ def _eliminate(n: int, edges: dict, start: int, finals) -> Node:
 
 
 def _load(schema):
+    if not isinstance(schema, (str, bytes, bytearray)):
+        try:
+            json.dumps(schema)
+        except (TypeError, ValueError) as e:
+            raise InvalidSchemaError(f"#: the schema is not JSON data: {e}", pointer="") from None
     if isinstance(schema, (str, bytes, bytearray)):
         try:
             schema = json.loads(schema)

@@ -9,6 +9,7 @@ valid instance).
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import re
@@ -1082,3 +1083,140 @@ def test_no_warnings_in_strict_mode():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         json_schema_to_regex(ORDER)
+
+
+# ------------------------------------------------------------------------------------------
+# differential fuzzing: random schemas and instances against jsonschema
+# ------------------------------------------------------------------------------------------
+
+KEYS = ["a", "b", "c"]
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 3),
+    st.sampled_from([1.5, -0.5, 2.0, 0.25]),
+    st.sampled_from(["", "a", "b", "ab", "ba", "aab", "é"]),
+)
+json_values = st.recursive(
+    scalars,
+    lambda kids: st.one_of(
+        st.lists(kids, max_size=3), st.dictionaries(st.sampled_from(KEYS + ["d"]), kids, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+def schema_strategy():
+    leaf = st.one_of(
+        st.booleans(),
+        st.fixed_dictionaries(
+            {
+                "type": st.sampled_from(
+                    ["null", "boolean", "integer", "number", "string", "array", "object"]
+                )
+            }
+        ),
+        st.fixed_dictionaries(
+            {
+                "type": st.lists(
+                    st.sampled_from(["integer", "string", "null", "array"]),
+                    min_size=1,
+                    max_size=2,
+                    unique=True,
+                )
+            }
+        ),
+        st.fixed_dictionaries({"enum": st.lists(scalars, min_size=1, max_size=3)}),
+        st.fixed_dictionaries({"const": json_values}),
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "minimum": st.integers(-2, 2),
+                "exclusiveMaximum": st.sampled_from([0, 1.5, 3]),
+            },
+        ),
+        st.fixed_dictionaries({"multipleOf": st.sampled_from([2, 0.5, 3, 0.25])}),
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "minLength": st.integers(0, 2),
+                "maxLength": st.integers(1, 3),
+                "pattern": st.sampled_from(["^a", "b$", "a+", "^[ab]*$", "^(a|ba)$"]),
+            },
+        ),
+        st.fixed_dictionaries(
+            {}, optional={"minItems": st.integers(0, 2), "maxItems": st.integers(1, 3)}
+        ),
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "required": st.lists(st.sampled_from(KEYS), max_size=2, unique=True),
+                "minProperties": st.integers(0, 2),
+                "maxProperties": st.integers(1, 3),
+            },
+        ),
+    )
+
+    def extend(kids):
+        return st.one_of(
+            st.fixed_dictionaries({"allOf": st.lists(kids, min_size=1, max_size=2)}),
+            st.fixed_dictionaries({"anyOf": st.lists(kids, min_size=1, max_size=2)}),
+            st.fixed_dictionaries({"oneOf": st.lists(kids, min_size=1, max_size=2)}),
+            st.fixed_dictionaries({"not": kids}),
+            st.fixed_dictionaries({"if": kids}, optional={"then": kids, "else": kids}),
+            st.fixed_dictionaries(
+                {"items": kids},
+                optional={"prefixItems": st.lists(kids, max_size=2), "contains": kids},
+            ),
+            st.fixed_dictionaries(
+                {"properties": st.dictionaries(st.sampled_from(KEYS), kids, max_size=2)},
+                optional={
+                    "additionalProperties": kids,
+                    "patternProperties": st.dictionaries(
+                        st.sampled_from(["^a", "b"]), kids, max_size=1
+                    ),
+                    "required": st.lists(st.sampled_from(KEYS), max_size=2, unique=True),
+                },
+            ),
+            st.fixed_dictionaries({"propertyNames": kids}),
+            st.fixed_dictionaries(
+                {"allOf": st.lists(kids, min_size=1, max_size=2)},
+                optional={"unevaluatedProperties": kids, "unevaluatedItems": kids},
+            ),
+        )
+
+    return st.recursive(leaf, extend, max_leaves=5)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    schema=schema_strategy(),
+    values=st.lists(json_values, min_size=1, max_size=6),
+    seed=st.integers(0, 9),
+)
+def test_differential_against_jsonschema(schema, values, seed):
+    try:
+        regex = json_schema_to_regex(schema, max_nesting_depth=3)
+    except (UnsupportedSchemaError, InvalidSchemaError):
+        return
+    rx = re.compile(regex)
+    val = validator(schema)
+    for value in values:
+        valid = val.is_valid(value)
+        orders = list(itertools.islice(key_orders(value), 48))
+        for opts in SPELLINGS[seed % 4 : seed % 4 + 1] + SPELLINGS[1:2]:
+            texts = [json.dumps(v, **opts) for v in orders]
+            hit = any(rx.fullmatch(t) for t in texts)
+            assert hit == valid, (schema, texts[0], valid)
+
+
+def key_orders(value):
+    if isinstance(value, dict):
+        for perm in itertools.permutations(value):
+            for kids in itertools.product(*(list(key_orders(value[k])) for k in perm)):
+                yield dict(zip(perm, kids, strict=True))
+    elif isinstance(value, list):
+        for kids in itertools.product(*(list(key_orders(x)) for x in value)):
+            yield list(kids)
+    else:
+        yield value
