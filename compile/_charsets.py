@@ -101,7 +101,8 @@ def class_pattern(ranges: Ranges, negate: bool = False) -> str:
 _UTF8_BOUNDS = ((0, 0x7F), (0x80, 0x7FF), (0x800, 0xFFFF), (0x10000, MAX_CODEPOINT))
 
 
-def utf8_sequences(ranges: Ranges) -> list[tuple[tuple[int, int], ...]]:
+@functools.lru_cache(maxsize=4096)
+def utf8_sequences(ranges: Ranges) -> tuple[tuple[tuple[int, int], ...], ...]:
     """Splits code-point ranges into sequences of byte ranges (as in RE2 / regex-automata).
 
     Each returned sequence ``((lo1, hi1), ..., (lon, hin))`` matches exactly the
@@ -113,7 +114,7 @@ def utf8_sequences(ranges: Ranges) -> list[tuple[tuple[int, int], ...]]:
             a, b = max(lo, blo), min(hi, bhi)
             if a <= b:
                 _split(a, b, out)
-    return out
+    return tuple(out)
 
 
 def _split(lo: int, hi: int, out: list) -> None:

@@ -96,24 +96,27 @@ def minimize(trans: np.ndarray, accepting: np.ndarray, start: int):
     sig = np.zeros(q, dtype=np.uint64)
     np.add.at(sig, rsrc, rweight * (block[dst[order]] + 1).astype(np.uint64))
     while True:
-        pairs = np.stack([block.astype(np.uint64), sig], axis=1)
-        uniq, inverse = np.unique(pairs, axis=0, return_inverse=True)
-        inverse = inverse.reshape(-1)
-        if uniq.shape[0] == num_blocks:
+        order = np.lexsort((sig, block))
+        b_sorted, s_sorted = block[order], sig[order]
+        starts_block = np.ones(q, dtype=bool)
+        starts_block[1:] = b_sorted[1:] != b_sorted[:-1]
+        starts_group = starts_block.copy()
+        starts_group[1:] |= s_sorted[1:] != s_sorted[:-1]
+        count = int(starts_group.sum())
+        if count == num_blocks:
             break
-        first = np.ones(uniq.shape[0], dtype=bool)
-        first[1:] = uniq[1:, 0] != uniq[:-1, 0]
-        new_id = np.where(first, uniq[:, 0].astype(np.int64), 0)
-        new_id[~first] = num_blocks + np.arange(int((~first).sum()))
-        new_block = new_id[inverse]
+        # The first group of each old block keeps its id; the others get new ids.
+        is_new = starts_group & ~starts_block
+        group_id = np.where(starts_block, b_sorted, num_blocks + np.cumsum(is_new) - 1)
+        group_id = group_id[np.maximum.accumulate(np.where(starts_group, np.arange(q), 0))]
+        new_block = np.empty_like(block)
+        new_block[order] = group_id
         changed = np.flatnonzero(new_block != block)
-        num_blocks = uniq.shape[0]
+        num_blocks = count
         delta = (new_block[changed] - block[changed]).astype(np.uint64)  # wraps for negatives
         block = new_block
         counts = roff[changed + 1] - roff[changed]
-        idx = np.repeat(roff[changed] - np.cumsum(counts) + counts, counts) + np.arange(
-            int(counts.sum())
-        )
+        idx = np.repeat(roff[changed] - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
         np.add.at(sig, rsrc[idx], rweight[idx] * np.repeat(delta, counts))
     _, block = np.unique(block, return_inverse=True)
     block = _verify_or_refine(trans, accepting, block.reshape(-1).astype(np.int64))

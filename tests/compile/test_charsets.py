@@ -202,8 +202,8 @@ def test_utf8_sequences_partition_the_encodings(r, rnd):
 
 
 def test_utf8_sequences_examples():
-    assert cs.utf8_sequences(((0x61, 0x7A),)) == [((0x61, 0x7A),)]
-    assert cs.utf8_sequences(((0xE9, 0xE9),)) == [((0xC3, 0xC3), (0xA9, 0xA9))]
+    assert cs.utf8_sequences(((0x61, 0x7A),)) == (((0x61, 0x7A),),)
+    assert cs.utf8_sequences(((0xE9, 0xE9),)) == (((0xC3, 0xC3), (0xA9, 0xA9)),)
     # All of Unicode: the classic 8 (well-formed UTF-8 table of the Unicode standard, Table 3-7),
     # with E0 / ED / F0 / F4 restricted second bytes.
     seqs = cs.utf8_sequences(cs.ALL)
