@@ -1188,7 +1188,7 @@ def schema_strategy():
     return st.recursive(leaf, extend, max_leaves=5)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
 @given(
     schema=schema_strategy(),
     values=st.lists(json_values, min_size=1, max_size=6),
