@@ -31,6 +31,7 @@ __all__ = [
     "example_docs_path",
     "example_schema",
     "tiny_model",
+    "toy_dfa",
     "write_random_checkpoint",
 ]
 
@@ -212,3 +213,28 @@ def write_random_checkpoint(
         if config_file.is_file():
             (path / "tokenizer_config.json").write_bytes(config_file.read_bytes())
     return path
+
+
+def toy_dfa(token_class, next_state, accepting, spec: str, *, eos_id: int = 3):
+    """A hand-made `TokenDFA` over a toy vocabulary (start state 0, fingerprint "toy-vocab").
+
+    Args:
+      token_class: the class of each token id (class 0 = never allowed).
+      next_state: ``[Q][C]`` next states, -1 = not allowed.
+      accepting: ``[Q]`` accepting flags.
+      spec: the language, for messages.
+      eos_id: the toy vocabulary's EOS id.
+    """
+    import numpy as np
+
+    from automata_compile import TokenDFA
+
+    return TokenDFA(
+        token_class=np.array(token_class, np.int32),
+        next_state=np.array(next_state, np.int32),
+        accepting=np.array(accepting),
+        start=0,
+        eos_ids=(eos_id,),
+        vocab_fingerprint="toy-vocab",
+        spec=spec,
+    )

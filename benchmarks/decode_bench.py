@@ -20,6 +20,7 @@ Writes ``benchmarks/results/decode.json`` and prints a Markdown table.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -66,7 +67,7 @@ SCHEMA = {
 
 def bench_config(vocab_size: int) -> Gemma3Config:
     """Small enough for a 2-core CPU; the 262k-wide logits dominate, as in real Gemma decoding."""
-    return dataclass_replace(
+    return dataclasses.replace(
         Gemma3Config.tiny(vocab_size=vocab_size),
         d_model=128,
         num_layers=4,
@@ -76,12 +77,6 @@ def bench_config(vocab_size: int) -> Gemma3Config:
         hidden_dim=512,
         sliding_window=64,
     )
-
-
-def dataclass_replace(obj, **changes):
-    import dataclasses
-
-    return dataclasses.replace(obj, **changes)
 
 
 def plain_generate_fn(step_fn, sampler, capacity):

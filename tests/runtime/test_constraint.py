@@ -14,6 +14,7 @@ from automata_jax import (
     RuntimeDtypeError,
     RuntimeShapeError,
     UnknownConstraintError,
+    testing,
 )
 
 EOS, SPECIAL = 3, 4
@@ -21,15 +22,7 @@ V = 8  # model logits width; the DFAs cover 6 ids
 
 
 def dfa(token_class, next_state, accepting, spec) -> TokenDFA:
-    return TokenDFA(
-        token_class=np.array(token_class, np.int32),
-        next_state=np.array(next_state, np.int32),
-        accepting=np.array(accepting),
-        start=0,
-        eos_ids=(EOS,),
-        vocab_fingerprint="toy-vocab",
-        spec=spec,
-    )
+    return testing.toy_dfa(token_class, next_state, accepting, spec, eos_id=EOS)
 
 
 # Tokens: 0='a', 1='b', 2='ab', 3=EOS, 4=special, 5='c'.

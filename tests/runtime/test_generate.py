@@ -12,7 +12,7 @@ from flax import struct
 
 import automata_jax as aj
 from automata_compile import TokenDFA
-from automata_jax import ConstraintTables, Greedy, Temperature, TopP
+from automata_jax import ConstraintTables, Greedy, Temperature, TopP, testing
 
 # -- a fake model with the automata_jax.models contract ---------------------------------------
 
@@ -76,15 +76,7 @@ EOS, PAD, V = 3, 4, 8
 
 
 def toy(token_class, next_state, accepting, spec) -> TokenDFA:
-    return TokenDFA(
-        token_class=np.array(token_class, np.int32),
-        next_state=np.array(next_state, np.int32),
-        accepting=np.array(accepting),
-        start=0,
-        eos_ids=(EOS,),
-        vocab_fingerprint="toy-vocab",
-        spec=spec,
-    )
+    return testing.toy_dfa(token_class, next_state, accepting, spec, eos_id=EOS)
 
 
 AB_C = toy(
