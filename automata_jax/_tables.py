@@ -19,7 +19,7 @@ from flax import struct
 from jaxtyping import Array, Bool, Int, UInt32
 
 from automata_compile._errors import AutomataError, IncompatibleVocabularyError
-from automata_compile._token_dfa import TokenDFA
+from automata_compile.tokens._token_dfa import TokenDFA
 
 MASK_GATHER = "gather"
 MASK_BITMASK = "bitmask"

@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 
 import automata_compile as ac
-from automata_compile._token_trie import trie_for
+from automata_compile.tokens._token_trie import trie_for
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKENIZERS = ROOT.parent / "shared" / "tokenizers"

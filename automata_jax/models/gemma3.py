@@ -43,6 +43,7 @@ import flax.struct
 import jax
 import jax.numpy as jnp
 import numpy as np
+
 from automata_compile import AutomataError
 
 if TYPE_CHECKING:  # jaxtyping is for readers and type checkers only (not a runtime dependency).

@@ -1,4 +1,4 @@
-"""Regex IR → UTF-8 byte DFA (`automata_compile._byte_dfa`), against `re` and UTF-8 by brute
+"""Regex IR → UTF-8 byte DFA (`automata_compile.automata._byte_dfa`), against `re` and UTF-8 by brute
 force: the DFA accepts exactly the UTF-8 encodings of the strings `re.fullmatch` accepts, never
 invalid UTF-8, and is trimmed and minimal."""
 
@@ -12,14 +12,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from automata_compile import _byte_dfa, _regex_parse
+from automata_compile.automata import _byte_dfa
+from automata_compile.frontends import _regex
 
 UTF8 = st.characters(codec="utf-8")
 
 
 @functools.cache
 def byte_dfa(pattern: str) -> _byte_dfa.ByteDFA:
-    return _byte_dfa.build_byte_dfa(_regex_parse.parse(pattern))
+    return _byte_dfa.build_byte_dfa(_regex.parse(pattern))
 
 
 def walk_all(dfa: _byte_dfa.ByteDFA, strings: np.ndarray) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Code-point range sets and their UTF-8 spelling (`automata_compile._charsets`), checked against
+"""Code-point range sets and their UTF-8 spelling (`automata_compile.automata._charsets`), checked against
 Python sets, `re` and `str.encode` by brute force."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from automata_compile import _charsets as cs
+from automata_compile.automata import _charsets as cs
 
 SURROGATES = range(0xD800, 0xE000)
 

@@ -1,4 +1,4 @@
-r"""Tests of Koo et al.'s regex extensions (`automata_compile._extensions`).
+r"""Tests of Koo et al.'s regex extensions (`automata_compile.frontends._extensions`).
 
 Oracles, written from the documented semantics and independent of the automata:
 
@@ -24,10 +24,12 @@ import random
 import re
 import time
 
-import automata_compile as ac
 import numpy as np
 import pytest
-from automata_compile import _byte_dfa, _ext_automata, _extensions, _regex_parse
+
+import automata_compile as ac
+from automata_compile.automata import _byte_dfa
+from automata_compile.frontends import _ext_automata, _extensions, _regex
 
 # -- vocabularies ----------------------------------------------------------------------------
 
@@ -669,9 +671,7 @@ def _languages_equal(a: str, b: str, vocab=None) -> bool:
 
     def byte_dfa(p):
         e = _extensions.expand(p, vocab)
-        return _byte_dfa.build_byte_dfa(
-            _regex_parse.parse(e.pattern, e.placeholders), len(e.predicates)
-        )
+        return _byte_dfa.build_byte_dfa(_regex.parse(e.pattern, e.placeholders), len(e.predicates))
 
     x, y = byte_dfa(a), byte_dfa(b)
     if x.trans.shape != y.trans.shape:

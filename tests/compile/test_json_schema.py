@@ -443,7 +443,7 @@ def test_schema_as_json_text():
 def test_doctest_examples():
     import doctest
 
-    from automata_compile import _json_schema
+    from automata_compile.frontends import _json_schema
 
     assert doctest.testmod(_json_schema).failed == 0
 

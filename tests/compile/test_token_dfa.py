@@ -13,7 +13,7 @@ import pytest
 
 import automata_compile as ac
 from automata_compile import IncompatibleVocabularyError, TableFormatError, TokenDFA
-from automata_compile import _token_dfa as tdfa
+from automata_compile.tokens import _token_dfa as tdfa
 
 TOKENS = [b"1", b"2", b"12", b"-", b"x", b"", None, None]  # 6: <eos>, 7: <pad>
 EOS, PAD = 6, 7

@@ -16,9 +16,10 @@ import shutil
 
 import numpy as np
 import pytest
-from automata_compile import Vocabulary, VocabularyError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from automata_compile import Vocabulary, VocabularyError
 
 SAMPLES = [
     "Hello, world!",
@@ -89,7 +90,7 @@ def llama3_tk(llama3_tokenizer_path):
 
 
 def test_docstring_examples():
-    from automata_compile import _vocabulary
+    from automata_compile.tokens import _vocabulary
 
     result = doctest.testmod(_vocabulary, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0

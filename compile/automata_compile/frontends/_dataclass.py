@@ -47,9 +47,9 @@ import types
 import typing
 from typing import Any, Literal, Union
 
-from automata_compile import _schema_formats as sf
 from automata_compile._errors import AutomataError, InvalidSchemaError, UnsupportedSchemaError
-from automata_compile._schema_formats import (
+from automata_compile.frontends import _schema_formats as sf
+from automata_compile.frontends._schema_formats import (
     EPS,
     NEVER,
     Node,
@@ -429,7 +429,7 @@ def dataclass_to_regex(cls, format: str = "json", **options) -> str:
     """
     _check_format(format)
     if format == "json":
-        from automata_compile._json_schema import json_schema_to_regex
+        from automata_compile.frontends._json_schema import json_schema_to_regex
 
         return json_schema_to_regex(dataclass_schema(cls), **options)
     unknown = set(options) - {"max_recursion_depth", "whitespace"}

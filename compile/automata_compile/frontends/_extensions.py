@@ -120,9 +120,11 @@ import re
 import unicodedata
 
 import numpy as np
-from automata_compile import _ext_automata, _regex_parse
+
 from automata_compile._errors import InvalidPatternError, UnsupportedPatternError
-from automata_compile._regex_parse import PLACEHOLDER_PREFIX, Terminal
+from automata_compile.automata._ir import Terminal
+from automata_compile.frontends import _ext_automata, _regex
+from automata_compile.frontends._regex import PLACEHOLDER_PREFIX
 
 _NO_ARGUMENT = ("QUOTED_TEXT", "UNQUOTED_TEXT", "TEXT_TOKEN", "PARAGRAPH_TOKEN")
 _LITERAL = ("TEXT_UNTIL", "SUBSTRING_OF", "SPECIAL_TOKEN")
@@ -223,7 +225,7 @@ class _Expander:
     def _check(self, text: str, segments: list[_Segment], placeholders: dict) -> None:
         """Parses the rewritten text once, so that errors name the user's pattern and offset."""
         try:
-            _regex_parse.parse(text, placeholders)
+            _regex.parse(text, placeholders)
         except (InvalidPatternError, UnsupportedPatternError) as e:
             message = str(e)
             cut = message.find(

@@ -31,16 +31,16 @@ _EXPORTS = {
     "IncompatibleVocabularyError": "_errors",
     "TableFormatError": "_errors",
     # tables
-    "TokenDFA": "_token_dfa",
+    "TokenDFA": "tokens._token_dfa",
     # vocabularies
-    "Vocabulary": "_vocabulary",
+    "Vocabulary": "tokens._vocabulary",
     # compilers
     "compile_regex": "_compile",
-    "json_schema_to_regex": "_json_schema",
-    "compile_json_schema": "_json_schema",
-    "compile_dataclass": "_dataclass",
-    "dataclass_to_regex": "_dataclass",
-    "parse": "_dataclass",
+    "json_schema_to_regex": "frontends._json_schema",
+    "compile_json_schema": "frontends._json_schema",
+    "compile_dataclass": "frontends._dataclass",
+    "dataclass_to_regex": "frontends._dataclass",
+    "parse": "frontends._dataclass",
 }
 
 __all__ = sorted(_EXPORTS)

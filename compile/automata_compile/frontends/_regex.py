@@ -15,11 +15,11 @@ named placeholder group ``(?P<__ext_N>)``.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 
-from automata_compile import _charsets as cs
 from automata_compile._errors import InvalidPatternError, UnsupportedPatternError
+from automata_compile.automata import _charsets as cs
+from automata_compile.automata._ir import Alt, Chars, Repeat, Seq
 
 try:  # Python >= 3.11
     from re import _constants as C
@@ -29,55 +29,6 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_parse
 
 PLACEHOLDER_PREFIX = "__ext_"
-
-
-@dataclasses.dataclass(frozen=True)
-class Chars:
-    """One character from a set of code points."""
-
-    ranges: cs.Ranges
-
-
-@dataclasses.dataclass(frozen=True)
-class Seq:
-    items: tuple
-
-
-@dataclasses.dataclass(frozen=True)
-class Alt:
-    options: tuple
-
-
-@dataclasses.dataclass(frozen=True)
-class Repeat:
-    item: object
-    min: int
-    max: int | None  # None = unbounded
-
-
-@dataclasses.dataclass(frozen=True)
-class Terminal:
-    """A token-level edge: one whole token satisfying terminal label ``index``."""
-
-    index: int
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class Automaton:
-    """A character-level DFA built by an extension.
-
-    Attributes:
-      edges: per state, a tuple of (Ranges, target state).
-      start: initial state.
-      finals: accepting states.
-    """
-
-    edges: tuple
-    start: int
-    finals: frozenset
-
-
-EMPTY = Seq(())
 
 
 def parse(pattern: str, placeholders: dict[str, object] | None = None):

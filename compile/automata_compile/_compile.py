@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from automata_compile import _byte_dfa, _compose, _regex_parse
-from automata_compile._token_dfa import TokenDFA
-from automata_compile._token_trie import trie_for
+from automata_compile.automata import _byte_dfa
+from automata_compile.frontends import _regex
+from automata_compile.tokens import _compose
+from automata_compile.tokens._token_dfa import TokenDFA
+from automata_compile.tokens._token_trie import trie_for
 
 
 def compile_regex(
@@ -41,10 +43,10 @@ def compile_regex(
       >>> dfa.accepts([2]), dfa.accepts([0, 1]), dfa.accepts([0])
       (True, True, False)
     """
-    from automata_compile import _extensions
+    from automata_compile.frontends import _extensions
 
     expanded = _extensions.expand(pattern, vocab)
-    ir = _regex_parse.parse(expanded.pattern, expanded.placeholders)
+    ir = _regex.parse(expanded.pattern, expanded.placeholders)
     byte_dfa = _byte_dfa.build_byte_dfa(ir, len(expanded.predicates), max_states=max_states)
     trie = trie_for(vocab)
     token_class, next_state, accepting, start = _compose.compose(

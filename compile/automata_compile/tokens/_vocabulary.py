@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from automata_compile._errors import VocabularyError
 
 __all__ = ["Vocabulary"]

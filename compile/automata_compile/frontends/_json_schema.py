@@ -107,9 +107,9 @@ from decimal import Decimal, localcontext
 from fractions import Fraction
 from typing import Any
 
-from automata_compile import _schema_formats as sf
 from automata_compile._errors import InvalidSchemaError, UnsupportedSchemaError
-from automata_compile._schema_formats import (
+from automata_compile.frontends import _schema_formats as sf
+from automata_compile.frontends._schema_formats import (
     EPS,
     NEVER,
     Node,

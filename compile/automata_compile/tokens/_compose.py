@@ -27,10 +27,10 @@ import dataclasses
 
 import numpy as np
 
-from automata_compile import _dfa_ops
-from automata_compile._byte_dfa import NUM_BYTES, ByteDFA
 from automata_compile._errors import EmptyLanguageError
-from automata_compile._token_trie import TokenTrie
+from automata_compile.automata import _dfa_ops
+from automata_compile.automata._byte_dfa import NUM_BYTES, ByteDFA
+from automata_compile.tokens._token_trie import TokenTrie
 
 # A state is wide when tokens whose first byte it allows exceed this share of the vocabulary.
 WIDE_SHARE = 0.05

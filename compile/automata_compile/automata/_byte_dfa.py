@@ -14,10 +14,10 @@ import dataclasses
 
 import numpy as np
 
-from automata_compile import _charsets as cs
-from automata_compile import _dfa_ops
 from automata_compile._errors import EmptyLanguageError, StateBudgetExceededError
-from automata_compile._regex_parse import Alt, Automaton, Chars, Repeat, Seq, Terminal
+from automata_compile.automata import _charsets as cs
+from automata_compile.automata import _dfa_ops
+from automata_compile.automata._ir import Alt, Automaton, Chars, Repeat, Seq, Terminal
 
 NUM_BYTES = 256
 DEFAULT_MAX_STATES = 100_000

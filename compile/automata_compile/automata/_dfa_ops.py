@@ -116,7 +116,9 @@ def minimize(trans: np.ndarray, accepting: np.ndarray, start: int):
         delta = (new_block[changed] - block[changed]).astype(np.uint64)  # wraps for negatives
         block = new_block
         counts = roff[changed + 1] - roff[changed]
-        idx = np.repeat(roff[changed] - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
+        idx = np.repeat(roff[changed] - np.cumsum(counts) + counts, counts) + np.arange(
+            int(counts.sum())
+        )
         np.add.at(sig, rsrc[idx], rweight[idx] * np.repeat(delta, counts))
     _, block = np.unique(block, return_inverse=True)
     block = _verify_or_refine(trans, accepting, block.reshape(-1).astype(np.int64))
