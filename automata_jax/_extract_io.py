@@ -48,6 +48,7 @@ _DIGEST_CHARS = 16  # hex digits of SHA-256 kept: 64 bits, per line number
 # How every line the job writes begins (`result_line` puts these two fields first).
 _LINE_START = re.compile(rb'\{"line": [1-9][0-9]*, "line_sha256": "[0-9a-f]{16}"')
 _LINE_START_TEXT = b'{"line": '
+_TORN_START = re.compile(rb'\{"line": [1-9][0-9]*, "line_sha256": "')
 
 
 class ExtractError(AutomataError, ValueError):
@@ -180,7 +181,7 @@ def scan_input(path: str | os.PathLike, *, text_field: str = "text") -> InputSum
     for record, obj in _read(path, text_field):
         keys.append(record.key)
         if isinstance(obj, dict):
-            fields.update(obj)
+            fields.update(obj.keys())
             with_field += text_field in obj
         if record.error is None:
             canon = json.dumps(record.id, sort_keys=True)
@@ -262,7 +263,7 @@ class OutputLog:
             if key is None:
                 # A crash can also leave a newline-terminated but unparsable last line
                 # (e.g. zero-filled blocks); only one that starts like the job's may go.
-                if n == len(lines) and not tail and _LINE_START.match(line):
+                if n == len(lines) and not tail and _TORN_START.match(line):
                     tail, end = line + b"\n", end - len(line) - 1
                     break
                 self._refuse(f"line {n}")
@@ -272,7 +273,7 @@ class OutputLog:
             # Ours only if it starts as every job line does: in full, or (after lines of
             # the job's) cut short within that start.
             cut_short = mine and _LINE_START_TEXT.startswith(tail[: len(_LINE_START_TEXT)])
-            if _job_key(tail.rstrip(b"\n")) is None and not (_LINE_START.match(tail) or cut_short):
+            if _job_key(tail.rstrip(b"\n")) is None and not (_TORN_START.match(tail) or cut_short):
                 self._refuse(f"line {len(lines) + 1}")
             self.torn_bytes = len(tail)
         self._keep = end
