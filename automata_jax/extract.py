@@ -34,6 +34,7 @@ import argparse
 import json
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -123,6 +124,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     """Runs the job; returns the exit status (0 done, 2 bad input/options, 130 interrupted)."""
     args = parse_args(argv)
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning  # restored on exit
+        return _main(args)
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Any warning as a plain ``warning: ...`` line: no Python source path in a CLI's output."""
+    _log(f"warning: {message}")
+
+
+def _main(args: argparse.Namespace) -> int:
     try:
         return _run(args)
     except UnsupportedSchemaError as e:  # the message names the API's knob; ours is --lenient

@@ -105,7 +105,19 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Runs the command line; returns the exit status (0 done, 2 bad input)."""
     args = _parser().parse_args(argv)
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning  # restored on exit
+        return _main(args)
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Any warning as a plain ``warning: ...`` line: no Python source path in a CLI's output."""
+    print(f"warning: {message}", file=sys.stderr)
+
+
+def _main(args: argparse.Namespace) -> int:
 
     from automata_compile import Vocabulary, compile_json_schema, compile_regex
 
@@ -116,17 +128,13 @@ def main(argv: list[str] | None = None) -> int:
         )
         vocab = Vocabulary.from_file(tokenizer)
         t1 = time.perf_counter()
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            if args.kind == "regex":
-                dfa = compile_regex(args.pattern, vocab, max_states=args.max_states)
-            else:
-                text = sys.stdin.read() if args.schema == "-" else _read(args.schema)
-                dfa = compile_json_schema(
-                    text, vocab, strict=not args.lenient, max_states=args.max_states
-                )
-        for w in caught:  # plain lines, not Python's "path:line: UserWarning" form
-            print(f"warning: {w.message}", file=sys.stderr)
+        if args.kind == "regex":
+            dfa = compile_regex(args.pattern, vocab, max_states=args.max_states)
+        else:
+            text = sys.stdin.read() if args.schema == "-" else _read(args.schema)
+            dfa = compile_json_schema(
+                text, vocab, strict=not args.lenient, max_states=args.max_states
+            )
         t2 = time.perf_counter()
         dfa.save(args.output)
     except UnsupportedSchemaError as e:  # the message names the API's knob; ours is --lenient
