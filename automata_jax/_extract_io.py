@@ -272,8 +272,10 @@ class OutputLog:
         if tail:
             # Ours only if it starts as every job line does: in full, or (after lines of
             # the job's) cut short within that start.
+            # A whole JSON value is not a torn write (that leaves a prefix of a job line).
             cut_short = mine and _LINE_START_TEXT.startswith(tail[: len(_LINE_START_TEXT)])
-            if _job_key(tail.rstrip(b"\n")) is None and not (_TORN_START.match(tail) or cut_short):
+            torn = not _is_json(tail) and (_TORN_START.match(tail) or cut_short)
+            if _job_key(tail.rstrip(b"\n")) is None and not torn:
                 self._refuse(f"line {len(lines) + 1}")
             self.torn_bytes = len(tail)
         self._keep = end
@@ -316,6 +318,14 @@ class OutputLog:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _is_json(data: bytes) -> bool:
+    try:
+        json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return True
 
 
 def _job_key(line: bytes) -> tuple[int, str] | None:

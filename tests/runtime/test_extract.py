@@ -115,6 +115,7 @@ def test_output_log_drops_a_torn_last_line_of_its_own(tmp_path):
         b"my precious notes",  # no newline: still not a torn line of the job's
         b'{"id": "d0", "text": "an input file given as --output"}\n',
         b'{"line": 1, "text": "looks a bit like ours"}',
+        b'{"line": 1, "line_sha256": "not ours"}',  # whole JSON: not a torn write
         _job_line(1, "a") + b"a line the user added\n" + _job_line(2, "b"),
         _job_line(1, "a") + b"notes appended by hand",
         b"\n\n",
