@@ -1,7 +1,8 @@
 """The model side of the extraction job: load a model and tokenizer, run one batch of prompts.
 
-`Runner.create` builds the tiny random-weight model (default) or loads a Gemma-3
-checkpoint; `Runner.generate` pads a list of prompts to one fixed batch shape
+`load_vocabulary` reads the tokenizer (first, so the schema is compiled and checked
+before any model work); `Runner.create` builds the tiny random-weight model (default)
+or loads a Gemma-3 checkpoint; `Runner.generate` pads a list of prompts to one fixed batch shape
 (prompt length rounded up to a power of two, batch rounded up to the device count,
 so a whole job compiles the decode loop once or a few times) and runs
 `generate_sharded` over a 1-D ``data`` mesh of every local device.
@@ -27,7 +28,7 @@ from automata_jax._sampling import Greedy, Temperature
 from automata_jax._sharding import DATA_AXIS, generate_sharded, replicate
 from automata_jax._tables import ConstraintTables, bucket
 
-__all__ = ["RowOutput", "Runner"]
+__all__ = ["RowOutput", "Runner", "load_vocabulary"]
 
 MIN_PROMPT_BUCKET = 32
 INTERNAL_ERROR = (
@@ -69,19 +70,17 @@ class Runner:
     tables: ConstraintTables | None = None
 
     @classmethod
-    def create(cls, args) -> Runner:
-        """From the parsed command line (``--model``, ``--checkpoint``, ``--tokenizer``, ...).
+    def create(cls, args, vocab) -> Runner:
+        """From the parsed command line (``--model``, ``--checkpoint``, ...) and the vocabulary
+        `load_vocabulary` returned.
 
         Raises:
-          ExtractError: a checkpoint without a tokenizer.
-          VocabularyError, CheckpointError: unreadable tokenizer or weights.
+          ExtractError, CheckpointError: unreadable weights or config.
         """
-        from automata_compile import Vocabulary
         from automata_jax import testing
 
         on_cpu = jax.default_backend() == "cpu"
         if args.model == "tiny":
-            vocab = Vocabulary.from_file(args.tokenizer or testing.default_tokenizer_path())
             model, params = testing.tiny_model(vocab.size)
             description = (
                 f"tiny Gemma-3 architecture, RANDOM weights (seed {testing.DEFAULT_SEED}), "
@@ -89,7 +88,7 @@ class Runner:
                 f"({vocab.size} ids)"
             )
         else:
-            vocab, model, params = _load_gemma(args, on_cpu)
+            model, params = _load_gemma(args, on_cpu)
             description = (
                 f"{args.model} from {args.checkpoint} "
                 f"({model.num_params(params) / 1e6:.0f}M params, {params['embed_tokens'].dtype}), "
@@ -176,10 +175,19 @@ def _cache_fn(model, dtype):
     return functools.partial(model.init_cache, dtype=dtype)
 
 
-def _load_gemma(args, on_cpu: bool):
-    from automata_compile import Vocabulary
-    from automata_jax.models import Gemma3, Gemma3Config, load_safetensors
+def load_vocabulary(args):
+    """The tokenizer: ``--tokenizer``, else the checkpoint's own ``tokenizer.json`` /
+    ``tokenizer.model``, else (tiny model) mistral-common's 32k SentencePiece model.
 
+    Raises:
+      ExtractError: a missing checkpoint, or one without a tokenizer file.
+      VocabularyError: an unreadable tokenizer file.
+    """
+    from automata_compile import Vocabulary
+    from automata_jax import testing
+
+    if args.model == "tiny":
+        return Vocabulary.from_file(args.tokenizer or testing.default_tokenizer_path())
     ckpt = Path(args.checkpoint)
     if not ckpt.exists():
         raise ExtractError(f"--checkpoint {str(ckpt)!r} does not exist")
@@ -192,7 +200,13 @@ def _load_gemma(args, on_cpu: bool):
             raise ExtractError(
                 f"no tokenizer.json or tokenizer.model in {str(folder)!r}; pass --tokenizer PATH"
             )
-    vocab = Vocabulary.from_file(tokenizer)
+    return Vocabulary.from_file(tokenizer)
+
+
+def _load_gemma(args, on_cpu: bool):
+    from automata_jax.models import Gemma3, Gemma3Config, load_safetensors
+
+    ckpt = Path(args.checkpoint)
     preset = {"gemma3-270m": Gemma3Config.gemma3_270m, "gemma3-1b": Gemma3Config.gemma3_1b}
     config = preset[args.model]()
     hf_config = (ckpt if ckpt.is_dir() else ckpt.parent) / "config.json"
@@ -205,4 +219,4 @@ def _load_gemma(args, on_cpu: bool):
         args.dtype, jnp.float32 if on_cpu else jnp.bfloat16
     )
     model = Gemma3(config)
-    return vocab, model, load_safetensors(ckpt, config, dtype=dtype)
+    return model, load_safetensors(ckpt, config, dtype=dtype)

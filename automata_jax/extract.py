@@ -6,15 +6,20 @@ Reads JSON lines (a ``text`` field, or the one named by ``--text-field``; an ``i
 is kept, else the line number), fills each text into a prompt template, compiles
 the JSON Schema into token-DFA tables (or loads them from the cache), and runs
 batched constrained generation, the batch sharded over every local device. Each
-input line gets one output line::
+input line gets one output line, in input order::
 
-    {"id": "doc-001", "line": 1, "ok": true, "object": {...}, "tokens": 57}
-    {"id": "doc-002", "line": 2, "ok": false, "error": "max_new_tokens reached before ..."}
+    {"line": 1, "line_sha256": "6f1c...", "id": "doc-001", "ok": true, "object": {...}, "tokens": 57}
+    {"line": 2, "line_sha256": "90ab...", "id": "doc-002", "ok": false, "error": "max_new_tokens ..."}
 
-Rerunning the same command resumes: records already in the output are skipped,
-results are appended, flushed and fsynced per batch, and a torn last line left by
-a crash is dropped (that record is redone). A bad input line gets an error line and
-the job goes on; a bad input file, schema or option exits with status 2.
+``line`` and ``line_sha256`` (a hash of the input line's bytes) key the record and
+mark the line as the job's: ids may repeat (a warning says so), every line is still
+processed. Rerunning the same command resumes: lines already in the output are
+skipped, results are appended, flushed and fsynced per batch, and a torn last line
+left by a crash is dropped (that record is redone). An existing output file with a
+line the job did not write is refused, never changed. Everything (options, schema,
+input, template, tokenizer, model) is checked before the output file is created. A
+bad input line gets an error line and the job goes on; a bad input file, schema or
+option exits with status 2.
 
 With no ``--model``, a tiny random-weight Gemma-3-architecture model (fixed seed,
 no weights file) and mistral-common's 32k SentencePiece tokenizer are used, and
@@ -29,12 +34,13 @@ import argparse
 import json
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
-from automata_compile import AutomataError
+from automata_compile import AutomataError, UnsupportedSchemaError
 from automata_jax import _extract_io, _extract_prep
-from automata_jax._extract_io import ExtractError, OutputLog, Record, read_records
+from automata_jax._extract_io import ExtractError, OutputLog, Record, read_records, result_line
 
 __all__ = ["LIMIT_ERROR", "ExtractError", "main", "parse_args"]
 
@@ -118,8 +124,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     """Runs the job; returns the exit status (0 done, 2 bad input/options, 130 interrupted)."""
     args = parse_args(argv)
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning  # restored on exit
+        return _main(args)
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Any warning as a plain ``warning: ...`` line: no Python source path in a CLI's output."""
+    _log(f"warning: {message}")
+
+
+def _main(args: argparse.Namespace) -> int:
     try:
         return _run(args)
+    except UnsupportedSchemaError as e:  # the message names the API's knob; ours is --lenient
+        print(f"error: {e.message_for('--lenient')}", file=sys.stderr)
+        return 2
     except (AutomataError, OSError, ImportError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -142,50 +162,71 @@ def _run(args: argparse.Namespace) -> int:
     input_path = Path(args.input) if args.input else testing.example_docs_path()
     output_path = Path(args.output)
 
-    # Cheap checks first, so a typo fails before any model work.
+    # Everything is checked before anything is created: cheap checks first, so a typo
+    # fails before any model work, and the output file is created last.
     schema = _extract_prep.load_schema(schema_path)
-    keys = [
-        _extract_io.record_key(r.id) for r in read_records(input_path, text_field=args.text_field)
-    ]
+    summary = _extract_io.scan_input(input_path, text_field=args.text_field)
     template = _extract_prep.PromptTemplate.from_file(
         args.prompt_template
         or testing.data_path("prompt.txt" if args.model == "tiny" else "prompt_gemma.txt")
     )
-    log = OutputLog(output_path)
-    with log:
+    log = OutputLog.inspect(output_path)
+    _warn_duplicates(summary.duplicate_ids)
+    keys = set(summary.keys)
+    if log.done:
+        _log(f"resume: {len(log.done & keys)} record(s) already in {output_path} are skipped")
+    stale = len(log.done - keys)
+    if stale:
+        _log(
+            f"warning: {stale} line(s) of {output_path} match no line of {input_path} "
+            "(written for another input, or the input changed); they are kept"
+        )
+    todo = len(keys - log.done)
+    if not todo:  # no need to build a model
+        _report(_Stats(), output_path, empty=not keys)
+        return 0
+
+    t0 = time.perf_counter()
+    from automata_jax import _extract_run
+
+    vocab = _extract_run.load_vocabulary(args)
+    cache_dir = (
+        None if args.no_cache else Path(args.cache_dir or output_path.parent / ".automata_cache")
+    )
+    dfa, artifact, hit = _extract_prep.compile_schema_cached(
+        schema, vocab, cache_dir, name=schema_path.stem, strict=not args.lenient
+    )
+    t_compile = time.perf_counter()
+    if cache_dir is not None:
+        _enable_xla_cache(cache_dir / "xla")
+    runner = _extract_run.Runner.create(args, vocab)
+    runner.set_constraint(dfa)
+    _log(
+        f"model: {runner.description} ({time.perf_counter() - t_compile:.1f} s); "
+        f"schema: {dfa.num_states} states, {dfa.num_classes} classes, "
+        + (f"loaded from {artifact}" if hit else f"compiled in {t_compile - t0:.1f} s")
+    )
+    with log.open():
         if log.truncated_bytes:
             _log(
-                f"resume: dropped a torn last line ({log.truncated_bytes} bytes) from {output_path}"
+                f"resume: dropped a torn last line ({log.truncated_bytes} bytes) from "
+                f"{output_path}; that record is redone"
             )
-        if log.done:
-            _log(f"resume: {len(log.done)} record(s) already in {output_path} are skipped")
-        todo = sum(k not in log.done for k in keys)
-        if not todo:  # no need to build a model
-            _report(_Stats(), output_path)
-            return 0
-
-        t0 = time.perf_counter()
-        cache_dir = None
-        if not args.no_cache:
-            cache_dir = Path(args.cache_dir or output_path.parent / ".automata_cache")
-            _enable_xla_cache(cache_dir / "xla")
-        from automata_jax import _extract_run
-
-        runner = _extract_run.Runner.create(args)
-        t_model = time.perf_counter()
-        dfa, artifact, hit = _extract_prep.compile_schema_cached(
-            schema, runner.vocab, cache_dir, name=schema_path.stem, strict=not args.lenient
-        )
-        t_compile = time.perf_counter()
-        _log(
-            f"model: {runner.description} ({t_model - t0:.1f} s); "
-            f"schema: {dfa.num_states} states, {dfa.num_classes} classes, "
-            + (f"loaded from {artifact}" if hit else f"compiled in {t_compile - t_model:.1f} s")
-        )
-        runner.set_constraint(dfa)
         stats = _process(args, runner, template, schema, input_path, log, len(keys), todo)
     _report(stats, output_path)
     return 0
+
+
+def _warn_duplicates(duplicates: dict) -> None:
+    if not duplicates:
+        return
+    first_id, lines = next(iter(duplicates.items()))
+    shown = ", ".join(map(str, lines[:5])) + (", ..." if len(lines) > 5 else "")
+    _log(
+        f"warning: {len(duplicates)} id(s) appear on more than one input line (e.g. "
+        f"{first_id!r} on lines {shown}); every line is still processed and gets its own "
+        "output line (resume follows line numbers, not ids)"
+    )
 
 
 def _enable_xla_cache(path: Path) -> None:
@@ -248,7 +289,7 @@ def _process(args, runner, template, schema, input_path, log, total, todo) -> _S
 
     with bar:
         for record in read_records(input_path, text_field=args.text_field):
-            if _extract_io.record_key(record.id) in log.done:
+            if record.key in log.done:
                 continue
             ids = None
             if record.error is None:
@@ -268,23 +309,20 @@ def _run_batch(args, runner, pending, validator, stats) -> list[dict[str, Any]]:
     results: dict[int, dict[str, Any]] = {}
     todo = []
     for i, (record, ids) in enumerate(pending):
-        base = {"id": record.id, "line": record.line}
         if record.error is not None:
-            results[i] = {**base, "ok": False, "error": record.error}
+            results[i] = result_line(record, {"ok": False, "error": record.error})
         elif len(ids) > args.max_prompt_tokens:
-            results[i] = {
-                **base,
-                "ok": False,
-                "error": f"prompt is {len(ids)} tokens, over --max-prompt-tokens "
-                f"{args.max_prompt_tokens}",
-            }
+            error = (
+                f"prompt is {len(ids)} tokens, over --max-prompt-tokens {args.max_prompt_tokens}"
+            )
+            results[i] = result_line(record, {"ok": False, "error": error})
         else:
-            todo.append((i, base, ids))
+            todo.append((i, record, ids))
     if todo:
-        outputs = runner.generate([ids for _, _, ids in todo], seed_offset=todo[0][1]["line"])
-        for (i, base, _), out in zip(todo, outputs, strict=True):
+        outputs = runner.generate([ids for _, _, ids in todo], seed_offset=todo[0][1].line)
+        for (i, record, _), out in zip(todo, outputs, strict=True):
             stats.tokens += out.num_tokens
-            results[i] = {**base, **_result(out, runner.vocab, validator)}
+            results[i] = result_line(record, _result(out, runner.vocab, validator))
     for r in results.values():
         stats.records += 1
         stats.ok += bool(r["ok"])
@@ -313,7 +351,10 @@ def _result(out, vocab, validator) -> dict[str, Any]:
     return {"ok": True, "object": obj, "tokens": out.num_tokens}
 
 
-def _report(stats: _Stats, output_path: Path) -> None:
+def _report(stats: _Stats, output_path: Path, *, empty: bool = False) -> None:
+    if empty:
+        _log("nothing to do: the input has no records")
+        return
     if stats.records == 0:
         _log(f"nothing to do: every input record is already in {output_path}")
         return

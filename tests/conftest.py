@@ -1,6 +1,7 @@
 """Shared test fixtures: paths to the real tokenizers and their vocabularies (session-scoped).
 
-Fixtures that need a file that is absent skip the test with the reason.
+Fixtures that need a file that is absent skip the test with the reason and the command
+that gets the file (the README's "Test data" section says where each comes from).
 """
 
 from __future__ import annotations
@@ -10,15 +11,20 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-# /work/shared/tokenizers sits next to the repository checkout (see its README.md).
+# shared/tokenizers sits beside the repository checkout (see its README.md);
+# `python tools/fetch_test_data.py --only tokenizers` downloads it there.
 SHARED_TOKENIZERS = REPO_ROOT.parent / "shared" / "tokenizers"
+FETCH_TOKENIZERS = "python tools/fetch_test_data.py --only tokenizers"
 
 
 def shared_tokenizer_path(name: str) -> Path:
     """``<shared>/tokenizers/<name>/tokenizer.json``, or skip the test if it is absent."""
     path = SHARED_TOKENIZERS / name / "tokenizer.json"
     if not path.is_file():
-        pytest.skip(f"real tokenizer {path} not present (needs the shared/tokenizers folder)")
+        pytest.skip(
+            f"real tokenizer {path} not present: run `{FETCH_TOKENIZERS}` to download it "
+            "(into ../shared/tokenizers beside the checkout)"
+        )
     return path
 
 
@@ -30,7 +36,10 @@ def mistral_common_data_path(file_name: str) -> Path:
         pytest.skip("mistral-common is not installed (pip install mistral-common)")
     path = Path(mistral_common.__file__).parent / "data" / file_name
     if not path.is_file():
-        pytest.skip(f"{path} not present in this mistral-common version")
+        pytest.skip(
+            f"{path} not present in this mistral-common version: "
+            "pip install -U 'mistral-common>=1.3'"
+        )
     return path
 
 

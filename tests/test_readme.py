@@ -96,3 +96,57 @@ def test_refused_regex_syntax_raises(byte_vocab, pattern):
 
     with pytest.raises(UnsupportedPatternError):
         compile_regex(pattern, byte_vocab)
+
+
+def _section(title: str) -> str:
+    match = re.search(
+        rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", README, re.MULTILINE | re.DOTALL
+    )
+    assert match, f"README.md: no '## {title}' section"
+    return match.group(1)
+
+
+def test_compile_cli_section_commands_run(tmp_path):
+    """The compile CLI's README commands (with `--tokenizer default`, the bundled tokenizer) run
+    as written and write the tables files they name."""
+    pytest.importorskip("mistral_common", reason="--tokenizer default needs mistral-common")
+    import shlex
+    import shutil
+    import subprocess
+    import sys
+
+    section = _section("The compile CLI")
+    block = re.search(r"```bash\n(.*?)```", section, re.DOTALL).group(1)
+    commands = [shlex.split(c) for c in block.splitlines() if c.startswith("python -m automata_")]
+    assert len(commands) >= 2 and all("default" in c for c in commands)
+    assert "automata-compile" in block and "--lenient" in section
+    (tmp_path / "automata_jax" / "data").mkdir(parents=True)
+    shutil.copy(ROOT / "automata_jax" / "data" / "person.json", tmp_path / "automata_jax" / "data")
+    for argv in commands:
+        proc = subprocess.run(
+            [sys.executable, *argv[1:]], cwd=tmp_path, capture_output=True, text=True, timeout=300
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert (tmp_path / json.loads(proc.stdout)["output"]).is_file()
+
+
+def test_demo_outputs_are_gitignored():
+    """What the README's commands write in a checkout (the job's output and cache, the
+    quickstart's tables) is ignored by git."""
+    import shutil
+    import subprocess
+
+    paths = [
+        "people.jsonl",
+        ".automata_cache/person-0123.npz",
+        "sub/.automata_cache/xla/x",
+        "name.npz",
+    ]
+    if shutil.which("git") and (ROOT / ".git").exists():
+        proc = subprocess.run(
+            ["git", "check-ignore", "--no-index", *paths], cwd=ROOT, capture_output=True, text=True
+        )
+        assert sorted(proc.stdout.split()) == sorted(paths), proc.stderr
+    else:  # not a git checkout: read the patterns
+        patterns = (ROOT / ".gitignore").read_text().splitlines()
+        assert {".automata_cache/", "/people.jsonl", "/name.npz"} <= set(patterns)

@@ -1,49 +1,132 @@
-"""Command line: ``python -m automata_compile regex PATTERN --tokenizer PATH -o out.npz``.
+"""Command line: ``python -m automata_compile`` (installed as ``automata-compile``).
 
-Also ``json-schema FILE`` (a JSON Schema file, ``-`` for stdin). Prints the
-table sizes and the compile time; bad input exits with status 2 and the
-error's message.
+Compiles a regular expression (``regex PATTERN``) or a JSON Schema file
+(``json-schema FILE``, ``-`` for stdin) for one tokenizer into a `TokenDFA` tables
+file (``-o out.npz``), and prints the table sizes and compile time as one JSON
+line. ``--tokenizer default`` names the 32k SentencePiece tokenizer that ships in
+``mistral-common`` (the one the runtime's demo model uses); it is found without
+importing jax. Bad input exits with status 2 and the error's message; warnings
+(``--lenient`` drops keywords) are ``warning: ...`` lines on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 import time
+import warnings
+from pathlib import Path
 
-from automata_compile._errors import AutomataError
+from automata_compile._errors import AutomataError, UnsupportedSchemaError, VocabularyError
+
+DEFAULT_TOKENIZER = "default"
+
+_DESCRIPTION = """\
+Compile a regular expression or a JSON Schema, for one tokenizer's vocabulary, into a
+token-level DFA tables file (.npz) that automata_jax loads onto the accelerator.
+Prints a JSON line with the table sizes and the compile time."""
+
+_EXAMPLES = """\
+examples:
+  %(prog)s regex '[0-9]{4}-[0-9]{2}-[0-9]{2}' --tokenizer default -o date.npz
+  %(prog)s json-schema person.json --tokenizer gemma-3-1b-it/tokenizer.json -o person.npz
+  cat person.json | %(prog)s json-schema - --tokenizer default -o person.npz --lenient
+
+--tokenizer default is mistral-common's 32k SentencePiece tokenizer.model.v1 (pip install
+mistral-common), the tokenizer of automata_jax's tiny demo model."""
 
 
-def main(argv: list[str] | None = None) -> int:
+def default_tokenizer_path() -> Path:
+    """The file ``--tokenizer default`` names: mistral-common's ``data/tokenizer.model.v1``.
+
+    The same file as ``automata_jax.testing.default_tokenizer_path()``, found without
+    importing jax (or even mistral-common).
+
+    Raises:
+      VocabularyError: mistral-common is not installed, or does not ship the file.
+    """
+    spec = importlib.util.find_spec("mistral_common")
+    if spec is None or not spec.submodule_search_locations:
+        raise VocabularyError(
+            "--tokenizer default is the SentencePiece tokenizer that ships in the "
+            "'mistral-common' package: pip install mistral-common, or pass a tokenizer file"
+        )
+    folder = Path(next(iter(spec.submodule_search_locations))).resolve()
+    path = folder / "data" / "tokenizer.model.v1"
+    if not path.is_file():
+        raise VocabularyError(
+            f"--tokenizer default: {path} is not in this mistral-common version; "
+            "pass a tokenizer file"
+        )
+    return path
+
+
+def _parser() -> argparse.ArgumentParser:
+    prog = "automata-compile" if Path(sys.argv[0]).name == "automata-compile" else None
     parser = argparse.ArgumentParser(
-        prog="python -m automata_compile", description=__doc__.splitlines()[0]
+        prog=prog or "python -m automata_compile",
+        description=_DESCRIPTION,
+        epilog=_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = parser.add_subparsers(dest="kind", required=True)
-    rx = sub.add_parser("regex", help="compile a regular expression")
-    rx.add_argument("pattern")
-    js = sub.add_parser("json-schema", help="compile a JSON Schema file ('-' = stdin)")
-    js.add_argument("schema")
+    sub = parser.add_subparsers(dest="kind", required=True, metavar="{regex,json-schema}")
+    rx = sub.add_parser(
+        "regex",
+        help="compile a regular expression (Python re syntax, full match)",
+        description="Compile a regular expression (Python re syntax, full-match semantics).",
+    )
+    rx.add_argument("pattern", help="the regular expression")
+    js = sub.add_parser(
+        "json-schema",
+        help="compile a JSON Schema file ('-' reads stdin)",
+        description="Compile a JSON Schema (draft 2020-12) file; '-' reads it from stdin.",
+    )
+    js.add_argument("schema", help="the JSON Schema file, or - for stdin")
     js.add_argument(
-        "--lenient", action="store_true", help="drop unenforceable keywords with a warning"
+        "--lenient",
+        action="store_true",
+        help="drop keywords that cannot be enforced exactly, with a warning, instead of "
+        "refusing the schema",
     )
     for p in (rx, js):
         p.add_argument(
             "--tokenizer",
             required=True,
-            help="tokenizer.json, SentencePiece .model, or tekken .json",
+            help="tokenizer.json, SentencePiece .model, or tekken .json file; 'default' is "
+            "mistral-common's 32k tokenizer.model.v1",
         )
         p.add_argument("-o", "--output", required=True, help="the .npz tables file to write")
         p.add_argument(
             "--max-states", type=int, default=None, help="byte-DFA state budget (default 100000)"
         )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs the command line; returns the exit status (0 done, 2 bad input)."""
+    args = _parser().parse_args(argv)
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning  # restored on exit
+        return _main(args)
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Any warning as a plain ``warning: ...`` line: no Python source path in a CLI's output."""
+    print(f"warning: {message}", file=sys.stderr)
+
+
+def _main(args: argparse.Namespace) -> int:
 
     from automata_compile import Vocabulary, compile_json_schema, compile_regex
 
     try:
         t0 = time.perf_counter()
-        vocab = Vocabulary.from_file(args.tokenizer)
+        tokenizer = (
+            default_tokenizer_path() if args.tokenizer == DEFAULT_TOKENIZER else args.tokenizer
+        )
+        vocab = Vocabulary.from_file(tokenizer)
         t1 = time.perf_counter()
         if args.kind == "regex":
             dfa = compile_regex(args.pattern, vocab, max_states=args.max_states)
@@ -54,10 +137,10 @@ def main(argv: list[str] | None = None) -> int:
             )
         t2 = time.perf_counter()
         dfa.save(args.output)
-    except AutomataError as e:
-        print(f"error: {e}", file=sys.stderr)
+    except UnsupportedSchemaError as e:  # the message names the API's knob; ours is --lenient
+        print(f"error: {e.message_for('--lenient')}", file=sys.stderr)
         return 2
-    except OSError as e:
+    except (AutomataError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(

@@ -43,10 +43,20 @@ class StateBudgetExceededError(AutomataError):
 class UnsupportedSchemaError(AutomataError, ValueError):
     """A JSON Schema keyword cannot be enforced exactly (strict mode refuses it)."""
 
+    #: How the Python API spells the lenient mode in messages (`compile_json_schema`).
+    API_KNOB = "strict=False"
+
     def __init__(self, message: str, *, keyword: str | None = None, pointer: str | None = None):
         self.keyword = keyword
         self.pointer = pointer
         super().__init__(message)
+
+    def message_for(self, knob: str) -> str:
+        """The message as an interface that spells the lenient mode ``knob`` shows it.
+
+        A command line says ``--lenient`` where the Python API says ``strict=False``.
+        """
+        return str(self).replace(self.API_KNOB, knob)
 
 
 class InvalidSchemaError(AutomataError, ValueError):

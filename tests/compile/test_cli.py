@@ -107,3 +107,58 @@ def test_json_schema_from_stdin(mistral_sp_path, tmp_path):
     bad = run_cli("json-schema", "-", "--tokenizer", mistral_sp_path, "-o", out, stdin="{not json")
     assert bad.returncode == 2 and bad.stderr.startswith("error: ")
     assert "Traceback" not in bad.stderr
+
+
+UNIQUE_ITEMS = {"type": "array", "items": {"type": "integer"}, "maxItems": 3, "uniqueItems": True}
+
+
+def test_json_schema_refusal_and_warning_name_the_cli_flag(mistral_sp_path, tmp_path):
+    """The CLI's knob is --lenient (not the Python API's strict=False); a dropped keyword is a
+    plain 'warning: ...' line, not a Python UserWarning with a source path."""
+    out = tmp_path / "u.npz"
+    schema = json.dumps(UNIQUE_ITEMS)
+    proc = run_cli("json-schema", "-", "--tokenizer", mistral_sp_path, "-o", out, stdin=schema)
+    assert proc.returncode == 2 and not out.exists()
+    assert "Pass --lenient to drop it" in proc.stderr and "strict=False" not in proc.stderr
+    proc = run_cli(
+        "json-schema", "-", "--tokenizer", mistral_sp_path, "-o", out, "--lenient", stdin=schema
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.startswith("warning: 'uniqueItems' at #/uniqueItems is not enforced")
+    assert "UserWarning" not in proc.stderr and ".py:" not in proc.stderr
+    assert json.loads(proc.stdout)["output"] == str(out)
+
+
+def test_default_tokenizer_is_the_bundled_one_found_without_jax(mistral_sp_path, tmp_path):
+    """--tokenizer default names automata_jax.testing.default_tokenizer_path()'s file, and
+    the compiler resolves it (and compiles) without importing jax."""
+    from automata_compile.__main__ import default_tokenizer_path
+
+    assert default_tokenizer_path() == mistral_sp_path.resolve()
+    out = tmp_path / "d.npz"
+    code = (
+        "import sys; from automata_compile.__main__ import main; "
+        f"rc = main(['regex', '[0-9]+', '--tokenizer', 'default', '-o', {str(out)!r}]); "
+        "assert 'jax' not in sys.modules, 'the compiler imported jax'; sys.exit(rc)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["vocab_size"] == 32_000
+    assert TokenDFA.load(out, vocab=Vocabulary.from_file(mistral_sp_path)).spec == "[0-9]+"
+
+
+def test_default_tokenizer_is_the_runtime_default():
+    pytest.importorskip("jax", reason="the runtime needs jax (pip install jax)")
+    from automata_compile.__main__ import default_tokenizer_path
+    from automata_jax import testing
+
+    assert default_tokenizer_path() == testing.default_tokenizer_path().resolve()
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["regex", "--help"], ["json-schema", "--help"]])
+def test_help_is_plain_text(argv):
+    proc = run_cli(*argv)
+    assert proc.returncode == 0 and proc.stdout.startswith("usage: ")
+    assert "``" not in proc.stdout and ":func:" not in proc.stdout and "`" not in proc.stdout
+    if argv[0] == "json-schema":
+        assert "--lenient" in proc.stdout and "'default'" in proc.stdout

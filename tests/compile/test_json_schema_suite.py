@@ -37,7 +37,8 @@ sc = _tool()
 SUITE = sc.find_suite()
 pytestmark = pytest.mark.skipif(
     SUITE is None,
-    reason=f"JSON-Schema-Test-Suite not found (looked in {', '.join(sc.SUITE_CANDIDATES)})",
+    reason=f"JSON-Schema-Test-Suite not found (looked in {', '.join(sc.SUITE_CANDIDATES)}): "
+    f"run `{sc.HOW_TO_GET}` to download it",
 )
 
 

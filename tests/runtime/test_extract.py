@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from automata_jax import extract, testing
-from automata_jax._extract_io import OutputLog, read_records
+from automata_jax._extract_io import OutputLog, line_digest, read_records
 
 jsonschema = pytest.importorskip("jsonschema")
 
@@ -61,7 +61,7 @@ def test_read_records_reports_bad_lines_with_line_numbers(tmp_path):
         b"{not json\n"
         b'["a list"]\n'
         b'{"id": "x", "body": "no text field"}\n'
-        b'{"id": 7, "text": "duplicate id"}\n'
+        b'{"id": 7, "text": "duplicate id"}\r\n'
         b'{"text": "bad utf-8 \xff"}\n'
     )
     records = list(read_records(path))
@@ -70,31 +70,64 @@ def test_read_records_reports_bad_lines_with_line_numbers(tmp_path):
     ]  # fmt: skip
     assert records[0].text == "fine" and records[0].error is None
     assert records[1].error is None
+    # A repeated id is not an error: each line is its own record, keyed on the line.
+    assert records[5].text == "duplicate id" and records[5].error is None
+    assert records[5].key == (7, line_digest(b'{"id": 7, "text": "duplicate id"}'))
+    assert records[0].key != records[5].key
     for r, words in zip(
-        records[2:],
+        records[2:5] + records[6:],
         ["line 4: not valid JSON", "line 5: expected a JSON object", "line 6: no 'text' field",
-         "line 7: duplicate id 7 (first on line 1)", "line 8: not valid UTF-8"],
+         "line 8: not valid UTF-8"],
         strict=True,
     ):  # fmt: skip
         assert r.text is None and words in r.error
 
 
-def test_output_log_drops_a_torn_last_line(tmp_path):
-    path = tmp_path / "out.jsonl"
-    good = b'{"id": "a", "ok": true}\n{"id": "b", "ok": false, "error": "x"}\n'
-    path.write_bytes(good + b'{"id": "c", "ok": tr')
-    with OutputLog(path) as log:
-        assert log.truncated_bytes == len(b'{"id": "c", "ok": tr')
-        assert log.done == {'"a"', '"b"'}
-        log.append([{"id": "c", "ok": True}])
-    assert path.read_bytes() == good + b'{"id": "c", "ok": true}\n'
+def _job_line(line: int, record_id, raw: bytes | None = None, **fields) -> bytes:
+    digest = line_digest(raw if raw is not None else f"input line {line}".encode())
+    obj = {"line": line, "line_sha256": digest, "id": record_id, "ok": True, **fields}
+    return json.dumps(obj).encode() + b"\n"
 
 
-def test_output_log_refuses_a_foreign_file(tmp_path):
+def test_output_log_drops_a_torn_last_line_of_its_own(tmp_path):
     path = tmp_path / "out.jsonl"
-    path.write_text("hello\nworld\n")
-    with pytest.raises(extract.ExtractError, match="line 1: not a result line"):
-        OutputLog(path)
+    good = _job_line(1, "a") + _job_line(2, "b", ok=False, error="x")
+    for torn in (_job_line(3, "c")[:30], _job_line(3, "c")[:4], _job_line(3, "c")[:-1]):
+        path.write_bytes(good + torn)
+        log = OutputLog.inspect(path)
+        assert log.torn_bytes == len(torn) and path.read_bytes() == good + torn  # not yet
+        assert log.done == {(1, line_digest(b"input line 1")), (2, line_digest(b"input line 2"))}
+        with log.open():
+            assert log.truncated_bytes == len(torn)
+            log.append([json.loads(_job_line(3, "c"))])
+        assert path.read_bytes() == good + _job_line(3, "c")
+    # A crash in the very first write of a new file: the line's start is the job's mark.
+    path.write_bytes(_job_line(1, "a")[:40])
+    with OutputLog.inspect(path) as log:
+        assert log.truncated_bytes == 40 and not log.done
+    assert path.read_bytes() == b""
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"my precious notes\n",
+        b"my precious notes",  # no newline: still not a torn line of the job's
+        b'{"id": "d0", "text": "an input file given as --output"}\n',
+        b'{"line": 1, "text": "looks a bit like ours"}',
+        b'{"line": 1, "line_sha256": "not ours"}',  # whole JSON: not a torn write
+        _job_line(1, "a") + b"a line the user added\n" + _job_line(2, "b"),
+        _job_line(1, "a") + b"notes appended by hand",
+        b"\n\n",
+    ],
+)
+def test_output_log_refuses_a_file_it_did_not_write(tmp_path, content):
+    path = tmp_path / "out.jsonl"
+    path.write_bytes(content)
+    with pytest.raises(extract.ExtractError, match="was not written by this job") as e:
+        OutputLog.inspect(path)
+    assert "Choose another --output" in str(e.value)
+    assert path.read_bytes() == content
 
 
 # -- the job ---------------------------------------------------------------------------------
@@ -110,8 +143,9 @@ def test_job_writes_one_valid_line_per_input_and_reports_bad_lines(tmp_path, cap
     results = _read_output(out)
     assert [r["line"] for r in results] == list(range(1, 9))  # input order, one line each
     assert results[2] == {
-        "id": 3,
         "line": 3,
+        "line_sha256": line_digest(b"{this is not json"),
+        "id": 3,
         "ok": False,
         "error": f"{inp}, line 3: not valid JSON (Expecting property name enclosed in double "
         "quotes at column 2)",
@@ -202,16 +236,103 @@ def test_invalid_schema_is_a_clear_error(tmp_path, capsys, schema_text, message)
     assert extract.main(["--schema", str(schema), "--output", str(out), *BATCH]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and str(schema) in err and message in err
-    assert not out.exists() or out.read_text() == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.json"]  # nothing created
 
 
-def test_schema_the_compiler_refuses_is_a_clear_error(tmp_path, capsys):
+UNIQUE_ITEMS = '{"type": "array", "items": {"type": "integer"}, "maxItems": 3, "uniqueItems": true}'
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--schema", "{tmp}/unique.json"], "uniqueItems"),
+        (["--tokenizer", "{tmp}/absent.model"], "absent.model"),
+        (["--model", "gemma3-1b", "--checkpoint", "{tmp}/no-ckpt"], "does not exist"),
+        (["--model", "gemma3-1b", "--checkpoint", "{tmp}/empty"], "pass --tokenizer PATH"),
+        (["--prompt-template", "{tmp}/absent.txt"], "cannot read prompt template"),
+    ],
+)
+def test_a_failed_start_creates_nothing(tmp_path, capsys, argv, message):
+    """Schema, input, template, tokenizer and model are all checked before the output file
+    (or the cache) is created: a refusal leaves the folder as it was."""
+    (tmp_path / "unique.json").write_text(UNIQUE_ITEMS)
+    (tmp_path / "empty").mkdir()
+    before = sorted(tmp_path.iterdir())
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    assert extract.main([*argv, "--output", str(tmp_path / "o.jsonl"), *BATCH]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err
+    assert sorted(tmp_path.iterdir()) == before
+
+
+def test_refusals_and_warnings_name_the_job_flag(tmp_path, capsys):
+    """The job's knob is --lenient (not the Python API's strict=False), and a dropped keyword
+    is a plain 'warning: ...' line, not a Python UserWarning with a source path."""
     schema = tmp_path / "unique.json"
-    schema.write_text('{"type": "array", "items": {"type": "integer"}, "uniqueItems": true}')
-    args = ["--schema", str(schema), "--output", str(tmp_path / "o.jsonl"), *BATCH]
+    schema.write_text(UNIQUE_ITEMS)
+    inp, out = tmp_path / "docs.jsonl", tmp_path / "o.jsonl"
+    _docs(inp, 2)
+    args = ["--schema", str(schema), "--input", str(inp), "--output", str(out), *BATCH]
     assert extract.main(args) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: ") and "uniqueItems" in err
+    assert "Pass --lenient to drop it" in err and "strict=False" not in err
+    assert extract.main([*args, "--lenient", "--max-new-tokens", "16"]) == 0
+    err = capsys.readouterr().err
+    warning = "warning: 'uniqueItems' at #/uniqueItems is not enforced"
+    assert any(line.startswith(warning) for line in err.splitlines()), err
+    assert "UserWarning" not in err and ".py:" not in err and "strict=" not in err
+    assert len(_read_output(out)) == 2
+
+
+def test_duplicate_ids_are_kept_with_a_warning(tmp_path, capsys):
+    """The bundled docs repeated 10 times: 80 output lines (one per input line, in order),
+    a warning about the repeated ids, and a resume that follows lines, not ids."""
+    inp, out = tmp_path / "docs.jsonl", tmp_path / "out.jsonl"
+    docs = testing.example_docs_path().read_bytes()
+    n_docs = len(docs.splitlines())
+    inp.write_bytes(docs * 10)
+    args = ["--input", str(inp), "--output", str(out), "--max-new-tokens", "8", *BATCH]
+    assert extract.main(args) == 0
+    err = capsys.readouterr().err
+    assert f"warning: {n_docs} id(s) appear on more than one input line" in err
+    assert f"done: {10 * n_docs} record(s)" in err
+    results = _read_output(out)
+    assert [r["line"] for r in results] == list(range(1, 10 * n_docs + 1))
+    first_ids = [json.loads(x)["id"] for x in docs.splitlines()]
+    assert [r["id"] for r in results] == first_ids * 10
+    # A crash after half the lines: the rerun does the other half, ids notwithstanding.
+    full = out.read_bytes()
+    half = b"".join(full.splitlines(keepends=True)[: 5 * n_docs])
+    out.write_bytes(half)
+    assert extract.main(args) == 0
+    assert f"{5 * n_docs} record(s) already in" in capsys.readouterr().err
+    assert out.read_bytes() == full
+
+
+def test_the_job_never_changes_a_file_it_did_not_write(tmp_path, capsys):
+    inp, notes = tmp_path / "docs.jsonl", tmp_path / "notes.txt"
+    _docs(inp, 2)
+    for content in (b"my precious notes\n", b"my precious notes", inp.read_bytes()):
+        notes.write_bytes(content)
+        assert extract.main(["--input", str(inp), "--output", str(notes), *BATCH]) == 2
+        err = capsys.readouterr().err
+        assert "was not written by this job" in err and "Choose another --output" in err
+        assert notes.read_bytes() == content
+    assert not (tmp_path / ".automata_cache").exists()
+
+
+def test_a_text_field_no_line_has_exits_2_naming_the_fields_seen(tmp_path, capsys):
+    inp, out = tmp_path / "docs.jsonl", tmp_path / "out.jsonl"
+    _docs(inp, 3, extra_lines={1: "{not json"})
+    assert extract.main(["--input", str(inp), "--output", str(out), "--text-field", "txt"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "no line has a 'txt' field" in err
+    assert "'id', 'text'" in err and "--text-field" in err
+    assert not out.exists()
+    # Some lines without the field are per-line errors, as before (not a refusal).
+    _docs(inp, 2, extra_lines={1: '{"id": "x", "body": "no text"}'})
+    assert extract.main(["--input", str(inp), "--output", str(out), *BATCH]) == 0
+    assert [r["ok"] for r in _read_output(out)][1] is False
 
 
 @pytest.mark.parametrize(
@@ -249,8 +370,8 @@ def test_token_limit_gives_a_clear_error_line(tmp_path):
     args = ["--input", str(inp), "--output", str(out), "--max-new-tokens", "8", *BATCH]
     assert extract.main(args) == 0
     for r in _read_output(out):
-        assert r == {"id": r["id"], "line": r["line"], "ok": False, "tokens": 8,
-                     "error": "max_new_tokens reached before the object was complete"}  # fmt: skip
+        assert r == {"id": r["id"], "line": r["line"], "line_sha256": r["line_sha256"],
+                     "ok": False, "tokens": 8, "error": "max_new_tokens reached before the object was complete"}  # fmt: skip
 
 
 def test_gemma_checkpoint_with_its_own_tokenizer_and_chat_template(tmp_path, gemma3_tokenizer_path):
