@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-# /work/shared/tokenizers sits next to the repository checkout (see its README.md).
+# The shared tokenizers folder (shared/tokenizers) sits next to the repository checkout.
 SHARED_TOKENIZERS = REPO_ROOT.parent / "shared" / "tokenizers"
 
 
@@ -46,7 +46,10 @@ def llama3_tokenizer_path() -> Path:
 
 @pytest.fixture(scope="session")
 def mistral_sp_path() -> Path:
-    return mistral_common_data_path("tokenizer.model.v1")
+    """The bundled copy of mistral-common's ``tokenizer.model.v1`` (no mistral-common needed)."""
+    from automata_jax.testing import default_tokenizer_path
+
+    return default_tokenizer_path()
 
 
 @pytest.fixture(scope="session")
