@@ -126,7 +126,8 @@ def nnx_step(
     Cache attributes that start as None must be declared ``nnx.data(None)``.
 
     Args:
-      module: an `nnx.Module`; left unchanged (the cache layout is found on a shape-only copy).
+      module: an `nnx.Module`; left unchanged (the cache layout is found by running ``init``
+        on a shape-only copy, so ``init`` may read the weights' shapes but not their values).
       call: ``(module, tokens, positions, input_mask) -> logits``; a module-level function,
         so that the step stays hashable.
       init: ``(module, batch_size, max_length) -> None``, creating the cache variables.
@@ -137,8 +138,8 @@ def nnx_step(
       to them during a step, such as RNG counters, are dropped: a step is pure).
 
     Raises:
-      `automata_jax.models.ModelError`: ``module`` is not an NNX module, or has no ``init_cache`` and no ``init``
-        was given.
+      `automata_jax.models.ModelError`: ``module`` is not an NNX module, or it has no
+        ``init_cache`` and no ``init`` was given.
     """
     from flax import nnx
 
