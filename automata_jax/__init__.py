@@ -3,7 +3,7 @@
 Token-level DFAs compiled offline by `automata_compile` become device tables
 (`ConstraintTables`); pure kernels mask logits and advance each row's state; and
 `generate` runs the whole prefill-and-decode loop in one jit, with no host round
-trip per token.
+trip per token. Flax models plug in through `nnx_step` (NNX) and `LinenStep` (linen).
 
 Example:
   >>> import automata_jax as aj
@@ -20,6 +20,7 @@ from automata_jax._constraint import (
     init_state,
     mask_logits,
 )
+from automata_jax._flax_adapters import LinenStep, NnxStep, nnx_step
 from automata_jax._generate import GenerateOutput, generate, pad_prompts
 from automata_jax._sampling import Greedy, MinP, Sampler, Temperature, TopK, TopP
 from automata_jax._sharding import (
@@ -42,7 +43,9 @@ __all__ = [
     "ConstraintTables",
     "GenerateOutput",
     "Greedy",
+    "LinenStep",
     "MinP",
+    "NnxStep",
     "RuntimeDtypeError",
     "RuntimeShapeError",
     "Sampler",
@@ -57,6 +60,7 @@ __all__ = [
     "generate_sharded",
     "init_state",
     "mask_logits",
+    "nnx_step",
     "pad_prompts",
     "replicate",
     "replicated",

@@ -22,7 +22,7 @@ bad input line gets an error line and the job goes on; a bad input file, schema 
 option exits with status 2.
 
 With no ``--model``, a tiny random-weight Gemma-3-architecture model (fixed seed,
-no weights file) and mistral-common's 32k SentencePiece tokenizer are used, and
+no weights file) and the bundled 32k SentencePiece tokenizer are used, and
 ``--schema``/``--input`` default to the bundled examples: the output is random but
 always valid against the schema. For real extraction pass ``--model gemma3-1b
 --checkpoint DIR`` (a Hugging Face safetensors directory of google/gemma-3-1b-it).
@@ -73,7 +73,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--tokenizer",
         default=None,
         help="tokenizer.json / SentencePiece .model (default: the checkpoint's tokenizer.json, "
-        "or mistral-common's tokenizer.model.v1 for the tiny model)",
+        "or the bundled tokenizer.model.v1 for the tiny model)",
     )
     p.add_argument(
         "--prompt-template",

@@ -2,9 +2,11 @@
 
 Everything here works offline on any machine: the default model is a tiny
 Gemma-3-architecture decoder with **random weights** built from a fixed seed (no
-weights file), and the default tokenizer is the real 32k SentencePiece model
-that ships inside the ``mistral-common`` package (``data/tokenizer.model.v1``,
-Mistral 7B v1). The model's ``vocab_size`` is that tokenizer's size. Output of
+weights file), and the default tokenizer is the real 32k SentencePiece model of
+Mistral 7B v1, bundled as ``automata_jax/data/tokenizer.model.v1`` (Apache-2.0, copied
+from the ``mistral-common`` package; licence and provenance in
+``tokenizer.model.v1.LICENSE`` next to it). The model's ``vocab_size`` is that
+tokenizer's size. Output of
 the random model is random text -- but under a constraint it is always in the
 constraint's language, which is what the demo shows.
 
@@ -30,6 +32,7 @@ __all__ = [
     "default_vocabulary",
     "example_docs_path",
     "example_schema",
+    "jaxpr_primitive_names",
     "tiny_model",
     "toy_dfa",
     "write_random_checkpoint",
@@ -41,7 +44,7 @@ _DATA = Path(__file__).resolve().parent / "data"
 
 def data_path(name: str) -> Path:
     """A file bundled in ``automata_jax/data`` (``person.json``, ``docs.jsonl``, ``prompt.txt``,
-    ``prompt_gemma.txt``).
+    ``prompt_gemma.txt``, ``tokenizer.model.v1``).
 
     Raises:
       FileNotFoundError: no bundled file of that name.
@@ -64,26 +67,9 @@ def example_docs_path() -> Path:
 
 
 def default_tokenizer_path() -> Path:
-    """Path of the default tokenizer: mistral-common's SentencePiece ``tokenizer.model.v1`` (32k).
-
-    Raises:
-      ImportError: mistral-common is not installed (it says what to install).
-      FileNotFoundError: this mistral-common version does not ship the file.
-    """
-    try:
-        import mistral_common
-    except ImportError as e:
-        raise ImportError(
-            "the default tokenizer ships in the 'mistral-common' package: "
-            "pip install mistral-common  (or pass --tokenizer PATH)"
-        ) from e
-    path = Path(mistral_common.__file__).resolve().parent / "data" / "tokenizer.model.v1"
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"{path} is missing from the installed mistral-common; install a version that ships "
-            "data/tokenizer.model.v1 (>= 1.3), or pass --tokenizer PATH"
-        )
-    return path
+    """Path of the default tokenizer: the bundled SentencePiece ``tokenizer.model.v1`` (32k,
+    Mistral 7B v1, Apache-2.0; see ``tokenizer.model.v1.LICENSE`` beside it)."""
+    return data_path("tokenizer.model.v1")
 
 
 @functools.lru_cache(maxsize=1)
@@ -238,3 +224,19 @@ def toy_dfa(token_class, next_state, accepting, spec: str, *, eos_id: int = 3):
         vocab_fingerprint="toy-vocab",
         spec=spec,
     )
+
+
+def jaxpr_primitive_names(jaxpr) -> set[str]:
+    """Names of every primitive in a (closed) jaxpr, sub-jaxprs included (``while`` bodies,
+    ``pjit`` calls, ``cond`` branches): the tests check that no host callback is among them."""
+    import jax
+
+    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+    names: set[str] = set()
+    for eqn in jaxpr.eqns:
+        names.add(eqn.primitive.name)
+        for param in eqn.params.values():
+            for sub in param if isinstance(param, (list, tuple)) else (param,):
+                if isinstance(sub, (jax.extend.core.ClosedJaxpr, jax.extend.core.Jaxpr)):
+                    names |= jaxpr_primitive_names(sub)
+    return names

@@ -55,7 +55,10 @@ def llama3_tokenizer_path() -> Path:
 
 @pytest.fixture(scope="session")
 def mistral_sp_path() -> Path:
-    return mistral_common_data_path("tokenizer.model.v1")
+    """The bundled copy of mistral-common's ``tokenizer.model.v1`` (no mistral-common needed)."""
+    from automata_jax.testing import default_tokenizer_path
+
+    return default_tokenizer_path()
 
 
 @pytest.fixture(scope="session")

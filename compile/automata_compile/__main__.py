@@ -3,9 +3,8 @@
 Compiles a regular expression (``regex PATTERN``) or a JSON Schema file
 (``json-schema FILE``, ``-`` for stdin) for one tokenizer into a `TokenDFA` tables
 file (``-o out.npz``), and prints the table sizes and compile time as one JSON
-line. ``--tokenizer default`` names the 32k SentencePiece tokenizer that ships in
-``mistral-common`` (the one the runtime's demo model uses); it is found without
-importing jax. Bad input exits with status 2 and the error's message; warnings
+line. ``--tokenizer default`` names the 32k SentencePiece tokenizer bundled with
+``automata_jax`` (the one its demo model uses); it is found without importing jax. Bad input exits with status 2 and the error's message; warnings
 (``--lenient`` drops keywords) are ``warning: ...`` lines on stderr.
 """
 
@@ -34,31 +33,28 @@ examples:
   %(prog)s json-schema person.json --tokenizer gemma-3-1b-it/tokenizer.json -o person.npz
   cat person.json | %(prog)s json-schema - --tokenizer default -o person.npz --lenient
 
---tokenizer default is mistral-common's 32k SentencePiece tokenizer.model.v1 (pip install
-mistral-common), the tokenizer of automata_jax's tiny demo model."""
+--tokenizer default is the 32k SentencePiece tokenizer.model.v1 bundled with automata_jax,
+the tokenizer of its tiny demo model."""
 
 
 def default_tokenizer_path() -> Path:
-    """The file ``--tokenizer default`` names: mistral-common's ``data/tokenizer.model.v1``.
+    """The file ``--tokenizer default`` names: ``automata_jax/data/tokenizer.model.v1``.
 
     The same file as ``automata_jax.testing.default_tokenizer_path()``, found without
-    importing jax (or even mistral-common).
+    importing automata_jax (so without jax): `find_spec` of a top-level package does not run it.
 
     Raises:
-      VocabularyError: mistral-common is not installed, or does not ship the file.
+      VocabularyError: automata_jax is not installed beside the compiler.
     """
-    spec = importlib.util.find_spec("mistral_common")
-    if spec is None or not spec.submodule_search_locations:
+    spec = importlib.util.find_spec("automata_jax")
+    path = None
+    if spec is not None and spec.submodule_search_locations:
+        folder = Path(next(iter(spec.submodule_search_locations))).resolve()
+        path = folder / "data" / "tokenizer.model.v1"
+    if path is None or not path.is_file():
         raise VocabularyError(
-            "--tokenizer default is the SentencePiece tokenizer that ships in the "
-            "'mistral-common' package: pip install mistral-common, or pass a tokenizer file"
-        )
-    folder = Path(next(iter(spec.submodule_search_locations))).resolve()
-    path = folder / "data" / "tokenizer.model.v1"
-    if not path.is_file():
-        raise VocabularyError(
-            f"--tokenizer default: {path} is not in this mistral-common version; "
-            "pass a tokenizer file"
+            "--tokenizer default is the SentencePiece tokenizer bundled with the automata_jax "
+            "package, which is not installed here: install automata-jax, or pass a tokenizer file"
         )
     return path
 
@@ -95,7 +91,7 @@ def _parser() -> argparse.ArgumentParser:
             "--tokenizer",
             required=True,
             help="tokenizer.json, SentencePiece .model, or tekken .json file; 'default' is "
-            "mistral-common's 32k tokenizer.model.v1",
+            "the bundled 32k tokenizer.model.v1",
         )
         p.add_argument("-o", "--output", required=True, help="the .npz tables file to write")
         p.add_argument(

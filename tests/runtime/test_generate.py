@@ -13,6 +13,7 @@ from flax import struct
 import automata_jax as aj
 from automata_compile import TokenDFA
 from automata_jax import ConstraintTables, Greedy, Temperature, TopP, testing
+from automata_jax.testing import jaxpr_primitive_names
 
 # -- a fake model with the automata_jax.models contract ---------------------------------------
 
@@ -217,18 +218,6 @@ def test_max_new_tokens_is_honoured(step, params):
         assert (np.asarray(out.lengths) <= n).all()
 
 
-def _primitive_names(jaxpr, names):
-    for eqn in jaxpr.eqns:
-        names.add(eqn.primitive.name)
-        for param in eqn.params.values():
-            for sub in param if isinstance(param, (list, tuple)) else (param,):
-                if isinstance(sub, jax.extend.core.ClosedJaxpr):
-                    _primitive_names(sub.jaxpr, names)
-                elif isinstance(sub, jax.extend.core.Jaxpr):
-                    _primitive_names(sub, names)
-    return names
-
-
 def test_jaxpr_has_no_host_callbacks(model, step, params):
     tables = ConstraintTables.from_dfas([AB_C, B_C], vocab_size=V, mask_impl="bitmask")
     tokens, mask = aj.pad_prompts([[1, 2], [3]], pad_id=PAD)
@@ -240,7 +229,7 @@ def test_jaxpr_has_no_host_callbacks(model, step, params):
         )  # fmt: skip
 
     closed = jax.make_jaxpr(fn)(params, tokens, mask, tables, jnp.array([0, 1]), jax.random.key(0))
-    names = _primitive_names(closed.jaxpr, set())
+    names = jaxpr_primitive_names(closed)
     assert "while" in names and ("pjit" in names or "jit" in names)
     assert not {n for n in names if "callback" in n or "debug" in n or n == "print"}, names
 
