@@ -34,11 +34,11 @@ import argparse
 import json
 import sys
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
-from automata_compile import AutomataError, UnsupportedSchemaError
+from automata_compile import AutomataError
+from automata_compile._cli import error_line, plain_warnings
 from automata_jax import _extract_io, _extract_prep
 from automata_jax._extract_io import ExtractError, OutputLog, Record, read_records, result_line
 
@@ -124,24 +124,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     """Runs the job; returns the exit status (0 done, 2 bad input/options, 130 interrupted)."""
     args = parse_args(argv)
-    with warnings.catch_warnings():
-        warnings.showwarning = _show_warning  # restored on exit
+    with plain_warnings():
         return _main(args)
-
-
-def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    """Any warning as a plain ``warning: ...`` line: no Python source path in a CLI's output."""
-    _log(f"warning: {message}")
 
 
 def _main(args: argparse.Namespace) -> int:
     try:
         return _run(args)
-    except UnsupportedSchemaError as e:  # the message names the API's knob; ours is --lenient
-        print(f"error: {e.message_for('--lenient')}", file=sys.stderr)
-        return 2
     except (AutomataError, OSError, ImportError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(error_line(e), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(

@@ -15,10 +15,10 @@ import importlib.util
 import json
 import sys
 import time
-import warnings
 from pathlib import Path
 
-from automata_compile._errors import AutomataError, UnsupportedSchemaError, VocabularyError
+from automata_compile._cli import error_line, plain_warnings
+from automata_compile._errors import AutomataError, VocabularyError
 
 DEFAULT_TOKENIZER = "default"
 
@@ -103,18 +103,11 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Runs the command line; returns the exit status (0 done, 2 bad input)."""
     args = _parser().parse_args(argv)
-    with warnings.catch_warnings():
-        warnings.showwarning = _show_warning  # restored on exit
+    with plain_warnings():
         return _main(args)
 
 
-def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    """Any warning as a plain ``warning: ...`` line: no Python source path in a CLI's output."""
-    print(f"warning: {message}", file=sys.stderr)
-
-
 def _main(args: argparse.Namespace) -> int:
-
     from automata_compile import Vocabulary, compile_json_schema, compile_regex
 
     try:
@@ -133,11 +126,8 @@ def _main(args: argparse.Namespace) -> int:
             )
         t2 = time.perf_counter()
         dfa.save(args.output)
-    except UnsupportedSchemaError as e:  # the message names the API's knob; ours is --lenient
-        print(f"error: {e.message_for('--lenient')}", file=sys.stderr)
-        return 2
     except (AutomataError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(error_line(e), file=sys.stderr)
         return 2
     print(
         json.dumps(
