@@ -1,8 +1,7 @@
 """Preparation steps of the extraction job: the schema, its cached compiled tables, the prompts.
 
 * `load_schema` reads a JSON Schema file with errors that name the file, line and
-  column (and the JSON pointer, when ``jsonschema`` can check it against its
-  meta-schema).
+  column, or the JSON pointer where ``jsonschema``'s meta-schema check fails.
 * `compile_schema_cached` compiles the schema for a vocabulary, or loads the
   artifact a previous run saved. The cache key hashes the schema, the compile
   options, the vocabulary fingerprint and the compiler version, so a change to
@@ -45,7 +44,7 @@ def load_schema(path: str | os.PathLike) -> dict[str, Any] | bool:
     Raises:
       ExtractError: the file is missing or not JSON (with line and column).
       InvalidSchemaError: not a schema (not an object or boolean, or rejected by the
-        ``jsonschema`` meta-schema check when that package is installed).
+        ``jsonschema`` meta-schema check).
     """
     path = Path(path)
     try:
@@ -72,8 +71,6 @@ def load_schema(path: str | os.PathLike) -> dict[str, Any] | bool:
 
 def _check_against_metaschema(schema: dict[str, Any] | bool, path: Path) -> None:
     cls = _validator_class(schema)
-    if cls is None:  # optional: the compiler reports what it cannot use anyway
-        return
     error = first_error(cls(cls.META_SCHEMA), schema)
     if error is not None:
         pointer, message = error
@@ -84,19 +81,16 @@ def _check_against_metaschema(schema: dict[str, Any] | bool, path: Path) -> None
 
 
 def _validator_class(schema):
-    try:
-        import jsonschema
-        from jsonschema.validators import validator_for
-    except ImportError:
-        return None
+    import jsonschema  # a dependency of the package; imported here, by the job only
+    from jsonschema.validators import validator_for
+
     return validator_for(schema, default=jsonschema.Draft202012Validator)
 
 
 def schema_validator(schema: dict[str, Any] | bool):
     """A ``jsonschema`` validator for instances of ``schema`` (its ``$schema`` draft, else
-    2020-12), or None when ``jsonschema`` is not installed."""
-    cls = _validator_class(schema)
-    return None if cls is None else cls(schema)
+    2020-12)."""
+    return _validator_class(schema)(schema)
 
 
 def first_error(validator, instance) -> tuple[str, str] | None:

@@ -331,14 +331,13 @@ def _result(out, vocab, validator) -> dict[str, Any]:
         obj = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:  # a compiler bug if ever reached
         return {"ok": False, "error": f"generated text is not JSON ({e}): {raw!r}"}
-    if validator is not None:
-        error = _extract_prep.first_error(validator, obj)
-        if error is not None:  # only --lenient (keywords not enforced) can get here
-            return {
-                "ok": False,
-                "error": f"object does not validate: {error[1]} at {error[0]}",
-                "text": raw.decode(),
-            }
+    error = _extract_prep.first_error(validator, obj)
+    if error is not None:  # only --lenient (keywords not enforced) can get here
+        return {
+            "ok": False,
+            "error": f"object does not validate: {error[1]} at {error[0]}",
+            "text": raw.decode(),
+        }
     return {"ok": True, "object": obj, "tokens": out.num_tokens}
 
 
