@@ -46,9 +46,9 @@ __all__ = [
 DIGEST_FIELD = "line_sha256"
 _DIGEST_CHARS = 16  # hex digits of SHA-256 kept: 64 bits, per line number
 # How every line the job writes begins (`result_line` puts these two fields first).
-_LINE_START = re.compile(rb'\{"line": [1-9][0-9]*, "line_sha256": "[0-9a-f]{16}"')
 _LINE_START_TEXT = b'{"line": '
-_TORN_START = re.compile(rb'\{"line": [1-9][0-9]*, "line_sha256": "')
+_TORN_START = re.compile(rb'\{"line": [1-9][0-9]*, "%s": "' % DIGEST_FIELD.encode())
+_LINE_START = re.compile(_TORN_START.pattern + rb'[0-9a-f]{%d}"' % _DIGEST_CHARS)
 
 
 class ExtractError(AutomataError, ValueError):
@@ -213,14 +213,12 @@ class OutputLog:
       path: the output file.
       done: keys (`Record.key`) of the records already written.
       torn_bytes: size of a torn last line (a crash mid-write) that `open` drops.
-      truncated_bytes: how many bytes `open` dropped.
     """
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
         self.done: set[tuple[int, str]] = set()
         self.torn_bytes = 0
-        self.truncated_bytes = 0
         self._keep = 0  # bytes of the existing file that stay
         self._file = None
 
@@ -275,7 +273,7 @@ class OutputLog:
             # A whole JSON value is not a torn write (that leaves a prefix of a job line).
             cut_short = mine and _LINE_START_TEXT.startswith(tail[: len(_LINE_START_TEXT)])
             torn = not _is_json(tail) and (_TORN_START.match(tail) or cut_short)
-            if _job_key(tail.rstrip(b"\n")) is None and not torn:
+            if _job_key(tail) is None and not torn:
                 self._refuse(f"line {len(lines) + 1}")
             self.torn_bytes = len(tail)
         self._keep = end
@@ -288,7 +286,6 @@ class OutputLog:
                     f.truncate(self._keep)
                     f.flush()
                     os.fsync(f.fileno())
-                self.truncated_bytes = self.torn_bytes
             self._file = open(self.path, "ab")  # noqa: SIM115 - owned by this object
         except OSError as e:
             raise ExtractError(f"cannot write output file {str(self.path)!r}: {e}") from e
@@ -336,7 +333,7 @@ def _job_key(line: bytes) -> tuple[int, str] | None:
         obj = json.loads(line.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError):
         return None
-    line_no, digest = (obj.get("line"), obj.get(DIGEST_FIELD)) if isinstance(obj, dict) else (0, 0)
+    line_no, digest = obj["line"], obj[DIGEST_FIELD]  # an object: the line starts with '{'
     if not (isinstance(line_no, int) and isinstance(digest, str)):
         return None
     return line_no, digest

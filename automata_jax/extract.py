@@ -198,9 +198,9 @@ def _run(args: argparse.Namespace) -> int:
         + (f"loaded from {artifact}" if hit else f"compiled in {t_compile - t0:.1f} s")
     )
     with log.open():
-        if log.truncated_bytes:
+        if log.torn_bytes:
             _log(
-                f"resume: dropped a torn last line ({log.truncated_bytes} bytes) from "
+                f"resume: dropped a torn last line ({log.torn_bytes} bytes) from "
                 f"{output_path}; that record is redone"
             )
         stats = _process(args, runner, template, schema, input_path, log, len(keys), todo)

@@ -98,13 +98,13 @@ def test_output_log_drops_a_torn_last_line_of_its_own(tmp_path):
         assert log.torn_bytes == len(torn) and path.read_bytes() == good + torn  # not yet
         assert log.done == {(1, line_digest(b"input line 1")), (2, line_digest(b"input line 2"))}
         with log.open():
-            assert log.truncated_bytes == len(torn)
+            assert log.torn_bytes == len(torn)
             log.append([json.loads(_job_line(3, "c"))])
         assert path.read_bytes() == good + _job_line(3, "c")
     # A crash in the very first write of a new file: the line's start is the job's mark.
     path.write_bytes(_job_line(1, "a")[:40])
     with OutputLog.inspect(path) as log:
-        assert log.truncated_bytes == 40 and not log.done
+        assert log.torn_bytes == 40 and not log.done
     assert path.read_bytes() == b""
 
 
