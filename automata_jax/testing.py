@@ -32,6 +32,7 @@ __all__ = [
     "default_vocabulary",
     "example_docs_path",
     "example_schema",
+    "host_callbacks",
     "jaxpr_primitive_names",
     "tiny_model",
     "toy_dfa",
@@ -240,3 +241,9 @@ def jaxpr_primitive_names(jaxpr) -> set[str]:
                 if isinstance(sub, (jax.extend.core.ClosedJaxpr, jax.extend.core.Jaxpr)):
                     names |= jaxpr_primitive_names(sub)
     return names
+
+
+def host_callbacks(names: set[str]) -> set[str]:
+    """The primitive ``names`` (from `jaxpr_primitive_names`) that leave the device: host
+    callbacks, ``jax.debug`` calls and prints. Runtime code must have none."""
+    return {n for n in names if "callback" in n or "debug" in n or n == "print"}
