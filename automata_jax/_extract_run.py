@@ -177,7 +177,8 @@ def _cache_fn(model, dtype):
 
 def load_vocabulary(args):
     """The tokenizer: ``--tokenizer``, else the checkpoint's own ``tokenizer.json`` /
-    ``tokenizer.model``, else (tiny model) mistral-common's 32k SentencePiece model.
+    ``tokenizer.model``, else (tiny model) the bundled 32k SentencePiece model
+    (`automata_jax.testing.default_tokenizer_path`).
 
     Raises:
       ExtractError: a missing checkpoint, or one without a tokenizer file.
