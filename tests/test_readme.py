@@ -131,16 +131,15 @@ def test_compile_cli_section_commands_run(tmp_path):
 
 def test_demo_outputs_are_gitignored():
     """What the README's commands write in a checkout (the job's output and cache, the
-    quickstart's tables) is ignored by git."""
+    tables files of the quickstart and the compile-CLI examples) is ignored by git."""
     import shutil
     import subprocess
 
-    paths = [
-        "people.jsonl",
-        ".automata_cache/person-0123.npz",
-        "sub/.automata_cache/xla/x",
-        "name.npz",
-    ]
+    tables = re.findall(r'\.save\("([^"]+)"\)', README)
+    tables += re.findall(r" -o (\S+)", _section("The compile CLI"))
+    assert {"name.npz", "date.npz", "person.npz"} <= set(tables)  # the patterns find them
+    paths = ["people.jsonl", ".automata_cache/person-0123.npz", "sub/.automata_cache/xla/x"]
+    paths += tables
     if shutil.which("git") and (ROOT / ".git").exists():
         proc = subprocess.run(
             ["git", "check-ignore", "--no-index", *paths], cwd=ROOT, capture_output=True, text=True
@@ -148,4 +147,4 @@ def test_demo_outputs_are_gitignored():
         assert sorted(proc.stdout.split()) == sorted(paths), proc.stderr
     else:  # not a git checkout: read the patterns
         patterns = (ROOT / ".gitignore").read_text().splitlines()
-        assert {".automata_cache/", "/people.jsonl", "/name.npz"} <= set(patterns)
+        assert {".automata_cache/", "/people.jsonl", "/*.npz"} <= set(patterns)
