@@ -255,23 +255,22 @@ class OutputLog:
         end = data.rfind(b"\n") + 1
         lines = data[:end].split(b"\n")[:-1]
         tail = data[end:]  # no newline after it: a torn write, or a foreign file
-        mine = 0
         for n, line in enumerate(lines, start=1):
             key = _job_key(line)
             if key is None:
                 # A crash can also leave a newline-terminated but unparsable last line
                 # (e.g. zero-filled blocks); only one that starts like the job's may go.
-                if n == len(lines) and not tail and _TORN_START.match(line):
+                last = n == len(lines) and not tail
+                if last and _TORN_START.match(line) and not _is_json(line):
                     tail, end = line + b"\n", end - len(line) - 1
                     break
                 self._refuse(f"line {n}")
             self.done.add(key)
-            mine += 1
         if tail:
             # Ours only if it starts as every job line does: in full, or (after lines of
             # the job's) cut short within that start.
             # A whole JSON value is not a torn write (that leaves a prefix of a job line).
-            cut_short = mine and _LINE_START_TEXT.startswith(tail[: len(_LINE_START_TEXT)])
+            cut_short = self.done and _LINE_START_TEXT.startswith(tail[: len(_LINE_START_TEXT)])
             torn = not _is_json(tail) and (_TORN_START.match(tail) or cut_short)
             if _job_key(tail) is None and not torn:
                 self._refuse(f"line {len(lines) + 1}")

@@ -130,6 +130,14 @@ def test_output_log_refuses_a_file_it_did_not_write(tmp_path, content):
     assert path.read_bytes() == content
 
 
+def test_output_log_refusal_names_the_foreign_line(tmp_path):
+    path = tmp_path / "out.jsonl"
+    for foreign in (b'{"line": 2, "line_sha256": "not ours"}\n', b"notes\n", b"notes"):
+        path.write_bytes(_job_line(1, "a") + foreign)
+        with pytest.raises(extract.ExtractError, match=r"\(line 2: "):
+            OutputLog.inspect(path)
+
+
 # -- the job ---------------------------------------------------------------------------------
 
 
