@@ -4,8 +4,9 @@ Compiles a regular expression (``regex PATTERN``) or a JSON Schema file
 (``json-schema FILE``, ``-`` for stdin) for one tokenizer into a `TokenDFA` tables
 file (``-o out.npz``), and prints the table sizes and compile time as one JSON
 line. ``--tokenizer default`` names the 32k SentencePiece tokenizer bundled with
-``automata_jax`` (the one its demo model uses); it is found without importing jax. Bad input exits with status 2 and the error's message; warnings
-(``--lenient`` drops keywords) are ``warning: ...`` lines on stderr.
+``automata_jax`` (the one its demo model uses); it is found without importing jax.
+Bad input exits with status 2 and the error's message; warnings (``--lenient``
+drops keywords) are ``warning: ...`` lines on stderr (`automata_compile._cli`).
 """
 
 from __future__ import annotations
