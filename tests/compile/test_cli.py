@@ -147,14 +147,6 @@ def test_default_tokenizer_is_the_bundled_one_found_without_jax(mistral_sp_path,
     assert TokenDFA.load(out, vocab=Vocabulary.from_file(mistral_sp_path)).spec == "[0-9]+"
 
 
-def test_default_tokenizer_is_the_runtime_default():
-    pytest.importorskip("jax", reason="the runtime needs jax (pip install jax)")
-    from automata_compile.__main__ import default_tokenizer_path
-    from automata_jax import testing
-
-    assert default_tokenizer_path() == testing.default_tokenizer_path().resolve()
-
-
 @pytest.mark.parametrize("argv", [["--help"], ["regex", "--help"], ["json-schema", "--help"]])
 def test_help_is_plain_text(argv):
     proc = run_cli(*argv)
