@@ -74,7 +74,7 @@ class Record:
 
     id: Any
     line: int
-    digest: str = ""
+    digest: str
     text: str | None = None
     error: str | None = None
 
@@ -184,7 +184,7 @@ def scan_input(path: str | os.PathLike, *, text_field: str = "text") -> InputSum
             fields.update(obj.keys())
             with_field += text_field in obj
         if record.error is None:
-            canon = json.dumps(record.id, sort_keys=True)
+            canon = json.dumps(record.id)  # 1, 1.0 and True stay three ids
             ids.setdefault(canon, record.id)
             lines_of_id[canon].append(record.line)
     if keys and not with_field:
