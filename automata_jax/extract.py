@@ -153,8 +153,9 @@ def _run(args: argparse.Namespace) -> int:
     input_path = Path(args.input) if args.input else testing.example_docs_path()
     output_path = Path(args.output)
 
-    # Everything is checked before anything is created: cheap checks first, so a typo
-    # fails before any model work, and the output file is created last.
+    # Everything is checked before the output file is created, cheap checks first so that
+    # a typo fails before any model work; nothing at all is written before the schema
+    # compiles (then its tables are cached, before the model's weights load).
     schema = _extract_prep.load_schema(schema_path)
     summary = _extract_io.scan_input(input_path, text_field=args.text_field)
     template = _extract_prep.PromptTemplate.from_file(
