@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
-
 from automata_compile._errors import EmptyLanguageError
 from automata_compile.automata import _charsets as cs
 from automata_compile.automata import _fsa, _thompson
@@ -23,7 +21,7 @@ DEFAULT_MAX_STATES = 100_000
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class ByteDFA:
+class ByteDFA(_fsa.DFA):
     """A trimmed, minimal DFA over bytes (+ terminal labels).
 
     Attributes:
@@ -32,26 +30,13 @@ class ByteDFA:
       start: initial state.
     """
 
-    trans: np.ndarray
-    accepting: np.ndarray
-    start: int
-
-    @property
-    def num_states(self) -> int:
-        return int(self.trans.shape[0])
-
     @property
     def num_terminals(self) -> int:
         return int(self.trans.shape[1]) - NUM_BYTES
 
     def matches(self, data: bytes) -> bool:
         """Full match of ``data`` (bytes only), for tests."""
-        q = self.start
-        for b in data:
-            q = int(self.trans[q, b])
-            if q < 0:
-                return False
-        return bool(self.accepting[q])
+        return self.run(data)
 
 
 class _Bytes(_thompson.Builder):
@@ -89,6 +74,15 @@ def build_byte_dfa(
       StateBudgetExceededError: the DFA would exceed ``max_states``, or the subset
         construction its work budget (both scale with ``max_states``).
     """
+    nfa, s, e = byte_nfa(ir, max_states=max_states, what=what)
+    dfa = _fsa.minimize(_fsa.determinize(nfa, s, e, NUM_BYTES + num_terminals))
+    if dfa is None:
+        raise EmptyLanguageError(f"{what} matches no string (its language is empty)")
+    return ByteDFA(trans=dfa.trans, accepting=dfa.accepting, start=dfa.start)
+
+
+def byte_nfa(ir, *, max_states: int | None = None, what: str = "the pattern"):
+    """(nfa, start, final): the Thompson NFA of the IR over bytes (+ terminal labels)."""
     max_states = max_states or DEFAULT_MAX_STATES
     budget = _fsa.Budget(
         f"{what}'s byte DFA", max_states, _fsa.DEFAULT_MAX_WORK * max_states // DEFAULT_MAX_STATES
@@ -96,10 +90,14 @@ def build_byte_dfa(
     nfa = _fsa.NFA(budget, max_nfa_states(max_states))
     s, e = nfa.state(), nfa.state()
     _Bytes(nfa).build(ir, s, e)
-    dfa = _fsa.minimize(_fsa.determinize(nfa, s, e, NUM_BYTES + num_terminals))
-    if dfa is None:
-        raise EmptyLanguageError(f"{what} matches no string (its language is empty)")
-    return ByteDFA(trans=dfa.trans, accepting=dfa.accepting, start=dfa.start)
+    return nfa, s, e
+
+
+def ir_matches(ir, data: bytes) -> bool:
+    """Whether the IR's language contains the byte string (NFA simulation, for tests and
+    the suite runner: no determinization, so no state budget)."""
+    nfa, s, e = byte_nfa(ir)
+    return _fsa.nfa_accepts(nfa, s, e, data)
 
 
 def max_nfa_states(max_states: int) -> int:

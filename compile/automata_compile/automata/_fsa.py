@@ -149,19 +149,46 @@ def determinize(nfa: NFA, start: int, final: int, num_symbols: int) -> DFA:
                     continue
                 key = frozenset().union(*(closure(t) for t in targets[k]))
                 work += len(key)
-                d = ids.get(key)
-                if d is None:
-                    d = len(order)
-                    if d >= budget.max_states:
-                        raise budget.states_exceeded("the subset construction")
-                    ids[key] = d
-                    order.append(key)
+                d = _intern(ids, order, key, key, budget, "the subset construction")
                 row[points[k] : points[k + 1]] = d
         if work > budget.max_work:
             raise budget.work_exceeded("the subset construction")
         rows.append(row)
     accepting = np.array([final in s for s in order], dtype=bool)
     return DFA(np.stack(rows), accepting, 0)
+
+
+def nfa_accepts(nfa: NFA, start: int, final: int, symbols) -> bool:
+    """Whether the NFA accepts the symbol sequence (on-the-fly subset simulation: no
+    determinization, so it also judges automata too large to determinize)."""
+
+    def closure(states: set) -> set:
+        stack = list(states)
+        while stack:
+            for z in nfa.eps[stack.pop()]:
+                if z not in states:
+                    states.add(z)
+                    stack.append(z)
+        return states
+
+    cur = closure({start})
+    for a in symbols:
+        cur = closure({t for x in cur for lo, hi, t in nfa.edges[x] if lo <= a <= hi})
+        if not cur:
+            return False
+    return final in cur
+
+
+def _intern(ids: dict, order: list, key, item, budget: Budget, step: str) -> int:
+    """The id of state ``key``, numbering it (and queueing ``item``) if it is new."""
+    d = ids.get(key)
+    if d is None:
+        d = len(order)
+        if d >= budget.max_states:
+            raise budget.states_exceeded(step)
+        ids[key] = d
+        order.append(item)
+    return d
 
 
 def trim(dfa: DFA) -> DFA | None:
@@ -228,14 +255,7 @@ def product(a: DFA, b: DFA, op: str, budget: Budget) -> DFA:
         uniq, inv = np.unique(codes, return_inverse=True)
         targets = np.empty(uniq.shape[0], np.int32)
         for k, code in enumerate(uniq.tolist()):
-            d = ids.get(code)
-            if d is None:
-                d = len(order)
-                if d >= budget.max_states:
-                    raise budget.states_exceeded("a product")
-                ids[code] = d
-                order.append(divmod(code, qb))
-            targets[k] = d
+            targets[k] = _intern(ids, order, code, divmod(code, qb), budget, "a product")
         row[live] = targets[inv.reshape(-1)]
         rows.append(row)
     pa = np.array([p for p, _ in order])

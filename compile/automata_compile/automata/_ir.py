@@ -22,7 +22,11 @@ class Chars:
 
 
 class _CachedHash:
-    """Trees are keys of caches in the front ends: hash each node once."""
+    """Trees are keys of caches in the front ends: each node hashes once, when it is
+    built (children first, so hashing a deep tree never recurses)."""
+
+    def __post_init__(self):
+        _ = self._hash
 
     def __hash__(self):
         return self._hash

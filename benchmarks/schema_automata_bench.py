@@ -1,0 +1,129 @@
+"""Intersections and complements in JSON Schemas: before / after the automaton core (issue 9).
+
+Cases: ``pattern`` + ``maxLength``, ``format`` + ``maxLength``, ``not`` and ``allOf`` of
+patterns, and ``propertyNames``, on realistic patterns (URLs, e-mail addresses, dates,
+identifiers, semantic versions). Each case is compiled with `compile_json_schema` for the
+Gemma-3 vocabulary; the result is the token DFA's states and the compile time (median of
+``--repeats``), or the error that refused it.
+
+To compare two versions of the compiler, run the script once per version with that
+version's ``compile/`` folder first on ``PYTHONPATH`` and ``--output``, then render both:
+
+  PYTHONPATH=OLD/compile python benchmarks/schema_automata_bench.py --output before.json
+  PYTHONPATH=compile python benchmarks/schema_automata_bench.py --output after.json
+  python benchmarks/schema_automata_bench.py --render before.json after.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TOKENIZER = ROOT.parent / "shared" / "tokenizers" / "gemma3" / "tokenizer.json"
+
+URL = r"^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~%!$&'()*+,;=:@-]*)*$"
+EMAIL = r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}$"
+IDENT = r"^[A-Za-z_][A-Za-z0-9_]*$"
+SEMVER = r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?$"
+DATE = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+
+
+def _s(**kw):
+    return {"type": "string", **kw}
+
+
+CASES = {
+    "pattern URL + maxLength 64": _s(pattern=URL, maxLength=64),
+    "pattern email + maxLength 40": _s(pattern=EMAIL, maxLength=40),
+    "pattern identifier + maxLength 32": _s(pattern=IDENT, maxLength=32),
+    "pattern semver + maxLength 20": _s(pattern=SEMVER, maxLength=20),
+    "format email + maxLength 40": _s(format="email", maxLength=40),
+    "format uri + maxLength 64": _s(format="uri", maxLength=64),
+    "format date-time + maxLength 25": _s(format="date-time", maxLength=25),
+    "format uuid + minLength 36": _s(format="uuid", minLength=36),
+    "not enum (identifier, no keyword)": _s(pattern=IDENT, **{"not": {"enum": ["class", "def"]}}),
+    "not pattern (no whitespace)": _s(**{"not": {"pattern": r"\s"}}),
+    "not format (anything but an email)": _s(**{"not": {"format": "email"}}),
+    "allOf patterns (password rules)": _s(
+        allOf=[
+            {"pattern": "[0-9]"},
+            {"pattern": "[A-Z]"},
+            {"pattern": "[a-z]"},
+            {"pattern": r"^\S{8,64}$"},
+        ]
+    ),
+    "allOf date pattern + format date": {"allOf": [_s(pattern=DATE), _s(format="date")]},
+    "allOf URL pattern + format uri": {"allOf": [_s(pattern=URL), _s(format="uri")]},
+    "propertyNames identifier, maxLength 16": {
+        "type": "object",
+        "propertyNames": {"pattern": IDENT, "maxLength": 16},
+        "additionalProperties": {"type": "integer"},
+    },
+}
+
+
+def run(repeats: int) -> dict:
+    import automata_compile as ac
+
+    vocab = ac.Vocabulary.from_file(str(TOKENIZER))
+    ac.compile_json_schema({"type": "boolean"}, vocab)  # builds the trie once
+    out = {}
+    for name, schema in CASES.items():
+        times = []
+        row: dict = {}
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            try:
+                dfa = ac.compile_json_schema(schema, vocab)
+            except ac.AutomataError as e:
+                row = {"error": f"{type(e).__name__}: {e}", "seconds": time.perf_counter() - t0}
+                break
+            times.append(time.perf_counter() - t0)
+            row = {"states": dfa.num_states, "classes": dfa.num_classes}
+        if times:
+            row["seconds"] = statistics.median(times)
+        out[name] = row
+        print(f"{name}: {row}", flush=True)
+    return {"cases": out, "schemas": CASES}
+
+
+def _cell(row: dict) -> str:
+    if "error" in row:
+        msg = row["error"].split(": ", 1)[-1]
+        return f"refused ({row['seconds']:.2f} s): {msg[:110]}"
+    return f"{row['states']:,} states, {row['seconds']:.2f} s"
+
+
+def render(before: dict, after: dict) -> str:
+    lines = [
+        "| case | before (main at 87f12b6) | after |",
+        "| --- | --- | --- |",
+    ]
+    for name in after["cases"]:
+        b = before["cases"].get(name)
+        lines.append(f"| {name} | {_cell(b) if b else 'n/a'} | {_cell(after['cases'][name])} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--output", default=None, help="write the results (JSON) here")
+    ap.add_argument("--render", nargs=2, metavar=("BEFORE", "AFTER"), default=None)
+    args = ap.parse_args(argv)
+    if args.render:
+        b, a = (json.loads(Path(p).read_text()) for p in args.render)
+        print(render(b, a))
+        return 0
+    results = run(args.repeats)
+    if args.output:
+        Path(args.output).write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
