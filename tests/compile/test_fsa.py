@@ -136,10 +136,46 @@ def test_nfa_simulation_agrees_with_the_dfa():
 # -- budgets ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("pattern", ["(.{0,100}){10}", "(.{0,100}){100}"])
-def test_stacked_bounded_repeats_hit_the_work_budget(pattern):
-    with pytest.raises(StateBudgetExceededError, match="work budget of 4,000,000 steps"):
+def test_stacked_bounded_repeats_finish_or_hit_the_work_budget():
+    # (.{0,100}){10} is .{0,1000}: flattened, then 1,001 positions x 8 UTF-8 states
+    dfa = _byte_dfa.build_byte_dfa(_regex.parse("(.{0,100}){10}", None))
+    assert dfa.num_states == 8001
+    assert dfa.matches(b"x" * 1000) and not dfa.matches(b"x" * 1001)
+    with pytest.raises(StateBudgetExceededError, match="exceeds its work budget"):
+        _byte_dfa.build_byte_dfa(_regex.parse("(.{0,100}){100}", None))
+
+
+def test_unflattenable_stacked_repeats_hit_the_subset_work_budget():
+    with pytest.raises(
+        StateBudgetExceededError, match="the subset construction of the pattern's byte DFA"
+    ):
+        _byte_dfa.build_byte_dfa(_regex.parse("(?:(?:ab|.){0,100}){10}", None))
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    a=st.integers(0, 3),
+    db=st.integers(0, 3),
+    c=st.integers(0, 3),
+    dd=st.one_of(st.none(), st.integers(0, 3)),
+    unbounded_inner=st.booleans(),
+)
+def test_flattened_repeats_keep_the_language(a, db, c, dd, unbounded_inner):
+    inner = f"a{{{a},}}" if unbounded_inner else f"a{{{a},{a + db}}}"
+    outer = f"{{{c},}}" if dd is None else f"{{{c},{c + dd}}}"
+    pattern = f"(?:{inner}){outer}"
+    dfa = (
         _byte_dfa.build_byte_dfa(_regex.parse(pattern, None))
+        if language_nonempty(pattern)
+        else None
+    )
+    for n in range(0, 14):
+        want = regex.fullmatch(pattern, "a" * n) is not None
+        assert (dfa is not None and dfa.matches(b"a" * n)) == want, (pattern, n)
+
+
+def language_nonempty(pattern: str) -> bool:
+    return any(regex.fullmatch(pattern, "a" * n) for n in range(40))
 
 
 def test_product_budget_names_the_step():

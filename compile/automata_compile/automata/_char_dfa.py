@@ -121,7 +121,7 @@ def dfas(*nodes, universe=cs.ALL, what: str = "a string constraint"):
 
 def to_ir(part: Partition, dfa: _fsa.DFA | None):
     """The minimal automaton of ``dfa`` as an IR node (`NEVER` if its language is empty)."""
-    dfa = None if dfa is None else _fsa.minimize(dfa)
+    dfa = None if dfa is None else _fsa.minimize(dfa, _budget("a string constraint"))
     if dfa is None:
         return NEVER
     # Number states with the start first (the IR has no dead state).
@@ -190,7 +190,7 @@ def with_max_length(node, n: int):
 @functools.lru_cache(maxsize=1024)
 def _matcher(node):
     part, (d,) = dfas(node, what="a string match")
-    d = _fsa.minimize(d)
+    d = _fsa.minimize(d, _budget("a string match"))
     flat = sorted((lo, hi, a) for a, ranges in enumerate(part.atoms) for lo, hi in ranges)
     return d, [lo for lo, _, _ in flat], flat
 

@@ -25,6 +25,7 @@ from automata_compile.automata import _dfa_ops
 DEAD = -1
 DEFAULT_MAX_STATES = 100_000
 DEFAULT_MAX_WORK = 4_000_000
+MINIMIZE_WORK_FACTOR = 5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,9 +44,9 @@ class Budget:
 
     def work_exceeded(self, step: str) -> StateBudgetExceededError:
         return StateBudgetExceededError(
-            f"{step} of {self.what} exceeds its work budget of {self.max_work:,} steps (the "
-            "subset construction met large sets of NFA states, as stacked bounded repeats "
-            "like (.{0,100}){10} produce); simplify it or raise max_states"
+            f"{step} of {self.what} exceeds its work budget ({self.max_work:,} units; large "
+            "sets of NFA states or long chains of states, as large or stacked bounded "
+            "repeats like (.{0,100}){100} produce); simplify it or raise max_states"
         )
 
 
@@ -197,12 +198,21 @@ def trim(dfa: DFA) -> DFA | None:
     return None if out is None else DFA(*out)
 
 
-def minimize(dfa: DFA) -> DFA | None:
-    """The minimal trimmed DFA of the same language, or None if it is empty."""
+def minimize(dfa: DFA, budget: Budget | None = None) -> DFA | None:
+    """The minimal trimmed DFA of the same language, or None if it is empty.
+
+    Raises:
+      StateBudgetExceededError: partition refinement past ``5 * budget.max_work`` states
+        times rounds (a long chain, e.g. ``.{0,10000}``, needs one round per link).
+    """
     t = trim(dfa)
     if t is None:
         return None
-    trans, accepting, start, _ = _dfa_ops.minimize(t.trans, t.accepting, t.start)
+    cap = None if budget is None else MINIMIZE_WORK_FACTOR * budget.max_work
+    try:
+        trans, accepting, start, _ = _dfa_ops.minimize(t.trans, t.accepting, t.start, cap)
+    except _dfa_ops.WorkBudgetExceeded:
+        raise budget.work_exceeded("the minimization") from None
     return DFA(trans, accepting, start)
 
 

@@ -52,6 +52,7 @@ class Builder:
             raise TypeError(f"unknown IR node {node!r}")
 
     def _repeat(self, node: Repeat, s: int, e: int) -> None:
+        node = flatten_repeat(node)
         nfa = self.nfa
         cur = s
         for _ in range(node.min):
@@ -86,3 +87,23 @@ class Builder:
                     self.build(label, ids[src], ids[dst])
         for f in node.finals:
             nfa.eps[ids[f]].append(e)
+
+
+def flatten_repeat(node: Repeat) -> Repeat:
+    """``(C{a,b}){c,d}`` for one character set C is ``C{a*c, b*d}`` when the lengths it
+    allows, the union of ``[j*a, j*b]`` for ``j`` in ``[c, d]``, leave no gap; the check at
+    the smallest ``j`` suffices, as the gaps shrink with ``j``. Stacked bounded repeats
+    such as ``(.{0,100}){10}`` then build a small NFA instead of one whose subset
+    construction meets sets of a thousand states."""
+    inner = node.item
+    if not (isinstance(inner, Repeat) and isinstance(inner.item, Chars)):
+        return node
+    a, b, c, d = inner.min, inner.max, node.min, node.max
+    if d is not None and d <= c:
+        return node if d < c or d == 0 else Repeat(inner.item, a * c, None if b is None else b * c)
+    gap_free = a <= 1 if (b is None and c == 0) else b is None or (c + 1) * a <= c * b + 1
+    if not gap_free:
+        return node
+    if b == 0:
+        return Repeat(inner.item, 0, 0)
+    return Repeat(inner.item, a * c, None if b is None or d is None else b * d)
