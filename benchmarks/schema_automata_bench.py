@@ -2,9 +2,10 @@
 
 Cases: ``pattern`` + ``maxLength``, ``format`` + ``maxLength``, ``not`` and ``allOf`` of
 patterns, and ``propertyNames``, on realistic patterns (URLs, e-mail addresses, dates,
-identifiers, semantic versions). Each case is compiled with `compile_json_schema` for the
-Gemma-3 vocabulary; the result is the token DFA's states and the compile time (median of
-``--repeats``), or the error that refused it.
+identifiers, semantic versions), and stacked bounded repeats (regexes). Each case is
+compiled (`compile_json_schema` / `compile_regex`) for the Gemma-3 vocabulary, in a fresh
+process cut after ``--timeout`` seconds; the result is the token DFA's states and the
+compile time (median of ``--repeats``, trie prebuilt), or the error that refused it.
 
 To compare two versions of the compiler, run the script once per version with that
 version's ``compile/`` folder first on ``PYTHONPATH`` and ``--output``, then render both:
@@ -66,52 +67,90 @@ CASES = {
 }
 
 
-def run(repeats: int) -> dict:
+# Stacked bounded repeats (regexes, `compile_regex`): before issue 9 the first took 73 s
+# and the second did not finish.
+REPEATS = {
+    "(.{0,100}){10}": "(.{0,100}){10}",
+    "(.{0,100}){100}": "(.{0,100}){100}",
+    "(.{0,50}){10}": "(.{0,50}){10}",
+    "([a-z]{0,20}){5}": "([a-z]{0,20}){5}",
+    "((ab|.){0,100}){10}": "((ab|.){0,100}){10}",
+}
+
+
+def _one(kind: str, spec, repeats: int, conn) -> None:
     import automata_compile as ac
 
     vocab = ac.Vocabulary.from_file(str(TOKENIZER))
-    ac.compile_json_schema({"type": "boolean"}, vocab)  # builds the trie once
-    out = {}
-    for name, schema in CASES.items():
-        times = []
-        row: dict = {}
-        for _ in range(repeats):
+    ac.compile_regex("a", vocab)  # builds the trie once
+    compile_ = ac.compile_json_schema if kind == "schema" else ac.compile_regex
+    times = []
+    row: dict = {}
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        try:
+            dfa = compile_(spec, vocab)
+        except ac.AutomataError as e:
+            row = {"error": f"{type(e).__name__}: {e}", "seconds": time.perf_counter() - t0}
+            break
+        times.append(time.perf_counter() - t0)
+        row = {"states": dfa.num_states, "classes": dfa.num_classes}
+    if times:
+        row["seconds"] = statistics.median(times)
+    conn.send(row)
+
+
+def run(repeats: int, timeout: float) -> dict:
+    """Each case in a fresh process (so a case that never ends is cut at ``timeout``)."""
+    import multiprocessing as mp
+
+    out: dict = {"cases": {}, "repeats": {}}
+    for kind, table, key in (("schema", CASES, "cases"), ("regex", REPEATS, "repeats")):
+        for name, spec in table.items():
+            parent, child = mp.Pipe()
+            proc = mp.Process(target=_one, args=(kind, spec, repeats, child))
             t0 = time.perf_counter()
-            try:
-                dfa = ac.compile_json_schema(schema, vocab)
-            except ac.AutomataError as e:
-                row = {"error": f"{type(e).__name__}: {e}", "seconds": time.perf_counter() - t0}
-                break
-            times.append(time.perf_counter() - t0)
-            row = {"states": dfa.num_states, "classes": dfa.num_classes}
-        if times:
-            row["seconds"] = statistics.median(times)
-        out[name] = row
-        print(f"{name}: {row}", flush=True)
-    return {"cases": out, "schemas": CASES}
+            proc.start()
+            if parent.poll(timeout):
+                row = parent.recv()
+            else:
+                row = {"error": f"timeout: still running after {timeout:.0f} s", "seconds": timeout}
+            proc.kill()
+            proc.join()
+            row["wall"] = time.perf_counter() - t0
+            out[key][name] = row
+            print(f"{name}: {row}", flush=True)
+    return out
 
 
 def _cell(row: dict) -> str:
     if "error" in row:
-        msg = row["error"].split(": ", 1)[-1]
+        msg = row["error"].split(": ", 1)[-1].replace("|", "&#124;")
         return f"refused ({row['seconds']:.2f} s): {msg[:110]}"
     return f"{row['states']:,} states, {row['seconds']:.2f} s"
 
 
 def render(before: dict, after: dict) -> str:
-    lines = [
-        "| case | before (main at 87f12b6) | after |",
-        "| --- | --- | --- |",
-    ]
-    for name in after["cases"]:
-        b = before["cases"].get(name)
-        lines.append(f"| {name} | {_cell(b) if b else 'n/a'} | {_cell(after['cases'][name])} |")
+    lines = []
+    for key, title in (("cases", "schema"), ("repeats", "regex")):
+        lines += [
+            "",
+            f"| {title} | before (main at 87f12b6) | after |",
+            "| --- | --- | --- |",
+        ]
+        for name in after[key]:
+            b = before[key].get(name)
+            cell_b = _cell(b) if b else "n/a"
+            lines.append(
+                f"| {name.replace('|', '&#124;')} | {cell_b} | {_cell(after[key][name])} |"
+            )
     return "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--timeout", type=float, default=150, help="seconds per case")
     ap.add_argument("--output", default=None, help="write the results (JSON) here")
     ap.add_argument("--render", nargs=2, metavar=("BEFORE", "AFTER"), default=None)
     args = ap.parse_args(argv)
@@ -119,7 +158,7 @@ def main(argv=None) -> int:
         b, a = (json.loads(Path(p).read_text()) for p in args.render)
         print(render(b, a))
         return 0
-    results = run(args.repeats)
+    results = run(args.repeats, args.timeout)
     if args.output:
         Path(args.output).write_text(json.dumps(results, indent=1))
     return 0

@@ -104,7 +104,7 @@ def char_sets(node, acc: set) -> set:
 
 
 def dfas(*nodes, universe=cs.ALL, what: str = "a string constraint"):
-    """(partition, [minimal-or-None DFA per node]) over a common partition."""
+    """(partition, [minimal DFA per node]) over a common partition."""
     sets: set = set()
     for n in nodes:
         char_sets(n, sets)
@@ -115,8 +115,14 @@ def dfas(*nodes, universe=cs.ALL, what: str = "a string constraint"):
         nfa = _fsa.NFA(budget, 20 * MAX_STATES)
         s, e = nfa.state(), nfa.state()
         _Atoms(nfa, part).build(n, s, e)
-        out.append(_fsa.determinize(nfa, s, e, len(part.atoms)))
+        # Minimal operands keep products small (a product explores pairs of states).
+        d = _fsa.minimize(_fsa.determinize(nfa, s, e, len(part.atoms)), budget)
+        out.append(d if d is not None else _empty(len(part.atoms)))
     return part, out
+
+
+def _empty(num_symbols: int) -> _fsa.DFA:
+    return _fsa.DFA(np.full((1, num_symbols), _fsa.DEAD, np.int32), np.zeros(1, bool), 0)
 
 
 def to_ir(part: Partition, dfa: _fsa.DFA | None):

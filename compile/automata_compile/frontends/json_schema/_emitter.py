@@ -173,22 +173,12 @@ class _Emitter:
         k = len(a.prefix)
         span = max([k] + [c[3] for c in cons])
         lcap = a.max if a.max is not None else max(a.min, 1)
-        states: dict = {}
-        edges: dict = {}
-
-        def sid(key):
-            if key not in states:
-                states[key] = len(states)
-            return states[key]
-
-        start = (0, 0, (0,) * len(cons))
-        sid(start)
-        todo, seen, finals = [start], {start}, set()
-        while todo:
-            key = todo.pop()
+        g = _Counting((0, 0, (0,) * len(cons)))
+        while g.todo:
+            key = g.todo.pop()
             pos, length, counts = key
             if length >= a.min and all(c[1] <= n for c, n in zip(cons, counts, strict=True)):
-                finals.add(sid(key))
+                g.final(key)
             if a.max is not None and length >= a.max:
                 continue
             el = _top(a.prefix[pos] if pos < k else a.items)
@@ -215,13 +205,8 @@ class _Emitter:
                     c[2] is not None and n > c[2] for c, n in zip(cons, new, strict=True)
                 ):
                     continue
-                nkey = (npos, nlen, tuple(new))
-                e = (sid(key), sid(nkey))
-                edges[e] = sf.alt(edges.get(e, NEVER), sf.seq(sep, self.value(t)))
-                if nkey not in seen:
-                    seen.add(nkey)
-                    todo.append(nkey)
-        return _automaton(len(states), edges, 0, finals)
+                g.add(key, (npos, nlen, tuple(new)), sf.seq(sep, self.value(t)))
+        return g.automaton()
 
     def object(self, o: _Obj):
         names = [n for n, _ in o.props]
@@ -281,23 +266,9 @@ class _Emitter:
         witness = sf.alt(*need_nodes)
         need = bool(o.need)
         n = len(items)
-        states: dict = {}
-        edges: dict = {}
-
-        def sid(key):
-            if key not in states:
-                states[key] = len(states)
-            return states[key]
-
-        def add(src, dst, label):
-            e = (sid(src), sid(dst))
-            edges[e] = sf.alt(edges.get(e, NEVER), label)
-
-        start = (0, 0, not need)
-        sid(start)
-        todo, seen, finals = [start], {start}, set()
-        while todo:
-            i, c, w = key = todo.pop()
+        g = _Counting((0, 0, not need))
+        while g.todo:
+            i, c, w = key = g.todo.pop()
             sep = self.comma if c > 0 else sf.EPS
             nc = c + 1 if o.max is not None else min(c + 1, cap)
             targets = []
@@ -317,27 +288,46 @@ class _Emitter:
                             targets.append(((i + 1, nc, True), sf.seq(sep, sf.alt(*wit))))
             else:
                 if c >= o.min and w:
-                    finals.add(sid(key))
+                    g.final(key)
                 if o.max is None or c + 1 <= o.max:
                     if not sf.is_never(rest):
                         targets.append(((n, nc, w), sf.seq(sep, rest)))
                     if need and not sf.is_never(witness):
                         targets.append(((n, nc, True), sf.seq(sep, witness)))
             for tgt, label in targets:
-                add(key, tgt, label)
-                if tgt not in seen:
-                    seen.add(tgt)
-                    todo.append(tgt)
-        return _automaton(len(states), edges, 0, finals)
+                g.add(key, tgt, label)
+        return g.automaton()
 
 
-def _automaton(n: int, edges: dict, start: int, finals):
-    """An `Automaton` node over IR-labelled edges ``{(p, q): label}`` (a counting
-    construction: the byte DFA builds it as is, no regex is printed)."""
-    if not finals:
-        return NEVER
-    out: list[list] = [[] for _ in range(n)]
-    for (p, q), label in edges.items():
-        if not sf.is_never(label):
-            out[p].append((label, q))
-    return Automaton(edges=tuple(tuple(x) for x in out), start=start, finals=frozenset(finals))
+class _Counting:
+    """A counting construction: states are keys numbered on first sight (the start is 0),
+    explored from ``todo``; edges are IR labels, merged by alternation."""
+
+    def __init__(self, start):
+        self.states = {start: 0}
+        self.edges: dict = {}
+        self.finals: set = set()
+        self.todo = [start]
+
+    def sid(self, key) -> int:
+        if key not in self.states:
+            self.states[key] = len(self.states)
+            self.todo.append(key)
+        return self.states[key]
+
+    def final(self, key) -> None:
+        self.finals.add(self.sid(key))
+
+    def add(self, src, dst, label) -> None:
+        e = (self.sid(src), self.sid(dst))
+        self.edges[e] = sf.alt(self.edges.get(e, NEVER), label)
+
+    def automaton(self):
+        """An `Automaton` node (the byte DFA builds it as is; no regex is printed)."""
+        if not self.finals:
+            return NEVER
+        out: list[list] = [[] for _ in range(len(self.states))]
+        for (p, q), label in self.edges.items():
+            if not sf.is_never(label):
+                out[p].append((label, q))
+        return Automaton(edges=tuple(tuple(x) for x in out), start=0, finals=frozenset(self.finals))

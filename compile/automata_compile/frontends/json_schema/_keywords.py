@@ -117,12 +117,12 @@ class _Keywords:
             return None
         try:
             return sf.intersect(*(lang for _, lang in langs))
-        except TooComplexError:
+        except TooComplexError as e:
             names = ", ".join(k for k, _ in langs)
             self.refuse(
                 langs[-1][0],
                 ptr,
-                f"the intersection of {names} is too large for a regular expression",
+                f"the intersection of {names} outgrows the automaton budget ({e})",
             )
             return langs[0][1]
 
@@ -136,8 +136,8 @@ class _Keywords:
                 self.refuse(keyword, ptr, f"pattern {pattern!r}: {e}")
                 return None
             self.invalid(ptr, f"invalid ECMA-262 pattern {pattern!r}: {e}")
-        except TooComplexError:
-            self.refuse(keyword, ptr, f"pattern {pattern!r} is too complex")
+        except TooComplexError as e:
+            self.refuse(keyword, ptr, f"pattern {pattern!r} outgrows the automaton budget ({e})")
             return None
 
     # -- arrays ---------------------------------------------------------------------------------

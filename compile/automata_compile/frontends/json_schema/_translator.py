@@ -161,7 +161,7 @@ class _Translator(_Keywords):
             self.refuse(
                 keyword,
                 _ptr_join(ptr, keyword),
-                f"the constraints here are too complex for a regular expression ({e})",
+                f"the constraints here outgrow the automaton budget ({e})",
             )
             out = _TOP
         finally:
@@ -231,7 +231,11 @@ class _Translator(_Keywords):
             try:
                 parts.append(_negate(inner))
             except (_Refuse, TooComplexError) as e:
-                self.refuse("not", p, getattr(e, "reason", "its complement is too complex"))
+                self.refuse(
+                    "not",
+                    p,
+                    getattr(e, "reason", f"its complement outgrows the automaton budget ({e})"),
+                )
         if "if" in s and ("then" in s or "else" in s or self.track_ev):  # a lone if annotates
             parts.append(self._conditional(s, base, ptr))
         out = _TOP
@@ -256,24 +260,31 @@ class _Translator(_Keywords):
             out = _join(out, _T(null=True))
         return out
 
+    def _unevaluated(self, keyword: str, parts, all_at: int, sub, base, ptr):
+        """(schema of the unevaluated, ids of the parts whose evaluated set is unknown).
+
+        ``part.ev[all_at]`` says everything was evaluated, ``part.ev[-1]`` that the set is
+        exact. A part is unknown where an ``anyOf`` below could not be split into exclusive
+        branches; that is refused once (in lenient mode the part stays unconstrained)."""
+        p = _ptr_join(ptr, keyword)
+        u = self.sub(sub, base, p, descend=True)
+        unknown = {id(x) for x in parts if not x.ev[all_at] and not x.ev[-1]}
+        if unknown:
+            self.refuse(
+                keyword,
+                p,
+                "an anyOf below it could not be split into exclusive branches, so what it "
+                "evaluated is unknown",
+            )
+        return u, unknown
+
     def _unevaluated_properties(self, out: _T, sub, base, ptr) -> _T:
         """Names that no keyword here evaluated (in-place subschemas included) must match."""
-        p = _ptr_join(ptr, "unevaluatedProperties")
-        u = self.sub(sub, base, p, descend=True)
+        u, unknown = self._unevaluated("unevaluatedProperties", out.objects, 2, sub, base, ptr)
         objects = []
-        refused = False
         for o in out.objects:
-            names, keys, all_, exact = o.ev
-            if not all_ and not exact:
-                if not refused:
-                    refused = True
-                    self.refuse(
-                        "unevaluatedProperties",
-                        p,
-                        "an anyOf below it could not be split into exclusive branches, so what it "
-                        "evaluated is unknown",
-                    )
-            elif not all_:
+            names, keys, all_, _ = o.ev
+            if not all_ and id(o) not in unknown:
                 rest = [(keys, None)] if not sf.is_never(keys) else []
                 if not u.is_bottom():
                     rest.append((sf.complement(keys), None if u.is_top() else u))
@@ -286,22 +297,11 @@ class _Translator(_Keywords):
 
     def _unevaluated_items(self, out: _T, sub, base, ptr) -> _T:
         """Items that no keyword here evaluated (prefixItems, items, contains) must match."""
-        p = _ptr_join(ptr, "unevaluatedItems")
-        u = self.sub(sub, base, p, descend=True)
+        u, unknown = self._unevaluated("unevaluatedItems", out.arrays, 1, sub, base, ptr)
         arrays = []
-        refused = False
         for a in out.arrays:
-            count, all_, cons, exact = a.ev
-            if not all_ and not exact:
-                if not refused:
-                    refused = True
-                    self.refuse(
-                        "unevaluatedItems",
-                        p,
-                        "an anyOf below it could not be split into exclusive branches, so what it "
-                        "evaluated is unknown",
-                    )
-            elif not all_:
+            count, all_, cons, _ = a.ev
+            if not all_ and id(a) not in unknown:
                 a = _arr_meet(a, _Arr((None,) * count, _join(u, *cons)))
                 if a.surely_empty():
                     continue

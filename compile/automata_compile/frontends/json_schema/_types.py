@@ -75,30 +75,11 @@ class _Num(_Hashed):
     ):
         if mults:
             mults = frozenset(_reduce_mults(mults))
+        bounds = (lo, lo_excl, hi, hi_excl, mults, not_mults, excluded)
         if values is not None:
-            probe = dict(
-                lo=lo,
-                lo_excl=lo_excl,
-                hi=hi,
-                hi_excl=hi_excl,
-                mults=mults,
-                not_mults=not_mults,
-                excluded=excluded,
-            )
-            values = frozenset(v for v in values if _num_ok(v, **probe))
-            lo = hi = None
-            lo_excl = hi_excl = False
-            mults = not_mults = excluded = frozenset()
-        self._init(
-            lo=lo,
-            lo_excl=lo_excl,
-            hi=hi,
-            hi_excl=hi_excl,
-            mults=mults,
-            not_mults=not_mults,
-            values=values,
-            excluded=excluded,
-        )
+            values = frozenset(v for v in values if _num_ok(v, *bounds))
+            bounds = (None, False, None, False, frozenset(), frozenset(), frozenset())
+        self._init(values=values, **dict(zip(_BOUND_FIELDS, bounds, strict=True)))
 
     @property
     def integer(self) -> bool:
@@ -136,7 +117,10 @@ def _reduce_mults(mults) -> list[Fraction]:
     return [Fraction(num, den)]
 
 
-def _num_ok(v: Decimal, *, lo, lo_excl, hi, hi_excl, mults, not_mults, excluded) -> bool:
+_BOUND_FIELDS = ("lo", "lo_excl", "hi", "hi_excl", "mults", "not_mults", "excluded")
+
+
+def _num_ok(v: Decimal, lo, lo_excl, hi, hi_excl, mults, not_mults, excluded) -> bool:
     if lo is not None and (v < lo or (lo_excl and v == lo)):
         return False
     if hi is not None and (v > hi or (hi_excl and v == hi)):
