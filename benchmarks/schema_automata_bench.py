@@ -124,6 +124,8 @@ def run(repeats: int, timeout: float) -> dict:
 
 
 def _cell(row: dict) -> str:
+    if row.get("error", "").startswith("timeout"):
+        return f"did not finish in {row['seconds']:.0f} s (cut)"
     if "error" in row:
         msg = row["error"].split(": ", 1)[-1].replace("|", "&#124;")
         return f"refused ({row['seconds']:.2f} s): {msg[:110]}"
