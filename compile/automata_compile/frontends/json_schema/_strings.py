@@ -150,7 +150,7 @@ def map_chars(node, spell):
         return rep(map_chars(node.item, spell), node.min, node.max)
     if isinstance(node, Automaton):
         edges = tuple(
-            tuple((spell(label), dst) for label, dst in out if not is_never(spell(label)))
+            tuple((x, dst) for label, dst in out for x in (spell(label),) if not is_never(x))
             for out in node.edges
         )
         return Automaton(edges=edges, start=node.start, finals=node.finals)
