@@ -36,8 +36,8 @@ _EXPORTS = {
     "Vocabulary": "tokens._vocabulary",
     # compilers
     "compile_regex": "_compile",
-    "json_schema_to_regex": "frontends._json_schema",
-    "compile_json_schema": "frontends._json_schema",
+    "json_schema_to_regex": "frontends.json_schema",
+    "compile_json_schema": "frontends.json_schema",
     "compile_dataclass": "frontends._dataclass",
     "dataclass_to_regex": "frontends._dataclass",
     "parse": "frontends._dataclass",

@@ -47,11 +47,39 @@ def compile_regex(
 
     expanded = _extensions.expand(pattern, vocab)
     ir = _regex.parse(expanded.pattern, expanded.placeholders)
-    byte_dfa = _byte_dfa.build_byte_dfa(ir, len(expanded.predicates), max_states=max_states)
-    trie = trie_for(vocab)
-    token_class, next_state, accepting, start = _compose.compose(
-        byte_dfa, trie, expanded.predicates
+    return compile_ir(
+        ir,
+        vocab,
+        predicates=expanded.predicates,
+        terminal_names=expanded.terminal_names,
+        max_states=max_states,
+        spec_kind=spec_kind,
+        spec=pattern if spec is None else spec,
     )
+
+
+def compile_ir(
+    ir,
+    vocab,
+    *,
+    predicates=(),
+    terminal_names=(),
+    max_states: int | None = None,
+    spec_kind: str,
+    spec: str,
+    what: str = "the pattern",
+) -> TokenDFA:
+    """Compiles an IR tree (any front end's output) for a vocabulary.
+
+    Args:
+      ir: an `automata._ir` tree; ``Terminal(k)`` uses ``predicates[k]``.
+      predicates, terminal_names: the terminal labels (regex extensions).
+      max_states, spec_kind, spec: as in `compile_regex`.
+      what: names the input in budget and empty-language errors.
+    """
+    byte_dfa = _byte_dfa.build_byte_dfa(ir, len(predicates), max_states=max_states, what=what)
+    trie = trie_for(vocab)
+    token_class, next_state, accepting, start = _compose.compose(byte_dfa, trie, predicates)
     return TokenDFA(
         token_class=token_class.astype(np.int32),
         next_state=next_state,
@@ -60,6 +88,6 @@ def compile_regex(
         eos_ids=tuple(vocab.eos_ids),
         vocab_fingerprint=vocab.fingerprint,
         spec_kind=spec_kind,
-        spec=pattern if spec is None else spec,
-        terminals=expanded.terminal_names,
+        spec=spec,
+        terminals=tuple(terminal_names),
     )

@@ -67,6 +67,10 @@ class InvalidSchemaError(AutomataError, ValueError):
         super().__init__(message)
 
 
+class DataclassParseError(AutomataError, ValueError):
+    """A text is not a valid instance of the dataclass in the given format."""
+
+
 class VocabularyError(AutomataError, ValueError):
     """A tokenizer file cannot be read as a vocabulary."""
 

@@ -34,8 +34,33 @@ def spellings(value) -> list[str]:
     return [json.dumps(value, **opts) for opts in SPELLINGS]
 
 
+class IrMatcher:
+    """``fullmatch`` on the schema's byte-level automaton (simulated as an NFA), for schemas
+    whose IR holds automaton nodes (intersections, complements, counting), which have no
+    regex spelling."""
+
+    pattern = ""
+
+    def __init__(self, schema, options):
+        from automata_compile.automata import _byte_dfa, _fsa
+        from automata_compile.frontends.json_schema import _api
+
+        ir = _api.schema_ir(_api._load(schema), _api._options(options))
+        self.nfa, self.start, self.final = _byte_dfa.byte_nfa(ir)
+        self._accepts = _fsa.nfa_accepts
+
+    def fullmatch(self, text: str) -> bool:
+        return self._accepts(self.nfa, self.start, self.final, text.encode("utf-8"))
+
+
 def rx_for(schema, **options):
-    return re.compile(json_schema_to_regex(schema, **options))
+    """The schema's regex, or its byte automaton where it has no regex spelling."""
+    try:
+        return re.compile(json_schema_to_regex(schema, **options))
+    except UnsupportedSchemaError as e:
+        if "no regular-expression spelling" not in str(e):
+            raise
+        return IrMatcher(schema, options)
 
 
 _VOCAB = None
@@ -443,7 +468,7 @@ def test_schema_as_json_text():
 def test_doctest_examples():
     import doctest
 
-    from automata_compile.frontends import _json_schema
+    from automata_compile.frontends.json_schema import _api as _json_schema
 
     assert doctest.testmod(_json_schema).failed == 0
 
@@ -1082,7 +1107,7 @@ def test_lenient_mode_warns_and_accepts_more():
 def test_no_warnings_in_strict_mode():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        json_schema_to_regex(ORDER)
+        rx_for(ORDER)
 
 
 # ------------------------------------------------------------------------------------------
@@ -1196,10 +1221,9 @@ def schema_strategy():
 )
 def test_differential_against_jsonschema(schema, values, seed):
     try:
-        regex = json_schema_to_regex(schema, max_nesting_depth=3)
+        rx = rx_for(schema, max_nesting_depth=3)
     except (UnsupportedSchemaError, InvalidSchemaError):
         return
-    rx = re.compile(regex)
     val = validator(schema)
     for value in values:
         valid = val.is_valid(value)

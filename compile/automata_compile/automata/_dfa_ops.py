@@ -11,6 +11,10 @@ import numpy as np
 DEAD = -1
 
 
+class WorkBudgetExceeded(Exception):
+    """Internal: `minimize` passed its ``max_work`` (callers name what grew)."""
+
+
 def trim(trans: np.ndarray, accepting: np.ndarray, start: int):
     """Keeps the states reachable from ``start`` that can reach acceptance.
 
@@ -61,7 +65,7 @@ def _closure(seeds, src, dst, q) -> np.ndarray:
     return seen
 
 
-def minimize(trans: np.ndarray, accepting: np.ndarray, start: int):
+def minimize(trans: np.ndarray, accepting: np.ndarray, start: int, max_work: int | None = None):
     """Moore partition refinement with incremental random hashing, then verified exactly.
 
     Each state's signature is a random linear form of its successors' block ids. When
@@ -72,10 +76,14 @@ def minimize(trans: np.ndarray, accepting: np.ndarray, start: int):
       trans: int32[Q, S], a trimmed DFA (every state useful).
       accepting: bool[Q].
       start: initial state.
+      max_work: optional cap on rounds × states (a chain of n states needs n rounds).
 
     Returns:
       (trans, accepting, start, block) of the minimal DFA; ``block`` int32[Q] maps
       old states to new ones.
+
+    Raises:
+      WorkBudgetExceeded: past ``max_work``.
     """
     q, s = trans.shape
     if q == 0:
@@ -95,7 +103,11 @@ def minimize(trans: np.ndarray, accepting: np.ndarray, start: int):
         block[:] = 0
     sig = np.zeros(q, dtype=np.uint64)
     np.add.at(sig, rsrc, rweight * (block[dst[order]] + 1).astype(np.uint64))
+    work = 0
     while True:
+        work += q
+        if max_work is not None and work > max_work:
+            raise WorkBudgetExceeded(work)
         order = np.lexsort((sig, block))
         b_sorted, s_sorted = block[order], sig[order]
         starts_block = np.ones(q, dtype=bool)

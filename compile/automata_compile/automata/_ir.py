@@ -9,6 +9,7 @@ operation). `automata._byte_dfa` turns a tree into a minimal UTF-8 byte DFA.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from automata_compile.automata import _charsets as cs
 
@@ -20,21 +21,45 @@ class Chars:
     ranges: cs.Ranges
 
 
+class _CachedHash:
+    """Trees are keys of caches in the front ends: each node hashes once, when it is
+    built (children first, so hashing a deep tree never recurses)."""
+
+    def __post_init__(self):
+        _ = self._hash
+
+    def __hash__(self):
+        return self._hash
+
+    @functools.cached_property
+    def _hash(self) -> int:
+        return hash(
+            (type(self).__name__, *(getattr(self, f.name) for f in dataclasses.fields(self)))
+        )
+
+
 @dataclasses.dataclass(frozen=True)
-class Seq:
+class Seq(_CachedHash):
+    """Concatenation; ``Seq(())`` is the empty string."""
+
     items: tuple
+    __hash__ = _CachedHash.__hash__
 
 
 @dataclasses.dataclass(frozen=True)
-class Alt:
+class Alt(_CachedHash):
+    """Alternation; ``Alt(())`` is the empty language."""
+
     options: tuple
+    __hash__ = _CachedHash.__hash__
 
 
 @dataclasses.dataclass(frozen=True)
-class Repeat:
+class Repeat(_CachedHash):
     item: object
     min: int
     max: int | None  # None = unbounded
+    __hash__ = _CachedHash.__hash__
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,10 +71,14 @@ class Terminal:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Automaton:
-    """A character-level DFA built by an extension.
+    """A character-level automaton: built by an extension, by a boolean operation on
+    languages (intersection, complement), or by a counting construction of a front end.
 
     Attributes:
-      edges: per state, a tuple of (Ranges, target state).
+      edges: per state, a tuple of (label, target state); a label is a `Ranges` tuple
+        (one character of the set) or an IR node (any string of its language, e.g. the
+        JSON spellings of one character). Several edges may leave a state with the same
+        label; the automaton need not be deterministic.
       start: initial state.
       finals: accepting states.
     """
@@ -60,3 +89,4 @@ class Automaton:
 
 
 EMPTY = Seq(())
+NEVER = Alt(())

@@ -47,27 +47,15 @@ import types
 import typing
 from typing import Any, Literal, Union
 
-from automata_compile._errors import AutomataError, InvalidSchemaError, UnsupportedSchemaError
-from automata_compile.frontends import _schema_formats as sf
-from automata_compile.frontends._schema_formats import (
-    EPS,
-    NEVER,
-    Node,
-    alt,
-    char,
-    chars,
-    lit,
-    opt,
-    rep,
-    seq,
-    star,
-)
+from automata_compile._errors import DataclassParseError, InvalidSchemaError, UnsupportedSchemaError
+from automata_compile.automata._ir import NEVER
+from automata_compile.frontends.json_schema import _content as sf
+from automata_compile.frontends.json_schema import _strings
 
 _FORMATS = ("json", "call")
 
 
-class DataclassParseError(AutomataError, ValueError):
-    """A text is not a valid instance of the dataclass in the given format."""
+__all__ = ["DataclassParseError", "compile_dataclass", "dataclass_to_regex", "parse"]
 
 
 # ------------------------------------------------------------------------------------------
@@ -241,85 +229,79 @@ _PY_SHORT = {
     0x0C: "f",
     0x0B: "v",
 }
-_BACKSLASH = char("\\")
+_BACKSLASH = sf.char("\\")
 
 
-def _py_encode_set(ranges: tuple, free: bool) -> Node:
+def _py_encode_set(ranges: tuple, free: bool):
     """Python double-quoted literal fragments for one character of ``ranges``."""
     parts = []
     raw = sf.cs_diff(ranges, _MUST_ESCAPE + ((0xD800, 0xDFFF),))
     if raw:
-        parts.append(chars(raw))
+        parts.append(sf.chars(raw))
     escapable = (
         sf.cs_diff(ranges, ((0xD800, 0xDFFF),)) if free else sf.cs_inter(ranges, _MUST_ESCAPE)
     )
     short = [cp for cp in _PY_SHORT if sf.cs_contains(escapable, cp)]
     if short:
-        parts.append(seq(_BACKSLASH, chars([(ord(_PY_SHORT[cp]),) * 2 for cp in short])))
+        parts.append(sf.seq(_BACKSLASH, sf.chars([(ord(_PY_SHORT[cp]),) * 2 for cp in short])))
     low = sf.cs_inter(escapable, ((0, 0xFF),))
     if low:
-        parts.append(seq(_BACKSLASH, char("x"), sf._hex_fixed(low, 2)))
+        parts.append(sf.seq(_BACKSLASH, sf.char("x"), _strings._hex_fixed(low, 2)))
     bmp = sf.cs_inter(escapable, ((0, 0xFFFF),))
     if bmp:
-        parts.append(seq(_BACKSLASH, char("u"), sf._hex_fixed(bmp, 4)))
+        parts.append(sf.seq(_BACKSLASH, sf.char("u"), _strings._hex_fixed(bmp, 4)))
     if escapable:
-        parts.append(seq(_BACKSLASH, char("U"), sf._hex_fixed(escapable, 8)))
-    return alt(*parts)
+        parts.append(sf.seq(_BACKSLASH, sf.char("U"), _strings._hex_fixed(escapable, 8)))
+    return sf.alt(*parts)
 
 
-def _py_string(content: Node) -> Node:
-    def enc(n: Node) -> Node:
-        if n.kind == "c":
-            return _py_encode_set(n.ranges, n.ranges == sf.ALL_CHARS)
-        if n.kind == "s":
-            return seq(*(enc(k) for k in n.kids))
-        if n.kind == "a":
-            return alt(*(enc(k) for k in n.kids))
-        return rep(enc(n.kids[0]), n.lo, n.hi)
-
-    return seq(char('"'), enc(content), char('"'))
+def _py_string(content):
+    body = _strings.map_chars(content, lambda r: _py_encode_set(r, r == sf.ALL_CHARS))
+    return sf.seq(sf.char('"'), body, sf.char('"'))
 
 
-_DIGITS = chars([(0x30, 0x39)])
-_PY_INT = seq(opt(char("-")), alt(char("0"), seq(chars([(0x31, 0x39)]), star(_DIGITS))))
-_PY_FLOAT = seq(
+_DIGITS = sf.chars([(0x30, 0x39)])
+_PY_INT = sf.seq(
+    sf.opt(sf.char("-")), sf.alt(sf.char("0"), sf.seq(sf.chars([(0x31, 0x39)]), sf.star(_DIGITS)))
+)
+_PY_FLOAT = sf.seq(
     _PY_INT,
-    opt(seq(char("."), rep(_DIGITS, 1, None))),
-    opt(
-        seq(
-            chars([(0x45, 0x45), (0x65, 0x65)]),
-            opt(chars([(0x2B, 0x2B), (0x2D, 0x2D)])),
-            rep(_DIGITS, 1, None),
+    sf.opt(sf.seq(sf.char("."), sf.rep(_DIGITS, 1, None))),
+    sf.opt(
+        sf.seq(
+            sf.chars([(0x45, 0x45), (0x65, 0x65)]),
+            sf.opt(sf.chars([(0x2B, 0x2B), (0x2D, 0x2D)])),
+            sf.rep(_DIGITS, 1, None),
         )
     ),
 )
 
 
-def _py_literal(v) -> Node:
+def _py_literal(v):
     if v is None:
-        return lit("None")
+        return sf.lit("None")
     if isinstance(v, bool):
-        return lit(repr(v))
+        return sf.lit(repr(v))
     if isinstance(v, int):
-        return lit(str(v))
+        return sf.lit(str(v))
     if isinstance(v, float):
         if not math.isfinite(v):
             raise UnsupportedSchemaError(
                 f"{v!r} has no Python literal", keyword="Literal", pointer=""
             )
-        return lit(repr(v))
-    return _py_string(lit(v))
+        return sf.lit(repr(v))
+    return _py_string(sf.lit(v))
 
 
 class _CallBuilder:
     def __init__(self, max_recursion_depth: int, whitespace: str):
         self.max_depth = max_recursion_depth
         self.stack: list[type] = []
-        sp = EPS if whitespace == "compact" else opt(char(" "))
-        self.comma = seq(char(","), sp)
-        self.colon = seq(char(":"), sp)
+        sp = sf.EPS if whitespace == "compact" else sf.opt(sf.char(" "))
+        self.comma = sf.seq(sf.char(","), sp)
+        self.colon = sf.seq(sf.char(":"), sp)
 
-    def dataclass(self, cls, ptr: str) -> Node:
+    def dataclass(self, cls, ptr: str):
         if self.stack.count(cls) > self.max_depth:
             return NEVER
         self.stack.append(cls)
@@ -327,17 +309,17 @@ class _CallBuilder:
             items = []
             for f, tp in _fields(cls):
                 value = self.value(tp, f"{ptr}/{f.name}")
-                items.append((seq(lit(f.name), char("="), value), not _has_default(f)))
+                items.append((sf.seq(sf.lit(f.name), sf.char("="), value), not _has_default(f)))
         finally:
             self.stack.pop()
-        return seq(lit(cls.__name__), char("("), _joined(items, self.comma), char(")"))
+        return sf.seq(sf.lit(cls.__name__), sf.char("("), _joined(items, self.comma), sf.char(")"))
 
-    def value(self, tp, ptr: str) -> Node:
+    def value(self, tp, ptr: str):
         tp = _strip(tp)
         if tp is type(None) or tp is None:
-            return lit("None")
+            return sf.lit("None")
         if tp is bool:
-            return alt(lit("True"), lit("False"))
+            return sf.alt(sf.lit("True"), sf.lit("False"))
         if tp is int:
             return _PY_INT
         if tp is float:
@@ -347,43 +329,49 @@ class _CallBuilder:
         if isinstance(tp, type) and dataclasses.is_dataclass(tp):
             return self.dataclass(tp, ptr)
         if isinstance(tp, type) and issubclass(tp, enum.Enum):
-            return alt(*(_py_literal(v) for v in _enum_values(tp, ptr)))
+            return sf.alt(*(_py_literal(v) for v in _enum_values(tp, ptr)))
         args = _union_args(tp)
         if args is not None:
-            return alt(*(self.value(a, ptr) for a in args))
+            return sf.alt(*(self.value(a, ptr) for a in args))
         origin, targs = typing.get_origin(tp), typing.get_args(tp)
         if origin is Literal:
-            return alt(*(_py_literal(v) for v in _literal_values(tp, ptr)))
+            return sf.alt(*(_py_literal(v) for v in _literal_values(tp, ptr)))
         if origin in (list, typing.List):  # noqa: UP006
             item = self.value(targs[0] if targs else Any, f"{ptr}/0")
-            return seq(char("["), opt(seq(item, star(seq(self.comma, item)))), char("]"))
+            return sf.seq(
+                sf.char("["), sf.opt(sf.seq(item, sf.star(sf.seq(self.comma, item)))), sf.char("]")
+            )
         if origin in (tuple, typing.Tuple):  # noqa: UP006
             if len(targs) == 2 and targs[1] is Ellipsis:
                 item = self.value(targs[0], f"{ptr}/0")
-                return alt(
-                    lit("()"),
-                    seq(char("("), item, char(","), char(")")),
-                    seq(char("("), item, rep(seq(self.comma, item), 1, None), char(")")),
+                return sf.alt(
+                    sf.lit("()"),
+                    sf.seq(sf.char("("), item, sf.char(","), sf.char(")")),
+                    sf.seq(
+                        sf.char("("), item, sf.rep(sf.seq(self.comma, item), 1, None), sf.char(")")
+                    ),
                 )
             if targs == ((),) or not targs:
-                return lit("()")
+                return sf.lit("()")
             items = [self.value(a, f"{ptr}/{i}") for i, a in enumerate(targs)]
             if len(items) == 1:
-                return seq(char("("), items[0], char(","), char(")"))
+                return sf.seq(sf.char("("), items[0], sf.char(","), sf.char(")"))
             body = [items[0]]
             for it in items[1:]:
                 body += [self.comma, it]
-            return seq(char("("), *body, char(")"))
+            return sf.seq(sf.char("("), *body, sf.char(")"))
         if origin in (dict, typing.Dict):  # noqa: UP006
             if targs and _strip(targs[0]) is not str:
                 _unsupported(tp, ptr, "call")
             v = self.value(targs[1] if targs else Any, f"{ptr}/*")
-            item = seq(_py_string(sf.ANY_STRING), self.colon, v)
-            return seq(char("{"), opt(seq(item, star(seq(self.comma, item)))), char("}"))
+            item = sf.seq(_py_string(sf.ANY_STRING), self.colon, v)
+            return sf.seq(
+                sf.char("{"), sf.opt(sf.seq(item, sf.star(sf.seq(self.comma, item)))), sf.char("}")
+            )
         _unsupported(tp, ptr, "call")
 
 
-def _joined(items: list[tuple[Node, bool]], comma: Node) -> Node:
+def _joined(items: list, comma):
     """Items in order joined by commas; optional items may be omitted (linear size)."""
     emitted, empty_ok = NEVER, True
     for node, required in items:
@@ -392,15 +380,17 @@ def _joined(items: list[tuple[Node, bool]], comma: Node) -> Node:
                 return NEVER
             continue
         if required:
-            emitted = seq(opt(seq(emitted, comma)) if empty_ok else seq(emitted, comma), node)
+            emitted = sf.seq(
+                sf.opt(sf.seq(emitted, comma)) if empty_ok else sf.seq(emitted, comma), node
+            )
             empty_ok = False
         elif not empty_ok:
-            emitted = seq(emitted, opt(seq(comma, node)))
+            emitted = sf.seq(emitted, sf.opt(sf.seq(comma, node)))
         elif sf.is_never(emitted) or sf.size(node) <= sf.size(emitted):
-            emitted = alt(seq(emitted, opt(seq(comma, node))), node)
+            emitted = sf.alt(sf.seq(emitted, sf.opt(sf.seq(comma, node))), node)
         else:
-            emitted = alt(seq(opt(seq(emitted, comma)), node), emitted)
-    return alt(emitted, EPS if empty_ok else NEVER)
+            emitted = sf.alt(sf.seq(sf.opt(sf.seq(emitted, comma)), node), emitted)
+    return sf.alt(emitted, sf.EPS if empty_ok else NEVER)
 
 
 # ------------------------------------------------------------------------------------------
@@ -411,6 +401,26 @@ def _joined(items: list[tuple[Node, bool]], comma: Node) -> Node:
 def _check_format(format: str):
     if format not in _FORMATS:
         raise ValueError(f"format must be 'json' or 'call', got {format!r}")
+
+
+def _dataclass_ir(cls, format: str, options: dict):
+    _check_format(format)
+    if format == "json":
+        from automata_compile.frontends.json_schema import _api
+
+        return _api.schema_ir(_api._load(dataclass_schema(cls)), _api._options(options))
+    unknown = set(options) - {"max_recursion_depth", "whitespace"}
+    if unknown:
+        raise TypeError(f"unexpected options for format='call': {', '.join(sorted(unknown))}")
+    builder = _CallBuilder(
+        options.get("max_recursion_depth", 3), options.get("whitespace", "default")
+    )
+    node = builder.dataclass(cls, "")
+    if sf.is_never(node):
+        raise InvalidSchemaError(
+            f"{cls.__qualname__} has no finite instance within max_recursion_depth", pointer=""
+        )
+    return node
 
 
 def dataclass_to_regex(cls, format: str = "json", **options) -> str:
@@ -425,39 +435,35 @@ def dataclass_to_regex(cls, format: str = "json", **options) -> str:
 
     Raises:
       InvalidSchemaError: ``cls`` is not a dataclass, or its annotations do not resolve.
-      UnsupportedSchemaError: a field type has no representation in the format.
+      UnsupportedSchemaError: a field type has no representation in the format, or (as
+        for `json_schema_to_regex`) the language needs an automaton node.
     """
-    _check_format(format)
     if format == "json":
-        from automata_compile.frontends._json_schema import json_schema_to_regex
+        from automata_compile.frontends.json_schema import json_schema_to_regex
 
+        _check_format(format)
         return json_schema_to_regex(dataclass_schema(cls), **options)
-    unknown = set(options) - {"max_recursion_depth", "whitespace"}
-    if unknown:
-        raise TypeError(f"unexpected options for format='call': {', '.join(sorted(unknown))}")
-    builder = _CallBuilder(
-        options.get("max_recursion_depth", 3), options.get("whitespace", "default")
-    )
-    node = builder.dataclass(cls, "")
-    if sf.is_never(node):
-        raise InvalidSchemaError(
-            f"{cls.__qualname__} has no finite instance within max_recursion_depth", pointer=""
-        )
-    return sf.to_regex(node)
+    return sf.to_regex(_dataclass_ir(cls, format, options))
 
 
 def compile_dataclass(
     cls, vocab, format: str = "json", *, max_states: int | None = None, **options
 ):
-    """Compiles a dataclass's instance language (see `dataclass_to_regex`) to a `TokenDFA`."""
-    from automata_compile._compile import compile_regex
+    """Compiles a dataclass's instance language (see `dataclass_to_regex`) to a `TokenDFA`;
+    the IR goes to the byte automaton directly."""
+    from automata_compile._compile import compile_ir
 
-    regex = dataclass_to_regex(cls, format, **options)
+    node = _dataclass_ir(cls, format, options)
     spec = {"class": f"{cls.__module__}.{cls.__qualname__}", "format": format}
     if format == "json":
         spec["schema"] = dataclass_schema(cls)
-    return compile_regex(
-        regex, vocab, max_states=max_states, spec_kind="dataclass", spec=json.dumps(spec)
+    return compile_ir(
+        node,
+        vocab,
+        max_states=max_states,
+        spec_kind="dataclass",
+        spec=json.dumps(spec),
+        what=f"dataclass {cls.__qualname__}",
     )
 
 

@@ -1,0 +1,220 @@
+"""Boolean operations on character languages (IR trees over code points).
+
+The alphabet is a partition of the code points into *atoms*: maximal sets that no
+character set of the operands splits. Each operand becomes a DFA over atom indices
+(`_fsa`), the operation is a product or a complement there, and the minimal result
+comes back as an `Automaton` IR node whose edges are `Ranges` (unions of atoms), so
+`_byte_dfa` spells it in UTF-8 like any other IR. No regex text is produced.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+
+import numpy as np
+
+from automata_compile.automata import _charsets as cs
+from automata_compile.automata import _fsa, _thompson
+from automata_compile.automata._ir import NEVER, Alt, Automaton, Chars, Repeat, Seq
+
+MAX_STATES = 20_000
+MAX_WORK = 2_000_000
+
+
+def _budget(what: str) -> _fsa.Budget:
+    return _fsa.Budget(what, MAX_STATES, MAX_WORK)
+
+
+class Partition:
+    """Atoms of the code points (within ``universe``) that no set in ``sets`` splits.
+
+    Attributes:
+      atoms: list of `Ranges`, one per atom.
+    """
+
+    def __init__(self, sets, universe=cs.ALL):
+        bounds = {lo for lo, _ in universe} | {hi + 1 for _, hi in universe}
+        for s in sets:
+            for lo, hi in s:
+                bounds.add(lo)
+                bounds.add(hi + 1)
+        points = sorted(bounds)
+        # Elementary intervals [points[k], points[k+1]) inside the universe.
+        inside = np.zeros(len(points), bool)
+        for lo, hi in universe:
+            inside[bisect.bisect_left(points, lo) : bisect.bisect_left(points, hi + 1)] = True
+        sig: list[list[int]] = [[] for _ in points]
+        self.sets = list(dict.fromkeys(sets))
+        for i, s in enumerate(self.sets):
+            for lo, hi in s:
+                for k in range(bisect.bisect_left(points, lo), bisect.bisect_left(points, hi + 1)):
+                    sig[k].append(i)
+        by_sig: dict[tuple, list] = {}
+        for k in range(len(points) - 1):
+            if inside[k]:
+                by_sig.setdefault(tuple(sig[k]), []).append((points[k], points[k + 1] - 1))
+        self.atoms = [cs.normalize(r) for r in by_sig.values()]
+        members: dict[int, list[int]] = {i: [] for i in range(len(self.sets))}
+        for a, key in enumerate(by_sig):
+            for i in key:
+                members[i].append(a)
+        self._members = {s: tuple(members[i]) for i, s in enumerate(self.sets)}
+
+    def atoms_of(self, ranges) -> tuple[int, ...]:
+        return self._members[ranges]
+
+
+class _Atoms(_thompson.Builder):
+    def __init__(self, nfa, part: Partition):
+        super().__init__(nfa)
+        self.part = part
+
+    def chars(self, ranges, s, e, memo) -> None:
+        atoms = self.part.atoms_of(ranges)
+        k = 0
+        while k < len(atoms):  # runs of consecutive atom ids become one interval edge
+            j = k
+            while j + 1 < len(atoms) and atoms[j + 1] == atoms[j] + 1:
+                j += 1
+            self.nfa.edges[s].append((atoms[k], atoms[j], e))
+            k = j + 1
+
+
+def char_sets(node, acc: set) -> set:
+    """Collects the character sets (`Ranges`) of an IR tree."""
+    if isinstance(node, Chars):
+        acc.add(node.ranges)
+    elif isinstance(node, Seq):
+        for x in node.items:
+            char_sets(x, acc)
+    elif isinstance(node, Alt):
+        for x in node.options:
+            char_sets(x, acc)
+    elif isinstance(node, Repeat):
+        char_sets(node.item, acc)
+    elif isinstance(node, Automaton):
+        for out in node.edges:
+            for label, _ in out:
+                if isinstance(label, tuple):
+                    acc.add(label)
+                else:
+                    char_sets(label, acc)
+    return acc
+
+
+def dfas(*nodes, universe=cs.ALL, what: str = "a string constraint"):
+    """(partition, [minimal DFA per node]) over a common partition."""
+    sets: set = set()
+    for n in nodes:
+        char_sets(n, sets)
+    part = Partition(sorted(sets), universe)
+    out = []
+    for n in nodes:
+        budget = _budget(what)
+        nfa = _fsa.NFA(budget, 20 * MAX_STATES)
+        s, e = nfa.state(), nfa.state()
+        _Atoms(nfa, part).build(n, s, e)
+        # Minimal operands keep products small (a product explores pairs of states).
+        d = _fsa.minimize(_fsa.determinize(nfa, s, e, len(part.atoms)), budget)
+        out.append(d if d is not None else _empty(len(part.atoms)))
+    return part, out
+
+
+def _empty(num_symbols: int) -> _fsa.DFA:
+    return _fsa.DFA(np.full((1, num_symbols), _fsa.DEAD, np.int32), np.zeros(1, bool), 0)
+
+
+def to_ir(part: Partition, dfa: _fsa.DFA | None):
+    """The minimal automaton of ``dfa`` as an IR node (`NEVER` if its language is empty)."""
+    dfa = None if dfa is None else _fsa.minimize(dfa, _budget("a string constraint"))
+    if dfa is None:
+        return NEVER
+    # Number states with the start first (the IR has no dead state).
+    order = [dfa.start] + [q for q in range(dfa.num_states) if q != dfa.start]
+    new = {q: i for i, q in enumerate(order)}
+    edges = []
+    for q in order:
+        row = dfa.trans[q]
+        by_target: dict[int, list] = {}
+        for a in np.flatnonzero(row >= 0).tolist():
+            by_target.setdefault(int(row[a]), []).extend(part.atoms[a])
+        edges.append(tuple((cs.normalize(r), new[t]) for t, r in sorted(by_target.items())))
+    finals = frozenset(new[q] for q in np.flatnonzero(dfa.accepting).tolist())
+    return Automaton(edges=tuple(edges), start=0, finals=finals)
+
+
+def is_never(node) -> bool:
+    return isinstance(node, Alt) and not node.options
+
+
+@functools.lru_cache(maxsize=1024)
+def intersect(*nodes):
+    """The intersection of the languages, as a minimal `Automaton` node."""
+    part, ds = dfas(*nodes, what="an intersection of string constraints")
+    acc = ds[0]
+    for d in ds[1:]:
+        acc = _fsa.product(acc, d, "and", _budget("an intersection of string constraints"))
+    return to_ir(part, acc)
+
+
+@functools.lru_cache(maxsize=1024)
+def complement(node):
+    """Every string (of encodable code points) not in the language."""
+    part, (d,) = dfas(node, what="a complement of a string constraint")
+    return to_ir(part, _fsa.complement(d))
+
+
+@functools.lru_cache(maxsize=1024)
+def difference(a, b):
+    """The strings of ``a`` that are not in ``b``."""
+    part, (da, db) = dfas(a, b, what="a difference of string constraints")
+    return to_ir(part, _fsa.product(da, db, "minus", _budget("a difference of string constraints")))
+
+
+@functools.lru_cache(maxsize=4096)
+def is_empty(node) -> bool:
+    if is_never(node):
+        return True
+    _, (d,) = dfas(node, what="an emptiness check")
+    return _fsa.is_empty(d)
+
+
+def disjoint(a, b) -> bool:
+    if is_never(a) or is_never(b):
+        return True
+    _, (da, db) = dfas(a, b, what="a disjointness check")
+    return _fsa.is_empty(_fsa.product(da, db, "and", _budget("a disjointness check")))
+
+
+def with_max_length(node, n: int):
+    """The strings of the language with at most ``n`` characters (bounded-length intersection)."""
+    part, (d,) = dfas(node, what="a length bound")
+    return to_ir(part, _fsa.bounded(d, n, _budget("a length bound")))
+
+
+@functools.lru_cache(maxsize=1024)
+def _matcher(node):
+    part, (d,) = dfas(node, what="a string match")
+    d = _fsa.minimize(d, _budget("a string match"))
+    flat = sorted((lo, hi, a) for a, ranges in enumerate(part.atoms) for lo, hi in ranges)
+    return d, [lo for lo, _, _ in flat], flat
+
+
+def matches(node, text: str) -> bool:
+    """Whether ``text`` (a decoded string) is in the language of ``node``."""
+    if is_never(node):
+        return False
+    d, los, flat = _matcher(node)
+    if d is None:
+        return False
+    q = d.start
+    for ch in text:
+        cp = ord(ch)
+        k = bisect.bisect_right(los, cp) - 1
+        if k < 0 or flat[k][1] < cp:
+            return False
+        q = int(d.trans[q, flat[k][2]])
+        if q < 0:
+            return False
+    return bool(d.accepting[q])

@@ -1,0 +1,310 @@
+"""Finite automata over an integer alphabet ``0..S-1``: the one automaton core.
+
+The same code serves byte automata (S = 256 bytes + terminal labels, see `_byte_dfa`)
+and character automata over a partition of the code points (S = atoms, see
+`_char_dfa`). An `NFA` has interval edges and epsilon edges; `determinize` is the
+subset construction; a `DFA` is a dense table ``int32[Q, S]`` (-1 = no edge) on which
+`product` (intersection, difference, ...), `complement`, `is_empty`, `minimize` and
+`bounded` (intersection with the strings of at most ``n`` symbols) work.
+
+Every construction has a budget: a number of states and a number of work units (NFA
+states and edges visited by the subset construction, pairs explored by a product).
+Past it, `StateBudgetExceededError` names what grew, instead of running for minutes.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+
+import numpy as np
+
+from automata_compile._errors import StateBudgetExceededError
+from automata_compile.automata import _dfa_ops
+
+DEAD = -1
+DEFAULT_MAX_STATES = 100_000
+DEFAULT_MAX_WORK = 4_000_000
+MINIMIZE_WORK_FACTOR = 5
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """Limits of one construction; ``what`` names the input in error messages."""
+
+    what: str = "the automaton"
+    max_states: int = DEFAULT_MAX_STATES
+    max_work: int = DEFAULT_MAX_WORK
+
+    def states_exceeded(self, step: str) -> StateBudgetExceededError:
+        return StateBudgetExceededError(
+            f"{step} of {self.what} exceeds max_states={self.max_states} states; simplify it "
+            "(large bounded repeats and intersections multiply states) or raise max_states"
+        )
+
+    def work_exceeded(self, step: str) -> StateBudgetExceededError:
+        return StateBudgetExceededError(
+            f"{step} of {self.what} exceeds its work budget ({self.max_work:,} units; large "
+            "sets of NFA states or long chains of states, as large or stacked bounded "
+            "repeats like (.{0,100}){100} produce); simplify it or raise max_states"
+        )
+
+
+class NFA:
+    """A nondeterministic automaton with interval edges ``(lo, hi, target)`` and epsilon
+    edges; states are allocated on demand, at most ``max_states``."""
+
+    def __init__(self, budget: Budget, max_states: int):
+        self.edges: list[list[tuple[int, int, int]]] = []
+        self.eps: list[list[int]] = []
+        self.budget = budget
+        self.max_states = max_states
+
+    def state(self) -> int:
+        if len(self.edges) >= self.max_states:
+            raise StateBudgetExceededError(
+                f"{self.budget.what} needs more than {self.max_states} NFA states; simplify it "
+                "(large bounded repeats multiply states) or raise max_states"
+            )
+        self.edges.append([])
+        self.eps.append([])
+        return len(self.edges) - 1
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class DFA:
+    """A dense deterministic automaton.
+
+    Attributes:
+      trans: int32[Q, S]; -1 = no edge.
+      accepting: bool[Q].
+      start: initial state.
+    """
+
+    trans: np.ndarray
+    accepting: np.ndarray
+    start: int
+
+    @property
+    def num_states(self) -> int:
+        return int(self.trans.shape[0])
+
+    @property
+    def num_symbols(self) -> int:
+        return int(self.trans.shape[1])
+
+    def run(self, symbols) -> bool:
+        """Whether the DFA accepts the symbol sequence."""
+        q = self.start
+        for a in symbols:
+            q = int(self.trans[q, a])
+            if q < 0:
+                return False
+        return bool(self.accepting[q])
+
+
+def determinize(nfa: NFA, start: int, final: int, num_symbols: int) -> DFA:
+    """Subset construction from ``start`` to the single accepting NFA state ``final``.
+
+    Raises:
+      StateBudgetExceededError: more than ``budget.max_states`` DFA states, or more than
+        ``budget.max_work`` NFA states and edges visited in total.
+    """
+    budget = nfa.budget
+    closures: dict[int, frozenset] = {}
+
+    def closure(x: int) -> frozenset:
+        c = closures.get(x)
+        if c is None:
+            stack, seen = [x], {x}
+            while stack:
+                y = stack.pop()
+                for z in nfa.eps[y]:
+                    if z not in seen:
+                        seen.add(z)
+                        stack.append(z)
+            c = frozenset(y for y in seen if nfa.edges[y] or y == final)
+            closures[x] = c
+        return c
+
+    first = closure(start)
+    ids = {first: 0}
+    order = [first]
+    rows: list[np.ndarray] = []
+    work = 0
+    i = 0
+    while i < len(order):
+        cur = order[i]
+        i += 1
+        row = np.full(num_symbols, DEAD, dtype=np.int32)
+        edges = [edge for x in cur for edge in nfa.edges[x]]
+        work += len(cur) + len(edges)
+        if edges:
+            points = sorted({lo for lo, _, _ in edges} | {hi + 1 for _, hi, _ in edges})
+            targets: list[set] = [set() for _ in points]
+            for lo, hi, t in edges:
+                for k in range(bisect.bisect_left(points, lo), bisect.bisect_left(points, hi + 1)):
+                    targets[k].add(t)
+            for k in range(len(points) - 1):
+                if not targets[k]:
+                    continue
+                key = frozenset().union(*(closure(t) for t in targets[k]))
+                work += len(key)
+                d = _intern(ids, order, key, key, budget, "the subset construction")
+                row[points[k] : points[k + 1]] = d
+        if work > budget.max_work:
+            raise budget.work_exceeded("the subset construction")
+        rows.append(row)
+    accepting = np.array([final in s for s in order], dtype=bool)
+    return DFA(np.stack(rows), accepting, 0)
+
+
+def nfa_accepts(nfa: NFA, start: int, final: int, symbols) -> bool:
+    """Whether the NFA accepts the symbol sequence (on-the-fly subset simulation: no
+    determinization, so it also judges automata too large to determinize)."""
+
+    def closure(states: set) -> set:
+        stack = list(states)
+        while stack:
+            for z in nfa.eps[stack.pop()]:
+                if z not in states:
+                    states.add(z)
+                    stack.append(z)
+        return states
+
+    cur = closure({start})
+    for a in symbols:
+        cur = closure({t for x in cur for lo, hi, t in nfa.edges[x] if lo <= a <= hi})
+        if not cur:
+            return False
+    return final in cur
+
+
+def _intern(ids: dict, order: list, key, item, budget: Budget, step: str) -> int:
+    """The id of state ``key``, numbering it (and queueing ``item``) if it is new."""
+    d = ids.get(key)
+    if d is None:
+        d = len(order)
+        if d >= budget.max_states:
+            raise budget.states_exceeded(step)
+        ids[key] = d
+        order.append(item)
+    return d
+
+
+def trim(dfa: DFA) -> DFA | None:
+    """The useful part (reachable and co-reachable), or None if the language is empty."""
+    out = _dfa_ops.trim(dfa.trans, dfa.accepting, dfa.start)
+    return None if out is None else DFA(*out)
+
+
+def minimize(dfa: DFA, budget: Budget | None = None) -> DFA | None:
+    """The minimal trimmed DFA of the same language, or None if it is empty.
+
+    Raises:
+      StateBudgetExceededError: partition refinement past ``5 * budget.max_work`` states
+        times rounds (a long chain, e.g. ``.{0,10000}``, needs one round per link).
+    """
+    t = trim(dfa)
+    if t is None:
+        return None
+    cap = None if budget is None else MINIMIZE_WORK_FACTOR * budget.max_work
+    try:
+        trans, accepting, start, _ = _dfa_ops.minimize(t.trans, t.accepting, t.start, cap)
+    except _dfa_ops.WorkBudgetExceeded:
+        raise budget.work_exceeded("the minimization") from None
+    return DFA(trans, accepting, start)
+
+
+def is_empty(dfa: DFA) -> bool:
+    return trim(dfa) is None
+
+
+def complete(dfa: DFA) -> DFA:
+    """Adds a non-accepting sink state for the missing edges (the sink is the last state)."""
+    q = dfa.num_states
+    trans = np.where(dfa.trans >= 0, dfa.trans, q).astype(np.int32)
+    trans = np.concatenate([trans, np.full((1, dfa.num_symbols), q, np.int32)])
+    return DFA(trans, np.append(dfa.accepting, False), dfa.start)
+
+
+def complement(dfa: DFA) -> DFA:
+    """The DFA of every symbol string ``dfa`` rejects."""
+    c = complete(dfa)
+    return DFA(c.trans, ~c.accepting, c.start)
+
+
+def product(a: DFA, b: DFA, op: str, budget: Budget) -> DFA:
+    """The product automaton for ``op`` in ``"and"`` (intersection), ``"minus"`` (a but not
+    b), ``"or"`` (union); only reachable pairs are built.
+
+    Raises:
+      StateBudgetExceededError: more than ``budget.max_states`` pairs.
+    """
+    if a.num_symbols != b.num_symbols:
+        raise ValueError("product of automata over different alphabets")
+    if op != "and":  # a missing edge of b must still be followed (to the sink)
+        b = complete(b)
+    if op == "or":
+        a = complete(a)
+    qb = b.num_states + 1  # codes p * qb + q; a dead side is the extra state
+    ta = np.concatenate([a.trans, np.full((1, a.num_symbols), DEAD, np.int32)])
+    tb = np.concatenate([b.trans, np.full((1, b.num_symbols), DEAD, np.int32)])
+    ta[ta < 0] = a.num_states
+    tb[tb < 0] = b.num_states
+    ids = {a.start * qb + b.start: 0}
+    order = [(a.start, b.start)]
+    rows = []
+    i = 0
+    while i < len(order):
+        p, q = order[i]
+        i += 1
+        live = (ta[p] != a.num_states) & (tb[q] != b.num_states)
+        codes = ta[p][live].astype(np.int64) * qb + tb[q][live]
+        row = np.full(a.num_symbols, DEAD, np.int32)
+        uniq, inv = np.unique(codes, return_inverse=True)
+        targets = np.empty(uniq.shape[0], np.int32)
+        for k, code in enumerate(uniq.tolist()):
+            targets[k] = _intern(ids, order, code, divmod(code, qb), budget, "a product")
+        row[live] = targets[inv.reshape(-1)]
+        rows.append(row)
+    pa = np.array([p for p, _ in order])
+    pb = np.array([q for _, q in order])
+    acc_a = np.append(a.accepting, False)[pa]
+    acc_b = np.append(b.accepting, False)[pb]
+    accepting = {"and": acc_a & acc_b, "minus": acc_a & ~acc_b, "or": acc_a | acc_b}[op]
+    return DFA(np.stack(rows), accepting, 0)
+
+
+def bounded(dfa: DFA, max_len: int, budget: Budget) -> DFA:
+    """The strings of ``dfa`` with at most ``max_len`` symbols (a layered product with a
+    counter); states that no longer matter for the count are shared.
+
+    Raises:
+      StateBudgetExceededError: more than ``budget.max_states`` (state, length) pairs.
+    """
+    layer = {dfa.start: 0}
+    rows: list[np.ndarray] = []
+    accepting: list[bool] = []
+    states: list[int] = [dfa.start]
+    for depth in range(max_len + 1):
+        nxt: dict[int, int] = {}
+        base = len(states)
+        for q in list(layer):
+            row = np.full(dfa.num_symbols, DEAD, np.int32)
+            if depth < max_len:
+                succ = dfa.trans[q]
+                for t in np.unique(succ[succ >= 0]).tolist():
+                    d = nxt.get(t)
+                    if d is None:
+                        d = nxt[t] = base + len(nxt)
+                        if d >= budget.max_states:
+                            raise budget.states_exceeded("a length bound")
+                    row[succ == t] = d
+            rows.append(row)
+            accepting.append(bool(dfa.accepting[q]))
+        states.extend(nxt)
+        layer = nxt
+        if not layer:
+            break
+    return DFA(np.stack(rows), np.array(accepting, bool), 0)

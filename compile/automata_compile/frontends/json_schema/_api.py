@@ -1,0 +1,236 @@
+"""JSON Schema → the compiler's IR (and, where it has one, a Python `re` regex).
+
+`compile_json_schema(schema, vocab, **options)` compiles the set of JSON texts (in the
+accepted surface syntax, below) that are valid instances of the schema to a `TokenDFA`;
+`schema_ir` is that language as an IR tree; `json_schema_to_regex(schema, **options)`
+prints it as a regex (full-match semantics) when the IR holds no automaton node.
+
+How it works: each (sub)schema is translated into a *typed language* (`_types._T`): for
+each JSON type, the set of allowed values as a union of constraint records (numbers:
+interval, multipleOf, finite sets; strings: an IR tree over decoded characters; arrays
+and objects: per-position / per-property schemas, counts). Keywords are intersections of
+such languages (`allOf` and sibling keywords), `anyOf` a union, `not`/`if`/`oneOf` use
+complements where they are expressible. String intersections and complements run on
+automata (`automata._char_dfa`) and stay `Automaton` IR nodes, as do ``multipleOf``
+remainders and counted ``contains``/property counts; the emitter (`_emitter`) spells the
+typed language as IR of JSON texts, strings through `_strings` (JSON escapes), `_ecma`
+(ECMA-262 patterns) and `_formats`. No regex text is printed and parsed on the way.
+
+Accepted surface syntax (a restriction of JSON's spelling, never of the values):
+  * properties appear in schema order: the declared ``properties`` in definition order
+    (after merging ``allOf``), then required-but-undeclared names, then any other
+    properties (``additionalProperties``/``patternProperties``), in any order; a declared
+    name never repeats. Other names may repeat (a regex cannot rule it out): every
+    occurrence is validated, but ``minProperties`` counts occurrences and ``not``/``oneOf``/
+    ``if`` judge each one, so a text with a repeated name (which RFC 8259 leaves without a
+    defined meaning) can parse, last value winning, to an invalid instance.
+  * ``enum``/``const`` objects keep the key order of the literal.
+  * numbers: an unconstrained ``number`` accepts the full JSON grammar; an unconstrained
+    ``integer`` accepts ``12``, ``12.0``/``12.00`` (a float with zero fraction is an integer
+    per the specification) and exponent forms from 1e16 to 1.7e308 (``1e+16``, as
+    ``json.dumps`` writes large floats; larger ones overflow a double); a number with any
+    numeric keyword (bounds, ``multipleOf``, ``not``) accepts plain decimals only (no
+    exponent). ``enum``/``const`` numbers accept every plain spelling (``1``, ``1.0``,
+    ``-0``) and the ``json.dumps`` spelling of the float.
+  * strings: see `_strings.encode_json_string` (option ``string_escapes``).
+
+Options (all keyword-only):
+  whitespace: ``"default"`` accepts ``json.dumps`` output with its default separators
+    (``", "`` and ``": "``) and compact output (``","`` and ``":"``), i.e. one optional
+    space after ``,`` and ``:`` and nowhere else; ``"compact"`` accepts no whitespace at
+    all; ``"pretty"`` accepts up to ``max_whitespace`` characters of JSON whitespace
+    (space, tab, newline, carriage return) around every structural character (what
+    ``json.dumps(indent=...)`` writes, within that bound).
+  max_whitespace: bound of each whitespace run in ``"pretty"`` mode (default 20), so a
+    model cannot loop on whitespace.
+  max_nesting_depth: schema-free values (under ``{}``, ``true``, absent
+    ``additionalProperties``, ``items``, ...) nest at most this many levels of arrays and
+    objects (default 2). Each level multiplies the automaton of every free value by about
+    two; prefer ``additionalProperties: false`` where extra properties are not wanted.
+  max_recursion_depth: a recursive ``$ref`` is expanded at most this many times inside
+    itself (default 3); deeper branches are cut (a recursive structure then has to end).
+  strict: ``True`` (default) raises `UnsupportedSchemaError` for anything that cannot be
+    enforced exactly; ``False`` drops it (accepting more) with a `warnings.warn` naming
+    what is not enforced and where (``format: hostname`` is then enforced as its subset,
+    see `_formats.FORMAT_LIMITS`, rather than dropped).
+  string_escapes: ``"standard"`` (default), ``"any"`` or ``"minimal"``; see
+    `encode_json_string`.
+  leap_seconds: for ``time``/``date-time``: ``"utc"`` (default) accepts second 60 only as
+    ``23:59:60`` with offset ``Z``/``+00:00``/``-00:00``; ``"exact"`` accepts every valid
+    leap second (local time 23:59:60 UTC at any offset; about 1,500 more automaton
+    states per field); ``"none"`` rejects second 60.
+  assert_format: ``True`` (default) enforces ``format`` (the specification's optional
+    format-assertion behaviour); ``False`` treats it as an annotation, as a 2020-12
+    validator does by default. Unknown format names are annotations either way.
+
+Formats enforced exactly: ``date-time``, ``date``, ``time`` (see ``leap_seconds``),
+``duration``, ``email`` (RFC 5321 mailbox, address literals included), ``ipv4``, ``ipv6``,
+``uri``, ``uri-reference``, ``iri``, ``iri-reference``, ``uri-template``, ``uuid``,
+``json-pointer``, ``relative-json-pointer``.
+
+References: local ``$ref`` (JSON pointers, ``$anchor``, embedded ``$id`` resources,
+``$defs``/``definitions``), and ``$dynamicRef``/``$dynamicAnchor`` resolved along the
+static evaluation path; recursion is unrolled to ``max_recursion_depth``. ``$schema``
+naming draft-04/06/07 makes ``$ref`` override its siblings; 2019-09, 2020-12 and the
+OpenAPI 3.1 dialect are 2020-12; any other meta-schema is refused (it may change which
+keywords apply). ``unevaluatedProperties``/``unevaluatedItems`` are exact: each object and
+array alternative carries what was evaluated, and ``anyOf`` is split into exclusive
+combinations of its branches where the schema uses them.
+
+Refused in strict mode (`UnsupportedSchemaError`, with ``keyword`` and ``pointer``):
+``uniqueItems: true`` (unless at most one item), remote ``$ref``/``$dynamicRef`` (documents
+outside the schema), ``$recursiveRef``, unknown ``$schema`` meta-schemas, ECMA patterns
+with backreferences, lookaround or ``\\b``, ``format`` values without an exact regex
+(``hostname`` because of Punycode A-labels, ``idn-hostname``, ``idn-email``, ``regex``),
+``not``/``if``/``oneOf`` whose complement is not expressible (e.g. objects that must have
+some undeclared property), ``unevaluated*`` under an ``anyOf`` of more than four annotated
+branches, and constraints whose automaton outgrows a budget (``multipleOf`` whose
+remainder automaton needs more than 400 states, string intersections or complements past
+20,000 states; a byte automaton past ``max_states`` raises `StateBudgetExceededError`).
+`json_schema_to_regex` also raises `UnsupportedSchemaError` (with no keyword) for a schema
+whose IR holds an automaton node, which it cannot print: ``pattern``/``format`` with
+``minLength``/``maxLength`` or with each other, ``allOf`` of patterns, ``not``,
+``propertyNames``, ``patternProperties`` overlaps, ``multipleOf``, counted ``contains`` and
+``minProperties``/``maxProperties``; `compile_json_schema` accepts them.
+Bad schemas raise `InvalidSchemaError` with the JSON pointer: non-schema values,
+unresolvable local ``$ref``, ``$ref`` cycles, an empty ``enum``, contradictory bounds
+(``minimum > maximum``, ``minLength > maxLength``, ``minItems > maxItems``, ...), and a
+schema no JSON value satisfies. Messages show pointers as URI fragments (``#/items``).
+
+Example:
+  >>> import re
+  >>> from automata_compile import json_schema_to_regex
+  >>> rx = json_schema_to_regex({"type": "object", "properties": {"n": {"type": "integer",
+  ...     "minimum": 1}}, "required": ["n"], "additionalProperties": False})
+  >>> bool(re.fullmatch(rx, '{"n": 12}')), bool(re.fullmatch(rx, '{"n":0}'))
+  (True, False)
+"""
+
+from __future__ import annotations
+
+import json
+
+from automata_compile._errors import InvalidSchemaError, UnsupportedSchemaError
+from automata_compile.frontends.json_schema import _content as sf
+from automata_compile.frontends.json_schema._content import TooComplexError
+from automata_compile.frontends.json_schema._emitter import _Emitter
+from automata_compile.frontends.json_schema._resolver import _DEFAULT_BASE, _loc, _Refuse
+from automata_compile.frontends.json_schema._translator import _Options, _Translator
+
+
+def _load(schema):
+    if not isinstance(schema, (str, bytes, bytearray)):
+        try:
+            json.dumps(schema)
+        except (TypeError, ValueError) as e:
+            raise InvalidSchemaError(f"#: the schema is not JSON data: {e}", pointer="") from None
+    if isinstance(schema, (str, bytes, bytearray)):
+        try:
+            schema = json.loads(schema)
+        except ValueError as e:
+            raise InvalidSchemaError(f"#: the schema is not valid JSON: {e}", pointer="") from None
+    if not isinstance(schema, (dict, bool)):
+        raise InvalidSchemaError(
+            f"#: a JSON Schema must be an object or a boolean, got {type(schema).__name__}",
+            pointer="",
+        )
+    return schema
+
+
+def _options(kw) -> _Options:
+    opts = _Options(**kw)
+    if opts.string_escapes not in ("standard", "any", "minimal"):
+        raise ValueError(
+            f"string_escapes must be 'standard', 'any' or 'minimal', got {opts.string_escapes!r}"
+        )
+    if opts.leap_seconds not in ("utc", "exact", "none"):
+        raise ValueError(
+            f"leap_seconds must be 'utc', 'exact' or 'none', got {opts.leap_seconds!r}"
+        )
+    for name in ("max_whitespace", "max_nesting_depth", "max_recursion_depth"):
+        v = getattr(opts, name)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise ValueError(f"{name} must be a non-negative int, got {v!r}")
+    return opts
+
+
+def schema_ir(schema, opts: _Options):
+    """The IR of the JSON texts valid under ``schema`` (parsed JSON data)."""
+    tr = _Translator(schema, opts)
+    try:
+        t = tr.schema(schema, _DEFAULT_BASE, "")
+        node = _Emitter(opts, tr.refuse).value(t)
+    except _Refuse as e:
+        raise UnsupportedSchemaError(
+            f"{e.keyword!r} cannot be enforced exactly: {e.reason}", keyword=e.keyword, pointer=""
+        ) from None
+    except TooComplexError as e:
+        raise UnsupportedSchemaError(
+            f"#: the schema's automaton outgrows its budget ({e}); simplify it or lower max_recursion_depth/max_nesting_depth",
+            keyword=None,
+            pointer="",
+        ) from None
+    except RecursionError:
+        raise UnsupportedSchemaError(
+            "#: the schema nests too deeply to translate", keyword=None, pointer=""
+        ) from None
+    if sf.is_never(node):
+        where = tr.empty_at if tr.empty_at is not None else ""
+        detail = f" (the first unsatisfiable subschema is at {_loc(where)})" if where else ""
+        if tr.truncated is not None:
+            detail += f"; the recursive $ref at {_loc(tr.truncated)} was unrolled to max_recursion_depth={opts.max_recursion_depth}, which may be too shallow"
+        raise InvalidSchemaError(
+            f"the schema is unsatisfiable: no JSON value matches it{detail}", pointer=where
+        )
+    return node
+
+
+def json_schema_to_regex(schema, **options) -> str:
+    """Translates a JSON Schema (dict, bool or JSON text) into a Python `re` regex.
+
+    The regex matches (with `re.fullmatch`) exactly the JSON texts, in the accepted
+    surface syntax, of the instances valid under the schema. See the module docstring
+    for the options and for what is refused. `compile_json_schema` does not go through
+    this text: it compiles the schema's automaton directly and accepts every schema.
+
+    Raises:
+      InvalidSchemaError: the schema is malformed, contradictory or unsatisfiable.
+      UnsupportedSchemaError: strict mode, and a keyword cannot be enforced exactly; or
+        the schema's language needs an automaton node (an intersection or complement of
+        string languages: ``pattern`` with ``maxLength`` or ``format``, ``allOf`` of
+        patterns, ``not``, ``propertyNames``; ``multipleOf``; counted ``contains``,
+        ``minProperties``/``maxProperties``), which has no regex spelling here.
+    """
+    schema = _load(schema)
+    node = schema_ir(schema, _options(options))
+    try:
+        return sf.to_regex(node)
+    except sf.NotPrintableError as e:
+        raise UnsupportedSchemaError(
+            f"#: this schema compiles to an automaton but has no regular-expression spelling: {e} "
+            "(use compile_json_schema, which accepts it)",
+            keyword=None,
+            pointer="",
+        ) from None
+
+
+def compile_json_schema(schema, vocab, *, max_states: int | None = None, **options):
+    """Compiles a JSON Schema into a `TokenDFA` for ``vocab`` (see `json_schema_to_regex`
+    for the options); the schema's IR goes to the byte automaton directly.
+
+    Example:
+      >>> import automata_compile as ac
+      >>> vocab = ac.Vocabulary.from_bytes([bytes([i]) for i in range(256)] + [b"<eos>"],
+      ...                                  eos_ids=[256], special_ids=[256])
+      >>> dfa = ac.compile_json_schema({"type": "boolean"}, vocab)
+      >>> dfa.accepts(list(b"true")), dfa.accepts(list(b"yes"))
+      (True, False)
+    """
+    from automata_compile._compile import compile_ir
+
+    schema = _load(schema)
+    node = schema_ir(schema, _options(options))
+    spec = json.dumps(schema, ensure_ascii=False, separators=(",", ":"))
+    return compile_ir(
+        node, vocab, max_states=max_states, spec_kind="json_schema", spec=spec, what="the schema"
+    )

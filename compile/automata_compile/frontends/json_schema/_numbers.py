@@ -1,0 +1,326 @@
+"""Numbers as content languages: decimal ranges, literals and ``multipleOf`` automata."""
+
+from __future__ import annotations
+
+import json
+import math
+from decimal import Decimal, localcontext
+from fractions import Fraction
+
+from automata_compile.automata._ir import NEVER, Automaton
+from automata_compile.frontends.json_schema import _content as sf
+from automata_compile.frontends.json_schema._types import _Num
+
+_DIGIT = sf.chars([(0x30, 0x39)])
+_DIGIT19 = sf.chars([(0x31, 0x39)])
+_ZERO = sf.char("0")
+_MINUS = sf.char("-")
+_DOT = sf.char(".")
+
+
+def _digits(lo: int, hi: int):
+    return sf.chars([(0x30 + lo, 0x30 + hi)]) if lo <= hi else NEVER
+
+
+_UINT = sf.alt(_ZERO, sf.seq(_DIGIT19, sf.star(_DIGIT)))
+_FRAC_ANY = sf.opt(sf.seq(_DOT, sf.rep(_DIGIT, 1, None)))
+_FRAC_ZERO = sf.opt(sf.seq(_DOT, sf.rep(_ZERO, 1, None)))
+_EXP = sf.seq(
+    sf.chars([(0x45, 0x45), (0x65, 0x65)]),
+    sf.opt(sf.chars([(0x2B, 0x2B), (0x2D, 0x2D)])),
+    sf.rep(_DIGIT, 1, None),
+)
+_NUMBER = sf.seq(sf.opt(_MINUS), _UINT, _FRAC_ANY, sf.opt(_EXP))
+# Integral floats written as json.dumps writes them (1e+16 <= |x| < 1.7e308): at most 16
+# fraction digits and an exponent of at least 16, so the value is an integer; the bound
+# keeps it a finite double (parsers turn larger ones into infinity).
+_E = sf.chars([(0x45, 0x45), (0x65, 0x65)])
+_BIG_EXP = sf.alt(
+    sf.seq(
+        _DIGIT19,
+        sf.opt(sf.seq(_DOT, sf.rep(_DIGIT, 1, 16))),
+        _E,
+        sf.opt(sf.char("+")),
+        sf.alt(
+            sf.seq(sf.char("1"), _digits(6, 9)),
+            sf.seq(_digits(2, 9), _DIGIT),
+            sf.seq(_digits(1, 2), _DIGIT, _DIGIT),
+            sf.seq(sf.lit("30"), _digits(0, 7)),
+        ),
+    ),
+    sf.seq(
+        sf.char("1"),
+        sf.opt(sf.seq(_DOT, _digits(0, 6), sf.rep(_DIGIT, 0, 15))),
+        _E,
+        sf.opt(sf.char("+")),
+        sf.lit("308"),
+    ),
+)
+_INTEGER = sf.seq(sf.opt(_MINUS), sf.alt(sf.seq(_UINT, _FRAC_ZERO), _BIG_EXP))
+
+
+def _uint_fixed(lo: str, hi: str):
+    """Digit strings of length len(lo) between lo and hi (inclusive, same length)."""
+    if not lo:
+        return sf.EPS
+    if lo == hi:
+        return sf.lit(lo)
+    a, b = int(lo[0]), int(hi[0])
+    n = len(lo) - 1
+    if a == b:
+        return sf.seq(sf.char(lo[0]), _uint_fixed(lo[1:], hi[1:]))
+    parts = []
+    if lo[1:] == "0" * n:
+        a0 = a
+    else:
+        a0 = a + 1
+        parts.append(sf.seq(sf.char(lo[0]), _uint_fixed(lo[1:], "9" * n)))
+    if hi[1:] == "9" * n:
+        b0 = b
+    else:
+        b0 = b - 1
+        tail = sf.seq(sf.char(hi[0]), _uint_fixed("0" * n, hi[1:]))
+    if a0 <= b0:
+        parts.append(sf.seq(_digits(a0, b0), sf.rep(_DIGIT, n, n)))
+    if b0 != b:
+        parts.append(tail)
+    return sf.alt(*parts)
+
+
+def _uint_range(lo: int, hi: int | None):
+    """Canonical decimal integers (no leading zeros) in [lo, hi]."""
+    if hi is not None and lo > hi:
+        return NEVER
+    parts = []
+    if lo == 0:
+        parts.append(_ZERO)
+        lo = 1
+        if hi is not None and hi < 1:
+            return _ZERO
+    length = len(str(lo))
+    while True:
+        top = 10**length - 1
+        if hi is not None and hi <= top:
+            parts.append(_uint_fixed(str(lo), str(hi)))
+            break
+        if hi is None and lo == 10 ** (length - 1):
+            parts.append(sf.seq(_DIGIT19, sf.rep(_DIGIT, length - 1, None)))
+            break
+        parts.append(_uint_fixed(str(lo), str(top)))
+        lo = top + 1
+        length += 1
+    return sf.alt(*parts)
+
+
+def _split_dec(d: Decimal) -> tuple[int, str]:
+    """A non-negative decimal as (integer part, fraction digits without trailing zeros)."""
+    with localcontext() as ctx:
+        ctx.prec = 1000
+        text = format(d, "f")
+    ip, _, fp = text.partition(".")
+    return int(ip), fp.rstrip("0")
+
+
+def _frac_cmp(f: str, op: str):
+    """Digit strings g (possibly empty) with 0.g <op> 0.f, op in le lt ge gt."""
+    if not f:
+        if op == "le":
+            return sf.star(_ZERO)
+        if op == "lt":
+            return NEVER
+        if op == "ge":
+            return sf.star(_DIGIT)
+        return sf.seq(sf.star(_DIGIT), _DIGIT19, sf.star(_DIGIT))
+    d, rest = int(f[0]), f[1:]
+    if op in ("le", "lt"):
+        return sf.alt(
+            sf.EPS,
+            sf.seq(_digits(0, d - 1), sf.star(_DIGIT)),
+            sf.seq(sf.char(f[0]), _frac_cmp(rest, op)),
+        )
+    return sf.alt(
+        sf.seq(_digits(d + 1, 9), sf.star(_DIGIT)), sf.seq(sf.char(f[0]), _frac_cmp(rest, op))
+    )
+
+
+def _frac_text(g, integer: bool):
+    """The fraction part text ('' or '.digits') for a digit-string language g."""
+    if integer:
+        g = sf.intersect(g, sf.star(_ZERO))
+    nonempty = sf.intersect(g, sf.rep(_DIGIT, 1, None))
+    parts = [sf.seq(_DOT, nonempty)]
+    if sf.nullable(g):
+        parts.append(sf.EPS)
+    return sf.alt(*parts)
+
+
+def _nonneg_range(lo, lo_incl, hi, hi_incl, integer: bool):
+    """Plain decimals 'I' or 'I.F' with value in the interval (lo >= 0)."""
+    if integer:  # 'I' or 'I.000': the integers of the interval
+        a = math.ceil(lo)
+        if a == lo and not lo_incl:
+            a += 1
+        b = None
+        if hi is not None:
+            b = math.floor(hi)
+            if b == hi and not hi_incl:
+                b -= 1
+        return sf.seq(_uint_range(a, b), _FRAC_ZERO)
+    li, lf = _split_dec(lo)
+    anyfrac = _FRAC_ZERO if integer else _FRAC_ANY
+    if hi is None:
+        parts = [sf.seq(_uint_range(li + 1, None), anyfrac)]
+        parts.append(
+            sf.seq(sf.lit(str(li)), _frac_text(_frac_cmp(lf, "ge" if lo_incl else "gt"), integer))
+        )
+        return sf.alt(*parts)
+    hi_i, hf = _split_dec(hi)
+    if li == hi_i:
+        g = sf.intersect(
+            _frac_cmp(lf, "ge" if lo_incl else "gt"), _frac_cmp(hf, "le" if hi_incl else "lt")
+        )
+        return sf.seq(sf.lit(str(li)), _frac_text(g, integer))
+    parts = [
+        sf.seq(sf.lit(str(li)), _frac_text(_frac_cmp(lf, "ge" if lo_incl else "gt"), integer)),
+        sf.seq(_uint_range(li + 1, hi_i - 1), anyfrac) if hi_i - 1 >= li + 1 else NEVER,
+        sf.seq(sf.lit(str(hi_i)), _frac_text(_frac_cmp(hf, "le" if hi_incl else "lt"), integer)),
+    ]
+    return sf.alt(*parts)
+
+
+def _interval_nonempty(a, a_incl, b, b_incl) -> bool:
+    return b is None or b > a or (b == a and a_incl and b_incl)
+
+
+def _range_node(n: _Num, integer: bool):
+    lo, hi = n.lo, n.hi
+    zero = Decimal(0)
+    parts = []
+    # non-negative texts 'x': x in [max(lo, 0), hi]
+    if lo is None or lo < zero:
+        a, a_incl = zero, True
+    else:
+        a, a_incl = lo, not n.lo_excl
+    if _interval_nonempty(a, a_incl, hi, not n.hi_excl):
+        parts.append(_nonneg_range(a, a_incl, hi, not n.hi_excl, integer))
+    # negative texts '-y' (x = -y): y in [max(-hi, 0), -lo]
+    if hi is None or hi > zero:
+        b, b_incl = zero, True
+    else:
+        b, b_incl = -hi, not n.hi_excl
+    top, top_incl = (None, True) if lo is None else (-lo, not n.lo_excl)
+    if _interval_nonempty(b, b_incl, top, top_incl):
+        parts.append(sf.seq(_MINUS, _nonneg_range(b, b_incl, top, top_incl, integer)))
+    return sf.alt(*parts)
+
+
+def _number_literal(v: Decimal):
+    sign = v < 0
+    ip, fp = _split_dec(abs(v))
+    body = sf.seq(sf.lit(str(ip)), sf.seq(_DOT, sf.lit(fp), sf.star(_ZERO)) if fp else _FRAC_ZERO)
+    parts = [sf.seq(_MINUS, body) if sign else body]
+    if v == 0:
+        parts.append(sf.seq(_MINUS, body))
+    f = float(v)
+    if math.isfinite(f) and Decimal(repr(f)) == v:
+        text = json.dumps(f)
+        if "e" in text:
+            parts.append(sf.lit(text))
+    return sf.alt(*parts)
+
+
+_MAX_MODULUS = 400
+
+
+def _modulus(m: Fraction) -> int:
+    """The integer a with m = a / 10^d for the least d (the remainder automaton's size)."""
+    d = 0
+    while (m * 10**d).denominator != 1:
+        d += 1
+    return int(m * 10**d)
+
+
+def _mult_automaton(m: Fraction, negate: bool):
+    """`Automaton` of plain decimals that are (``negate``: are not) multiples of m: the
+    remainder of the digits read so far, modulo the numerator of m at its decimal scale."""
+    d = 0
+    while (m * 10**d).denominator != 1:
+        d += 1
+    a = int(m * 10**d)
+    if a > _MAX_MODULUS:
+        raise sf.TooComplexError(f"multipleOf {m}: modulus {a} too large")
+    index: dict = {}
+    trans: list[dict] = []
+    accept: list[bool] = []
+    todo: list = []
+
+    def ok(r, j):  # digits so far have value r (mod a) at scale 10^j: a multiple?
+        return (r * 10 ** (d - j)) % a == 0
+
+    def accepting(key) -> bool:
+        kind = key[0]
+        if kind in ("S", "N", "D"):
+            return False
+        if kind == "X":
+            return negate
+        mult = True if kind == "I0" else ok(key[1], 0) if kind == "I" else ok(key[2], key[1])
+        return mult != negate
+
+    def sid(key) -> int:
+        if key not in index:
+            index[key] = len(trans)
+            trans.append({})
+            accept.append(accepting(key))
+            todo.append(key)
+        return index[key]
+
+    def frac_digit(src, j, r, dig):
+        if j < d:
+            trans[src][str(dig)] = sid(("F", j + 1, (10 * r + dig) % a))
+        elif dig == 0:
+            trans[src]["0"] = sid(("F", j, r))
+        elif negate:
+            trans[src][str(dig)] = sid(("X",))
+
+    start = sid(("S",))
+    while todo:
+        key = todo.pop()
+        src = index[key]
+        kind = key[0]
+        if kind in ("S", "N"):
+            if kind == "S":
+                trans[src]["-"] = sid(("N",))
+            trans[src]["0"] = sid(("I0",))
+            for dig in range(1, 10):
+                trans[src][str(dig)] = sid(("I", dig % a))
+        elif kind in ("I", "I0"):
+            r = key[1] if kind == "I" else 0
+            if kind == "I":
+                for dig in range(10):
+                    trans[src][str(dig)] = sid(("I", (10 * r + dig) % a))
+            trans[src]["."] = sid(("D", r))
+        elif kind == "D":
+            for dig in range(10):
+                frac_digit(src, 0, key[1], dig)
+        elif kind == "F":
+            for dig in range(10):
+                frac_digit(src, key[1], key[2], dig)
+        else:
+            for dig in range(10):
+                trans[src][str(dig)] = src
+    edges = tuple(tuple((((ord(c), ord(c)),), t) for c, t in sorted(row.items())) for row in trans)
+    return Automaton(
+        edges=edges, start=start, finals=frozenset(q for q, x in enumerate(accept) if x)
+    )
+
+
+def _constrained_number(n: _Num):
+    integer = n.integer
+    node = _range_node(n, integer)
+    mults = [_mult_automaton(m, False) for m in n.mults if m != 1]
+    mults += [_mult_automaton(m, True) for m in n.not_mults]
+    if mults:
+        node = sf.intersect(node, *mults)
+    if n.excluded:
+        node = sf.difference(node, sf.alt(*(_number_literal(v) for v in n.excluded)))
+    return node

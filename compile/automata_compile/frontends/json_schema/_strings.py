@@ -1,0 +1,184 @@
+"""JSON string encoding: content languages → the JSON string literals that spell them.
+
+A decoded character may be written raw or escaped (short escapes, ``\\uXXXX``,
+surrogate pairs); `encode_json_string` replaces each character set of a content tree
+by the IR of its spellings. An `Automaton` node keeps its states and gets IR labels,
+so intersections and complements are encoded exactly, without regex text.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from automata_compile.automata._ir import NEVER, Alt, Automaton, Chars, Repeat, Seq
+from automata_compile.frontends.json_schema._content import (
+    _SURROGATES,
+    ALL_CHARS,
+    ANY_STRING,
+    EPS,
+    MAX_CP,
+    alt,
+    char,
+    chars,
+    cs_complement,
+    cs_contains,
+    cs_diff,
+    cs_inter,
+    cs_norm,
+    is_never,
+    lit,
+    rep,
+    seq,
+)
+
+_HEX_LO = "0123456789abcdef"
+_SHORT = {0x22: '"', 0x5C: "\\", 0x08: "b", 0x0C: "f", 0x0A: "n", 0x0D: "r", 0x09: "t"}
+
+
+def _hex_digit_set(values):
+    ranges = []
+    for v in values:
+        ranges.append((ord(_HEX_LO[v]), ord(_HEX_LO[v])))
+        if v >= 10:
+            ranges.append((ord(_HEX_LO[v].upper()), ord(_HEX_LO[v].upper())))
+    return chars(ranges)
+
+
+@functools.lru_cache(maxsize=8192)
+def _hex_fixed(ranges: tuple, width: int):
+    """Hex strings of exactly ``width`` digits (any letter case) whose value is in ``ranges``."""
+    if not ranges:
+        return NEVER
+    full = 16**width - 1
+    if ranges == ((0, full),):
+        return rep(_hex_digit_set(range(16)), width, width)
+    if width == 1:
+        return _hex_digit_set([v for lo, hi in ranges for v in range(lo, hi + 1)])
+    step = 16 ** (width - 1)
+    by_sub: dict[tuple, list[int]] = {}
+    for d in range(16):
+        base = d * step
+        sub = cs_inter(ranges, ((base, base + step - 1),))
+        if sub:
+            sub = tuple((lo - base, hi - base) for lo, hi in sub)
+            by_sub.setdefault(sub, []).append(d)
+    return alt(*(seq(_hex_digit_set(ds), _hex_fixed(sub, width - 1)) for sub, ds in by_sub.items()))
+
+
+_BACKSLASH = char("\\")
+
+
+@functools.lru_cache(maxsize=8192)
+def _encode_set(ranges: tuple, escapes: str):
+    """JSON string fragments that decode to exactly one character of ``ranges``."""
+    if ranges == ALL_CHARS and escapes == "standard":
+        escapes = "any"  # free text: every spelling of every character
+    parts = []
+    raw = cs_diff(ranges, ((0, 0x1F), (0x22, 0x22), (0x5C, 0x5C), _SURROGATES))
+    if raw:
+        parts.append(chars(raw))
+    short = [cp for cp in _SHORT if cs_contains(ranges, cp)]
+    if escapes == "any" and cs_contains(ranges, 0x2F):
+        short.append(0x2F)
+    if short:
+        parts.append(seq(_BACKSLASH, chars([(ord(_SHORT.get(cp, "/")),) * 2 for cp in short])))
+    if escapes == "any":
+        escapable = cs_diff(ranges, (_SURROGATES,))
+    elif escapes == "minimal":
+        escapable = cs_inter(ranges, ((0, 0x1F),))
+    else:
+        escapable = cs_inter(ranges, ((0, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0x7F, MAX_CP)))
+        escapable = cs_diff(escapable, (_SURROGATES,))
+    bmp = cs_inter(escapable, ((0, 0xFFFF),))
+    if bmp:
+        parts.append(seq(_BACKSLASH, char("u"), _hex_fixed(bmp, 4)))
+    astral = cs_inter(escapable, ((0x10000, MAX_CP),))
+    if astral:
+        by_low: dict[tuple, list] = {}
+        for lo, hi in astral:
+            for high in range((lo - 0x10000) >> 10, ((hi - 0x10000) >> 10) + 1):
+                base = 0x10000 + (high << 10)
+                sub = cs_inter(((lo, hi),), ((base, base + 0x3FF),))
+                low = tuple((a - base + 0xDC00, b - base + 0xDC00) for a, b in sub)
+                by_low.setdefault(low, []).append((0xD800 + high, 0xD800 + high))
+        for low, highs in by_low.items():
+            parts.append(
+                seq(
+                    _BACKSLASH,
+                    char("u"),
+                    _hex_fixed(cs_norm(highs), 4),
+                    _BACKSLASH,
+                    char("u"),
+                    _hex_fixed(low, 4),
+                )
+            )
+    return alt(*parts)
+
+
+def encode_json_string(content, escapes: str = "standard"):
+    """The JSON string literals (with quotes) whose decoded value is in ``content``.
+
+    ``escapes="standard"``: a character is written raw, or escaped where JSON requires it
+    (``"``, ``\\``, U+0000-U+001F: short escape or ``\\uXXXX``) or where ``json.dumps``
+    with ``ensure_ascii=True`` escapes it (U+007F and above: ``\\uXXXX``, astral characters
+    as a surrogate pair). ``escapes="any"``: additionally any character as ``\\uXXXX`` and
+    ``/`` as ``\\/`` (every RFC 8259 spelling). ``escapes="minimal"``: only the escapes JSON
+    requires (short escapes, ``\\u00XX`` for control characters without one): accepts
+    ``json.dumps(..., ensure_ascii=False)`` output, with about a third fewer automaton
+    states per character. Hex digits may be of either case. Where
+    any character is allowed (free text), every spelling is accepted in both modes. Lone
+    surrogate escapes (``\\ud800`` not followed by a low surrogate) are never accepted.
+    """
+    quote = char('"')
+    return seq(quote, _encode(content, escapes), quote)
+
+
+def _encode(node, escapes: str):
+    return map_chars(node, lambda ranges: _encode_set(ranges, escapes))
+
+
+def map_chars(node, spell):
+    """Replaces every character set of a content tree by ``spell(ranges)`` (an IR tree):
+    automaton edges then carry IR labels (see `automata._ir.Automaton`)."""
+    if isinstance(node, Chars):
+        return spell(node.ranges)
+    if isinstance(node, Seq):
+        return seq(*(map_chars(x, spell) for x in node.items))
+    if isinstance(node, Alt):
+        return alt(*(map_chars(x, spell) for x in node.options))
+    if isinstance(node, Repeat):
+        return rep(map_chars(node.item, spell), node.min, node.max)
+    if isinstance(node, Automaton):
+        edges = tuple(
+            tuple((x, dst) for label, dst in out for x in (spell(label),) if not is_never(x))
+            for out in node.edges
+        )
+        return Automaton(edges=edges, start=node.start, finals=node.finals)
+    raise ValueError("anchors must be resolved before encoding")
+
+
+def json_string_literal(value: str, escapes: str = "standard"):
+    return encode_json_string(lit(value), escapes)
+
+
+def none_of(names):
+    """All strings except the given ones (linear in the size of their trie)."""
+    trie: dict = {}
+    for name in names:
+        node = trie
+        for ch in name:
+            node = node.setdefault(ch, {})
+        node[None] = True
+
+    def build(node: dict):
+        kids = [k for k in node if k is not None]
+        other = chars(cs_complement(cs_norm([(ord(k), ord(k)) for k in kids])))
+        parts = [] if None in node else [EPS]
+        parts.append(seq(other, ANY_STRING))
+        parts.extend(seq(char(k), build(node[k])) for k in sorted(kids))
+        return alt(*parts)
+
+    return build(trie)
+
+
+# ------------------------------------------------------------------------------------------

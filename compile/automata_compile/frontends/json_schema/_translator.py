@@ -1,0 +1,447 @@
+"""Schema → typed language: the traversal, references, combinators and conditionals."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import warnings
+from fractions import Fraction
+
+from automata_compile._errors import InvalidSchemaError, UnsupportedSchemaError
+from automata_compile.automata._ir import NEVER
+from automata_compile.frontends.json_schema import _content as sf
+from automata_compile.frontends.json_schema._content import (
+    TooComplexError,
+)
+from automata_compile.frontends.json_schema._keywords import _dialect, _Keywords
+from automata_compile.frontends.json_schema._numbers import _MAX_MODULUS, _modulus
+from automata_compile.frontends.json_schema._resolver import (
+    _join_uri,
+    _loc,
+    _ptr_join,
+    _Refuse,
+    _Resolver,
+)
+from automata_compile.frontends.json_schema._types import (
+    _ARR_EV0,
+    _BOTTOM,
+    _FREE_ARR,
+    _FREE_NUM,
+    _FREE_OBJ,
+    _OBJ_EV0,
+    _T,
+    _TOP,
+    _Arr,
+    _arr_meet,
+    _is_empty,
+    _join,
+    _literal,
+    _meet,
+    _negate,
+    _Num,
+    _Obj,
+    _obj_meet,
+    _only,
+)
+
+_ANNOTATIONS = frozenset(
+    {
+        "title",
+        "description",
+        "default",
+        "examples",
+        "example",
+        "$comment",
+        "deprecated",
+        "readOnly",
+        "writeOnly",
+        "contentEncoding",
+        "contentMediaType",
+        "contentSchema",
+        "$schema",
+        "$id",
+        "id",
+        "$anchor",
+        "$dynamicAnchor",
+        "$recursiveAnchor",
+        "$defs",
+        "definitions",
+        "$vocabulary",
+        "discriminator",
+        "xml",
+        "externalDocs",
+    }
+)
+_TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
+# where a TooComplexError is attributed, in this order
+_COMPLEX_KEYWORDS = (
+    "allOf",
+    "oneOf",
+    "anyOf",
+    "not",
+    "if",
+    "patternProperties",
+    "propertyNames",
+    "pattern",
+    "format",
+    "multipleOf",
+    "contains",
+    "$ref",
+)
+_DEFAULT_BASE = "https://automata-jax.invalid/schema.json"
+
+
+@dataclasses.dataclass
+class _Options:
+    whitespace: str = "default"
+    max_whitespace: int = 20
+    max_nesting_depth: int = 2
+    max_recursion_depth: int = 3
+    strict: bool = True
+    string_escapes: str = "standard"
+    leap_seconds: str = "utc"
+    assert_format: bool = True
+
+
+class _Translator(_Keywords):
+    def __init__(self, root, opts: _Options):
+        self.opts = opts
+        self.resolver = _Resolver(root)
+        self.stack: list[tuple[int, int]] = []  # ($ref target id, instance depth)
+        self.scope: list[str] = []  # dynamic scope: schema resources entered, outermost first
+        text = json.dumps(root)
+        self.dynamic = "$dynamicRef" in text
+        self.track_ev = "unevaluated" in text
+        self.depth = 0
+        self.memo: dict = {}
+        self.truncated: str | None = None
+        self.empty_at: str | None = None
+        schema_uri = root.get("$schema", "") if isinstance(root, dict) else ""
+        self.legacy_ref = _dialect(schema_uri) == "legacy"
+
+    # -- refusals ------------------------------------------------------------------------------
+
+    def refuse(self, keyword: str, ptr: str, reason: str):
+        where = _loc(ptr)
+        if self.opts.strict:
+            raise UnsupportedSchemaError(
+                f"{keyword!r} at {where} cannot be enforced exactly: {reason}. Pass strict=False to drop it (with a warning), or change the schema.",
+                keyword=keyword,
+                pointer=ptr,
+            )
+        warnings.warn(f"{keyword!r} at {where} is not enforced: {reason}", stacklevel=4)
+
+    def invalid(self, ptr: str, msg: str):
+        raise InvalidSchemaError(f"{_loc(ptr)}: {msg}", pointer=ptr)
+
+    # -- entry -----------------------------------------------------------------------------------
+
+    def schema(self, node, base: str, ptr: str) -> _T:
+        if node is True:
+            return _TOP
+        if node is False:
+            return _BOTTOM
+        if not isinstance(node, dict):
+            self.invalid(
+                ptr, f"a schema must be an object or a boolean, got {type(node).__name__} {node!r}"
+            )
+        if isinstance(node.get("$id"), str) and not node["$id"].startswith("#"):
+            base = _join_uri(base, node["$id"]).split("#", 1)[0]
+        key = (id(node), base, tuple(self.stack), tuple(self.scope) if self.dynamic else ())
+        hit = self.memo.get(key)
+        if hit is not None:
+            return hit[0]
+        entered = not self.scope or self.scope[-1] != base
+        if entered:
+            self.scope.append(base)
+        try:
+            out = self._schema(node, base, ptr)
+        except TooComplexError as e:
+            keyword = next((k for k in _COMPLEX_KEYWORDS if k in node), "allOf")
+            self.refuse(
+                keyword,
+                _ptr_join(ptr, keyword),
+                f"the constraints here outgrow the automaton budget ({e})",
+            )
+            out = _TOP
+        finally:
+            if entered:
+                self.scope.pop()
+        if out.is_bottom() and node and self.empty_at is None:
+            self.empty_at = ptr
+        self.memo[key] = (out, node)
+        return out
+
+    def sub(self, node, base, ptr, *, descend: bool) -> _T:
+        if descend:
+            self.depth += 1
+        try:
+            return self.schema(node, base, ptr)
+        finally:
+            if descend:
+                self.depth -= 1
+
+    def _schema(self, s: dict, base: str, ptr: str) -> _T:
+        parts: list[_T] = []
+        if "$schema" in s and _dialect(s["$schema"]) is None:
+            self.refuse(
+                "$schema",
+                _ptr_join(ptr, "$schema"),
+                f"the meta-schema {s['$schema']!r} is not a known JSON Schema dialect (it may change which keywords apply)",
+            )
+        if "$ref" in s:
+            parts.append(self._ref(s["$ref"], base, _ptr_join(ptr, "$ref")))
+            if self.legacy_ref:
+                return parts[0]
+        if "$dynamicRef" in s:
+            p = _ptr_join(ptr, "$dynamicRef")
+            parts.append(self._ref(s["$dynamicRef"], base, p, dynamic=True))
+        if "$recursiveRef" in s:
+            self.refuse(
+                "$recursiveRef",
+                _ptr_join(ptr, "$recursiveRef"),
+                "draft 2019-09 recursive references are not supported (use $dynamicRef)",
+            )
+        if "type" in s:
+            parts.append(self._type(s["type"], _ptr_join(ptr, "type")))
+        if "enum" in s:
+            vals = s["enum"]
+            p = _ptr_join(ptr, "enum")
+            if not isinstance(vals, list):
+                self.invalid(p, "enum must be an array")
+            if not vals:
+                self.invalid(p, "enum is empty: no value can match")
+            parts.append(_join(*(_literal(v, p) for v in vals)))
+        if "const" in s:
+            parts.append(_literal(s["const"], _ptr_join(ptr, "const")))
+        num = self._numeric(s, ptr)
+        if num is not None:
+            parts.append(_only(nums=(num,)))
+        string = self._string(s, ptr)
+        if string is not None:
+            parts.append(_only(string=string))
+        parts.extend(self._array(s, base, ptr))
+        parts.extend(self._object(s, base, ptr))
+        for kw in ("allOf", "anyOf", "oneOf"):
+            if kw in s:
+                parts.append(self._combinator(kw, s[kw], base, _ptr_join(ptr, kw)))
+        if "not" in s:
+            p = _ptr_join(ptr, "not")
+            inner = self.sub(s["not"], base, p, descend=False)
+            try:
+                parts.append(_negate(inner))
+            except (_Refuse, TooComplexError) as e:
+                self.refuse(
+                    "not",
+                    p,
+                    getattr(e, "reason", f"its complement outgrows the automaton budget ({e})"),
+                )
+        if "if" in s and ("then" in s or "else" in s or self.track_ev):  # a lone if annotates
+            parts.append(self._conditional(s, base, ptr))
+        out = _TOP
+        for part in parts:
+            out = _meet(out, part)
+        if "multipleOf" in s and any(_modulus(m) > _MAX_MODULUS for n in out.nums for m in n.mults):
+            self.refuse(
+                "multipleOf",
+                _ptr_join(ptr, "multipleOf"),
+                f"multiples of {s['multipleOf']!r} need a remainder automaton with more than {_MAX_MODULUS} states",
+            )
+            out = out.replace(
+                nums=tuple(
+                    n.replace(mults=frozenset()) if n.values is None else n for n in out.nums
+                )
+            )
+        if "unevaluatedProperties" in s:
+            out = self._unevaluated_properties(out, s["unevaluatedProperties"], base, ptr)
+        if "unevaluatedItems" in s:
+            out = self._unevaluated_items(out, s["unevaluatedItems"], base, ptr)
+        if s.get("nullable") is True:
+            out = _join(out, _T(null=True))
+        return out
+
+    def _unevaluated(self, keyword: str, parts, all_at: int, sub, base, ptr):
+        """(schema of the unevaluated, ids of the parts whose evaluated set is unknown).
+
+        ``part.ev[all_at]`` says everything was evaluated, ``part.ev[-1]`` that the set is
+        exact. A part is unknown where an ``anyOf`` below could not be split into exclusive
+        branches; that is refused once (in lenient mode the part stays unconstrained)."""
+        p = _ptr_join(ptr, keyword)
+        u = self.sub(sub, base, p, descend=True)
+        unknown = {id(x) for x in parts if not x.ev[all_at] and not x.ev[-1]}
+        if unknown:
+            self.refuse(
+                keyword,
+                p,
+                "an anyOf below it could not be split into exclusive branches, so what it "
+                "evaluated is unknown",
+            )
+        return u, unknown
+
+    def _unevaluated_properties(self, out: _T, sub, base, ptr) -> _T:
+        """Names that no keyword here evaluated (in-place subschemas included) must match."""
+        u, unknown = self._unevaluated("unevaluatedProperties", out.objects, 2, sub, base, ptr)
+        objects = []
+        for o in out.objects:
+            names, keys, all_, _ = o.ev
+            if not all_ and id(o) not in unknown:
+                rest = [(keys, None)] if not sf.is_never(keys) else []
+                if not u.is_bottom():
+                    rest.append((sf.complement(keys), None if u.is_top() else u))
+                rule = _Obj(tuple((n, None) for n in sorted(names)), rest=tuple(rest))
+                o = _obj_meet(o, rule)
+                if o is None or o.surely_empty():
+                    continue
+            objects.append(o.replace(ev=(frozenset(), NEVER, True, True)))
+        return out.replace(objects=tuple(objects))
+
+    def _unevaluated_items(self, out: _T, sub, base, ptr) -> _T:
+        """Items that no keyword here evaluated (prefixItems, items, contains) must match."""
+        u, unknown = self._unevaluated("unevaluatedItems", out.arrays, 1, sub, base, ptr)
+        arrays = []
+        for a in out.arrays:
+            count, all_, cons, _ = a.ev
+            if not all_ and id(a) not in unknown:
+                a = _arr_meet(a, _Arr((None,) * count, _join(u, *cons)))
+                if a.surely_empty():
+                    continue
+            arrays.append(a.replace(ev=(0, True, (), True)))
+        return out.replace(arrays=tuple(arrays))
+
+    def _ref(self, ref, base, ptr, dynamic: bool = False) -> _T:
+        keyword = "$dynamicRef" if dynamic else "$ref"
+        if not isinstance(ref, str):
+            self.invalid(ptr, f"{keyword} must be a string")
+        try:
+            node, nbase, nptr = self.resolver.resolve(ref, base, ptr)
+        except _Refuse as e:
+            self.refuse(keyword, ptr, e.reason)
+            return _TOP
+        doc, _, frag = _join_uri(base, ref).partition("#")
+        if dynamic and frag and not frag.startswith("/"):
+            if f"{doc}#{frag}" in self.resolver.dynamic_anchors:
+                # the initial target is a $dynamicAnchor: the outermost resource of the
+                # dynamic scope with a $dynamicAnchor of that name is the target
+                for resource in self.scope:
+                    hit = self.resolver.dynamic_anchors.get(f"{resource}#{frag}")
+                    if hit is not None:
+                        node, nptr, nbase = hit
+                        break
+        target = id(node)
+        if (target, self.depth) in self.stack:
+            self.invalid(
+                ptr, f"$ref {ref!r} loops back to itself without descending into the instance"
+            )
+        if sum(1 for t, _ in self.stack if t == target) > self.opts.max_recursion_depth:
+            self.truncated = self.truncated or ptr
+            return _BOTTOM
+        self.stack.append((target, self.depth))
+        try:
+            return self.schema(node, nbase, nptr)
+        finally:
+            self.stack.pop()
+
+    def _type(self, t, ptr) -> _T:
+        names = t if isinstance(t, list) else [t]
+        out = []
+        for name in names:
+            if name not in _TYPES:
+                self.invalid(ptr, f"unknown type {name!r} (expected one of {', '.join(_TYPES)})")
+            out.append(
+                {
+                    "null": _T(null=True),
+                    "boolean": _T(bools={True, False}),
+                    "integer": _T(nums=(_Num(mults=frozenset({Fraction(1)})),)),
+                    "number": _T(nums=(_FREE_NUM,)),
+                    "string": _T(string=sf.ANY_STRING),
+                    "array": _T(arrays=(_FREE_ARR,)),
+                    "object": _T(objects=(_FREE_OBJ,)),
+                }[name]
+            )
+        if not out:
+            self.invalid(ptr, "type is an empty list")
+        return _join(*out)
+
+    def _combinator(self, kw, subs, base, ptr) -> _T:
+        if not isinstance(subs, list) or not subs:
+            self.invalid(ptr, f"{kw} must be a non-empty array of schemas")
+        ts = [self.sub(x, base, _ptr_join(ptr, i), descend=False) for i, x in enumerate(subs)]
+        if kw == "allOf":
+            out = _TOP
+            for t in ts:
+                out = _meet(out, t)
+            return out
+        if kw == "anyOf":
+            return self._any_of(ts, ptr)
+        # oneOf: exactly one branch
+        ts_live = [t for t in ts if not t.is_bottom()]
+        try:
+            overlap = [
+                (i, j)
+                for i in range(len(ts_live))
+                for j in range(i + 1, len(ts_live))
+                if not _is_empty(_meet(ts_live[i], ts_live[j]))
+            ]
+            if not overlap:
+                return _join(*ts_live)
+            negs = [_negate(t) for t in ts_live]
+            out = []
+            for i, t in enumerate(ts_live):
+                x = t
+                for j in range(len(ts_live)):
+                    if j != i:
+                        x = _meet(x, negs[j])
+                out.append(x)
+            return _join(*out)
+        except (_Refuse, TooComplexError) as e:
+            reason = (
+                getattr(e, "reason", None)
+                or "the branches overlap and the overlap is too complex to exclude"
+            )
+            self.refuse(
+                "oneOf",
+                ptr,
+                f"branches overlap and cannot be made exclusive ({reason}); it is treated as anyOf",
+            )
+            return _join(*ts_live)
+
+    def _any_of(self, ts: list, ptr: str) -> _T:
+        """A union; where unevaluated* may look at it, split into exclusive combinations of
+        branches (an instance valid under several branches has all their annotations)."""
+        ts = [t for t in ts if not t.is_bottom()]
+        annotated = any(o.ev != _OBJ_EV0 for t in ts for o in t.objects) or any(
+            a.ev != _ARR_EV0 for t in ts for a in t.arrays
+        )
+        if not self.track_ev or not annotated or len(ts) < 2:
+            return _join(*ts)
+        if len(ts) <= 4:
+            try:
+                negs = [_negate(t) for t in ts]
+                terms = []
+                for mask in range(1, 1 << len(ts)):
+                    x = _TOP
+                    for i, t in enumerate(ts):
+                        x = _meet(x, t if mask >> i & 1 else negs[i])
+                    terms.append(x)
+                return _join(*terms)
+            except (_Refuse, TooComplexError):
+                pass
+        out = _join(*ts)
+        return out.replace(
+            objects=tuple(o.replace(ev=o.ev[:3] + (False,)) for o in out.objects),
+            arrays=tuple(a.replace(ev=a.ev[:3] + (False,)) for a in out.arrays),
+        )
+
+    def _conditional(self, s, base, ptr) -> _T:
+        cond = self.sub(s["if"], base, _ptr_join(ptr, "if"), descend=False)
+        then = self.sub(s.get("then", True), base, _ptr_join(ptr, "then"), descend=False)
+        other = self.sub(s.get("else", True), base, _ptr_join(ptr, "else"), descend=False)
+        try:
+            return _join(_meet(cond, then), _meet(_negate(cond), other))
+        except (_Refuse, TooComplexError) as e:
+            self.refuse(
+                "if",
+                _ptr_join(ptr, "if"),
+                f"its complement is not expressible ({getattr(e, 'reason', 'too complex')})",
+            )
+            return _join(then, other)
