@@ -30,6 +30,10 @@ _EXPORTS = {
     "VocabularyError": "_errors",
     "IncompatibleVocabularyError": "_errors",
     "TableFormatError": "_errors",
+    "InvalidGrammarError": "_errors",
+    "UnsupportedGrammarError": "_errors",
+    "GrammarConflictError": "_errors",
+    "LeftRecursionError": "_errors",
     # tables
     "TokenDFA": "tokens._token_dfa",
     # vocabularies
@@ -41,6 +45,8 @@ _EXPORTS = {
     "compile_dataclass": "frontends._dataclass",
     "dataclass_to_regex": "frontends._dataclass",
     "parse": "frontends._dataclass",
+    "compile_grammar": "frontends.grammar._compile",
+    "builtin_grammar": "frontends.grammar._compile",
 }
 
 __all__ = sorted(_EXPORTS)
