@@ -159,7 +159,7 @@ class _Analysis:
                 if best is not None and (self.short[j] is None or len(best) < len(self.short[j])):
                     self.short[j] = best
                     changed = True
-        bad = [self.names[j] for j in range(r_count) if self.short[j] is None]
+        bad = [self.names[j] for j in range(1, r_count) if self.short[j] is None]
         if bad:
             raise UnsupportedGrammarError(
                 f"rule(s) {', '.join(map(repr, bad))} derive no finite string (every "

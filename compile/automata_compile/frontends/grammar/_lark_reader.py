@@ -71,6 +71,7 @@ def read_grammar(text: str, vocab, *, start: str = "start") -> GrammarIR:
         raise InvalidGrammarError(f"lark rejects the grammar: {e}") from None
     rule_trees = {}
     for name, params, tree, _options in grammar.rule_defs:
+        name = str(name)
         if params:
             raise UnsupportedGrammarError(
                 f"rule {name!r}: templates (rules with parameters) are not supported; "
@@ -78,7 +79,7 @@ def read_grammar(text: str, vocab, *, start: str = "start") -> GrammarIR:
                 rules=(name,),
             )
         rule_trees[name] = tree
-    term_trees = {name: tree for name, (tree, _prio) in grammar.term_defs}
+    term_trees = {str(name): tree for name, (tree, _prio) in grammar.term_defs}
     if start not in rule_trees:
         raise InvalidGrammarError(
             f"the start rule {start!r} is not defined (rules: {', '.join(sorted(rule_trees))})"
