@@ -291,14 +291,18 @@ class ConstraintTables:
 
 
 def _pda_block(dfas: list[TokenDFA], kp: int, qp: int, cp: int) -> dict[str, np.ndarray]:
-    """The PDA arrays of the batch, padded (DFAs: no pushes, no context-dependent edges)."""
+    """The PDA arrays of the batch, padded (DFAs: no pushes, no context-dependent edges).
+
+    Every size is bucketed to a power of two with a floor (pushes 16 x 8, context edges 64,
+    16 per state, 8 popped symbols), so grammars of similar size share one compilation.
+    """
     pdas = [d for d in dfas if d.is_pda]
-    pp = bucket(max(d.push_seq.shape[0] for d in pdas), 1)
-    lp = bucket(max(d.push_seq.shape[1] for d in pdas), 1)
-    n = bucket(max(d.cd_state.shape[0] for d in pdas), 1)
-    kpop = bucket(max(d.cd_pop.shape[1] for d in pdas), 1)
+    pp = bucket(max(d.push_seq.shape[0] for d in pdas), 16)
+    lp = bucket(max(d.push_seq.shape[1] for d in pdas), 8)
+    n = bucket(max(d.cd_state.shape[0] for d in pdas), 64)
+    kpop = bucket(max(d.cd_pop.shape[1] for d in pdas), 8)
     per_state = [np.bincount(d.cd_state, minlength=1).max(initial=0) for d in pdas]
-    e = bucket(max(per_state), 1)
+    e = bucket(max(per_state), 16)
     out = {
         "edge_push": np.zeros((kp, qp, cp), np.int32),
         "push_seq": np.full((kp, pp, lp), -1, np.int32),
