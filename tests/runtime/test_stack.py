@@ -36,7 +36,7 @@ def byte_vocab():
     return ac.Vocabulary.from_bytes(tokens, eos_ids=[EOS], special_ids=[EOS])
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def compiled(spec: str, kind: str = "grammar"):
     vocab = byte_vocab()
     return ac.compile_grammar(spec, vocab) if kind == "grammar" else ac.compile_regex(spec, vocab)
