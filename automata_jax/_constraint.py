@@ -162,20 +162,23 @@ def init_state(tables: ConstraintTables, constraint_ids: Int[Array, " B"]) -> Co
 
 
 def _class_mask(tables: ConstraintTables, k: jax.Array, q: jax.Array, state=None) -> jax.Array:
-    """bool[B, V]: tokens whose (constraint, state, class) transition exists (for grammar
-    batches: with the row's stack, and only if the pushes fit)."""
+    """(bool[B, V], tokens whose (constraint, state, class) transition exists; for grammar
+    batches with the row's stack and only if the pushes fit, and bool[B], whether any class is
+    allowed (grammar batches only, else None); every class >= 1 has a token below V)."""
     if tables.has_stack:
         row_ok = tables.next_state[k, q] >= 0
         row_ok = _stack.class_mask(tables, k, q, state.stack, state.depth, row_ok)
-        if tables.token_class.shape[0] == 1:
-            return jnp.take(row_ok, tables.token_class[0], axis=1)
-        return jnp.take_along_axis(row_ok, tables.token_class[k], axis=1)
+        return _gather_classes(tables, k, row_ok), jnp.any(row_ok, axis=1)
     if tables.mask_bits is not None:
         words = tables.mask_bits[tables.mask_row[k, q]]  # [B, W]
         shifts = jnp.arange(32, dtype=jnp.uint32)
         bits = (words[:, :, None] >> shifts) & jnp.uint32(1)
-        return bits.astype(jnp.bool_).reshape(k.shape[0], -1)[:, : tables.vocab_size]
-    row_ok = tables.next_state[k, q] >= 0  # [B, C]
+        return bits.astype(jnp.bool_).reshape(k.shape[0], -1)[:, : tables.vocab_size], None
+    return _gather_classes(tables, k, tables.next_state[k, q] >= 0), None
+
+
+def _gather_classes(tables: ConstraintTables, k: jax.Array, row_ok: jax.Array) -> jax.Array:
+    """bool[B, V] from bool[B, C]: each token's class bit."""
     if tables.token_class.shape[0] == 1:  # one shared class map: one gather with shared indices
         return jnp.take(row_ok, tables.token_class[0], axis=1)
     return jnp.take_along_axis(row_ok, tables.token_class[k], axis=1)
@@ -194,10 +197,9 @@ def allowed_mask(tables: ConstraintTables, state: ConstraintState) -> Bool[Array
     q = jnp.clip(state.state, 0, num_q - 1)
     eos = tables.eos_mask[None, :]
     accepts = _accepts(tables, state, k, q)
-    tokens = _class_mask(tables, k, q, state)
-    if tables.has_stack:  # a grammar row that needs more stack than S: EOS only, then error
-        stuck = ~accepts & ~jnp.any(tokens & ~eos, axis=1)
-        tokens = tokens | (stuck[:, None] & eos)
+    tokens, any_class = _class_mask(tables, k, q, state)
+    if any_class is not None:  # a grammar row that needs more stack than S: EOS only, then error
+        tokens = tokens | ((~accepts & ~any_class)[:, None] & eos)
     mask = tokens | (eos & accepts[:, None])
     mask = mask | (state.constraint < 0)[:, None]
     return jnp.where(state.done[:, None], eos, mask)
