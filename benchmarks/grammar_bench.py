@@ -112,7 +112,10 @@ def bench_decode(args) -> dict:
             out.tokens.block_until_ready()
             return max(1, min(args.steps, int(jnp.max(out.lengths + out.states.done))))
 
-        loops = {"unconstrained": jnp.full((b,), -1, jnp.int32), "grammar": jnp.zeros((b,), jnp.int32)}
+        loops = {
+            "unconstrained": jnp.full((b,), -1, jnp.int32),
+            "grammar": jnp.zeros((b,), jnp.int32),
+        }
         for ids in loops.values():
             run(ids, jax.random.key(0))
         times = {k: [] for k in loops}

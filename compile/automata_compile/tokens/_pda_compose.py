@@ -48,32 +48,42 @@ def compose_pda(pda: BytePDA, trie: TokenTrie, vocab) -> dict:
     _check_bytes(pda, vocab)
     walker = _Walker(pda, trie)
     start = int(pda.starts[0])
-    outcomes_of: dict[int, dict[int, tuple]] = {}  # state -> group -> outcomes
+    walked: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # state -> (groups, outcome ids)
     todo, seen = [start], {start}
     while todo:
         q = todo.pop()
-        res = walker.walk(q)
-        outcomes_of[q] = res
-        for outs in res.values():
-            for target, _pushed, _popped in outs:
+        groups, ids = walked[q] = walker.walk(q)
+        for oid in np.unique(ids).tolist():
+            for target, _pushed, _popped in walker.outcomes[oid]:
                 if target not in seen:
                     seen.add(target)
                     todo.append(target)
-    # Group signature: its outcomes from every boundary state.
-    sig: dict[int, list] = {}
-    for q in sorted(outcomes_of):
-        for g, outs in outcomes_of[q].items():
-            sig.setdefault(g, []).append((q, outs))
-    class_of_sig: dict[tuple, int] = {}
-    group_class = np.zeros(trie.num_groups, np.int64)
-    reps = [None]
-    for g in sorted(sig):
-        key = tuple(sig[g])
-        c = class_of_sig.get(key)
-        if c is None:
-            c = class_of_sig[key] = len(reps)
-            reps.append(key)
-        group_class[g] = c
+    # A group's signature: its outcome id from every boundary state (-1 = dead). Equal rows
+    # are one class; the all-dead row is class 0.
+    boundary = sorted(walked)
+    sig = np.full((trie.num_groups + 1, len(boundary)), -1, np.int64)  # last row: all dead
+    for col, q in enumerate(boundary):
+        groups, ids = walked[q]
+        sig[groups, col] = ids
+    void = np.ascontiguousarray(sig).view(np.dtype((np.void, 8 * sig.shape[1]))).reshape(-1)
+    _, first, inverse = np.unique(void, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    dead = inverse[-1]
+    order = np.argsort(first)  # classes numbered by first group, the dead class moved to 0
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.shape[0])
+    rank = np.where(rank < rank[dead], rank + 1, rank)
+    rank[dead] = 0
+    group_class = rank[inverse[:-1]]
+    reps = [None] * order.shape[0]
+    for u in range(order.shape[0]):
+        if rank[u]:
+            row = sig[first[u]]
+            reps[rank[u]] = [
+                (q, walker.outcomes[int(row[col])])
+                for col, q in enumerate(boundary)
+                if row[col] >= 0
+            ]
     tg = trie.token_group
     token_class = np.where(tg >= 0, group_class[np.maximum(tg, 0)], 0).astype(np.int32)
     q_count, c_count = pda.num_states, len(reps)
@@ -149,6 +159,11 @@ class _Walker:
         self.depth = trie.depth
         self.byte_memo: dict[tuple[int, int], tuple] = {}
         self.memo: dict[tuple, tuple] = {}
+        self.trie = trie
+        self.outcomes: list[tuple] = []
+        self.outcome_id: dict[tuple, int] = {}
+        self.contexts: list[tuple] = [((), ())]
+        self.context_id: dict[tuple, int] = {((), ()): 0}
 
     def byte_outcomes(self, q: int, b: int) -> tuple:
         """(popped, target, pushed) for byte ``b`` from ``q`` with nothing pushed yet."""
@@ -223,11 +238,97 @@ class _Walker:
         out = self.memo[key] = tuple(sorted(set(new)))
         return out
 
-    def walk(self, q0: int) -> dict[int, tuple]:
-        """group -> sorted outcomes (target, pushed, popped) of every token from ``q0``."""
-        results: dict[int, tuple] = {}
-        todo = [(0, 0, ((q0, (), ()),))]
+    def intern(self, outs: tuple) -> int:
+        oid = self.outcome_id.get(outs)
+        if oid is None:
+            oid = self.outcome_id[outs] = len(self.outcomes)
+            self.outcomes.append(outs)
+        return oid
+
+    def walk(self, q0: int) -> tuple[np.ndarray, np.ndarray]:
+        """(groups, outcome ids) of every token live from ``q0``; outcomes are interned
+        tuples of (target, pushed, popped).
+
+        Lanes with a single configuration (a state plus a fixed context of pushed / popped
+        symbols, interned as ``ctx``) are walked level by level with NumPy for all trie nodes
+        at once; a lane whose byte calls or returns is stepped in Python and, if it stays a
+        single configuration (the usual case), rejoins the NumPy walk with its new context.
+        Only lanes that branch over unknown stack contents finish in Python.
+        """
+        trie, kind, arg, q_count = self.trie, self.pda.kind, self.pda.arg, self.pda.num_states
+        out_g, out_o, extra_g, extra_o = [], [], [], []
+        node = np.zeros(1, np.int64)
+        cur = np.array([q0], np.int64)
+        ctx = np.zeros(1, np.int64)
+        for d in range(1, trie.depth + 1):
+            if node.size == 0:
+                break
+            cs = trie.child_start[d - 1]
+            lo = cs[node]
+            counts = cs[node + 1] - lo
+            total = int(counts.sum())
+            if total == 0:
+                break
+            rep = np.repeat(np.arange(node.shape[0]), counts)
+            child = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(total)
+            c, x = cur[rep], ctx[rep]
+            b = trie.byte[d][child]
+            k = kind[c, b]
+            shift = k == SHIFT
+            node, cur, ctx = child[shift], arg[c[shift], b[shift]].astype(np.int64), x[shift]
+            other = np.flatnonzero((k == CALL) | (k == RETURN))
+            if other.size:
+                seeds = ([], [], [])
+                for y in other.tolist():
+                    pushed, popped = self.contexts[int(x[y])]
+                    configs = self.step(((int(c[y]), pushed, popped),), int(b[y]))
+                    if len(configs) == 1:
+                        q, pushed, popped = configs[0]
+                        seeds[0].append(int(child[y]))
+                        seeds[1].append(q)
+                        seeds[2].append(self.context((pushed, popped)))
+                    elif configs:
+                        self._dfs(d, int(child[y]), configs, extra_g, extra_o)
+                if seeds[0]:
+                    node = np.concatenate([node, np.array(seeds[0], np.int64)])
+                    cur = np.concatenate([cur, np.array(seeds[1], np.int64)])
+                    ctx = np.concatenate([ctx, np.array(seeds[2], np.int64)])
+            term = trie.terminal[d][node]
+            hit = np.flatnonzero(term >= 0)
+            if hit.size:
+                keys, inv = np.unique(cur[hit] + q_count * ctx[hit], return_inverse=True)
+                ids = np.array(
+                    [self.single(int(key % q_count), int(key // q_count)) for key in keys],
+                    np.int64,
+                )
+                out_g.append(term[hit])
+                out_o.append(ids[inv.reshape(-1)])
+        if extra_g:
+            out_g.append(np.array(extra_g, np.int64))
+            out_o.append(np.array(extra_o, np.int64))
+        if not out_g:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return np.concatenate(out_g), np.concatenate(out_o)
+
+    def context(self, key: tuple) -> int:
+        cid = self.context_id.get(key)
+        if cid is None:
+            cid = self.context_id[key] = len(self.contexts)
+            self.contexts.append(key)
+        return cid
+
+    def single(self, q: int, cid: int) -> int:
+        pushed, popped = self.contexts[cid]
+        return self.intern(((q, pushed, popped),))
+
+    def _dfs(self, d0: int, node0: int, configs0: tuple, out_g: list, out_o: list) -> None:
+        """Python walk of the subtree under ``node0`` (level ``d0``, reached with ``configs0``)."""
         child_start, byte, terminal, step = self.child_start, self.byte, self.terminal, self.step
+        g = terminal[d0][node0]
+        if g >= 0:
+            out_g.append(g)
+            out_o.append(self.intern(configs0))
+        todo = [(d0, node0, configs0)]
         depth = self.depth
         while todo:
             d, node, configs = todo.pop()
@@ -241,6 +342,6 @@ class _Walker:
                     continue
                 g = term[child]
                 if g >= 0:
-                    results[g] = new
+                    out_g.append(g)
+                    out_o.append(self.intern(new))
                 todo.append((d + 1, child, new))
-        return results

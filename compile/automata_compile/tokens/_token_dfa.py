@@ -191,7 +191,13 @@ class TokenDFA:
         """The state after ``token``; -1 if the token is not allowed.
 
         EOS in an accepting state leaves the state unchanged (the sequence is finished).
+        For a PDA (``is_pda``) use `advance_config`, which carries the stack.
+
+        Raises:
+          TypeError: the tables are a PDA.
         """
+        if self.is_pda:
+            raise TypeError("TokenDFA.advance: this is a PDA (a grammar); use advance_config")
         if token in self.eos_ids:
             return int(state) if self.accepting[state] else DEAD
         return int(self.next_state[state, self.token_class[token]])
