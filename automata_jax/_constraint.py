@@ -199,7 +199,7 @@ def allowed_mask(tables: ConstraintTables, state: ConstraintState) -> Bool[Array
     accepts = _accepts(tables, state, k, q)
     tokens, any_class = _class_mask(tables, k, q, state)
     if any_class is not None:  # a grammar row that needs more stack than S: EOS only, then error
-        tokens = tokens | ((~accepts & ~any_class)[:, None] & eos)
+        accepts = accepts | ~any_class
     mask = tokens | (eos & accepts[:, None])
     mask = mask | (state.constraint < 0)[:, None]
     return jnp.where(state.done[:, None], eos, mask)
