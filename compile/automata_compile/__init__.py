@@ -1,7 +1,9 @@
 """automata_compile: the offline compiler of automata_jax (no jax here).
 
 Turns a regex, a JSON Schema or a dataclass into a `TokenDFA` for one
-tokenizer's vocabulary, and saves it as a versioned ``.npz``.
+tokenizer's vocabulary, and a Lark grammar into a `TokenDFA` with a stack block
+(a token-level pushdown automaton, `compile_grammar`), and saves either as a
+versioned ``.npz``.
 
 Example:
   >>> import automata_compile as ac
