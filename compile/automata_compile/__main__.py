@@ -1,6 +1,8 @@
 """Command line: ``python -m automata_compile regex PATTERN --tokenizer PATH -o out.npz``.
 
-Also ``json-schema FILE`` (a JSON Schema file, ``-`` for stdin). Prints the
+Also ``json-schema FILE`` (a JSON Schema file, ``-`` for stdin) and ``grammar FILE``
+(a Lark grammar file, ``-`` for stdin, or a built-in name: ``json``, ``arithmetic``;
+``--start RULE``). Prints the
 table sizes and the compile time; bad input exits with status 2 and the
 error's message.
 """
@@ -27,7 +29,10 @@ def main(argv: list[str] | None = None) -> int:
     js.add_argument(
         "--lenient", action="store_true", help="drop unenforceable keywords with a warning"
     )
-    for p in (rx, js):
+    gr = sub.add_parser("grammar", help="compile a Lark grammar file ('-' = stdin) or built-in")
+    gr.add_argument("grammar")
+    gr.add_argument("--start", default="start", help="the start rule (default: start)")
+    for p in (rx, js, gr):
         p.add_argument(
             "--tokenizer",
             required=True,
@@ -39,7 +44,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     args = parser.parse_args(argv)
 
-    from automata_compile import Vocabulary, compile_json_schema, compile_regex
+    from automata_compile import Vocabulary, compile_grammar, compile_json_schema, compile_regex
+    from automata_compile.frontends.grammar._compile import BUILTIN_GRAMMARS
 
     try:
         t0 = time.perf_counter()
@@ -47,6 +53,12 @@ def main(argv: list[str] | None = None) -> int:
         t1 = time.perf_counter()
         if args.kind == "regex":
             dfa = compile_regex(args.pattern, vocab, max_states=args.max_states)
+        elif args.kind == "grammar":
+            if args.grammar in BUILTIN_GRAMMARS:
+                text = args.grammar
+            else:
+                text = sys.stdin.read() if args.grammar == "-" else _read(args.grammar)
+            dfa = compile_grammar(text, vocab, start=args.start, max_states=args.max_states)
         else:
             text = sys.stdin.read() if args.schema == "-" else _read(args.schema)
             dfa = compile_json_schema(

@@ -206,3 +206,44 @@ def _fields(dfa):
     import dataclasses
 
     return {f.name: getattr(dfa, f.name) for f in dataclasses.fields(dfa)}
+
+
+def test_regex_extensions_inside_terminals_and_labels_refused(byte_vocab):
+    pda = ac.compile_grammar('start: Q ("," Q)*\nQ: /(?P<QUOTED_TEXT>)/', byte_vocab)
+    assert pda.accepts(list(b'"a b","\\"x"')) and not pda.accepts(list(b'"a",'))
+    with pytest.raises(ac.UnsupportedGrammarError, match="terminal labels .*TEXT_TOKEN"):
+        ac.compile_grammar("start: /(?P<TEXT_TOKEN>)/", byte_vocab)
+
+
+def test_module_doctests():
+    import doctest
+
+    from automata_compile.frontends.grammar import _compile
+
+    assert doctest.testmod(_compile).failed == 0
+
+
+def test_cli_grammar(mistral_sp_path, tmp_path):
+    import json
+    import subprocess
+
+    def run(*args):
+        return subprocess.run(
+            [sys.executable, "-m", "automata_compile", "grammar", *map(str, args),
+             "--tokenizer", str(mistral_sp_path), "-o", str(tmp_path / "g.npz")],
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+
+    grammar = tmp_path / "g.lark"
+    grammar.write_text('top: "(" top ")" | "x"\n')
+    proc = run(grammar, "--start", "top")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    pda = ac.TokenDFA.load(tmp_path / "g.npz")
+    assert pda.is_pda and report["states"] == pda.num_states
+    proc = run("json")
+    assert proc.returncode == 0, proc.stderr
+    assert "object" in ac.TokenDFA.load(tmp_path / "g.npz").spec
+    grammar.write_text('start: a | b\na: "x"\nb: "x"\n')
+    proc = run(grammar)
+    assert proc.returncode == 2 and "grammar conflict in rule 'start'" in proc.stderr
