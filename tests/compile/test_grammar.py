@@ -3,10 +3,13 @@ with their messages, the PDA block of the artifact format."""
 
 from __future__ import annotations
 
+import functools
 import random
 import sys
 from pathlib import Path
 
+import hypothesis
+import hypothesis.strategies as st
 import numpy as np
 import pytest
 
@@ -247,3 +250,79 @@ def test_cli_grammar(mistral_sp_path, tmp_path):
     grammar.write_text('start: a | b\na: "x"\nb: "x"\n')
     proc = run(grammar)
     assert proc.returncode == 2 and "grammar conflict in rule 'start'" in proc.stderr
+
+
+@functools.cache
+def _byte_pda(name):
+    tokens = [bytes([b]) for b in range(256)] + [b"<eos>"]
+    vocab = ac.Vocabulary.from_bytes(tokens, eos_ids=[EOS], special_ids=[EOS])
+    return ac.compile_grammar(name, vocab)
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-(10**12), 10**12)
+    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
+    lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=5), kids, max_size=4),
+    max_leaves=12,
+)  # fmt: skip
+
+
+@hypothesis.settings(max_examples=150, deadline=None)
+@hypothesis.given(
+    value=_JSON_VALUES,
+    indent=st.sampled_from([None, 0, 2]),
+    ascii_only=st.booleans(),
+    cut=st.integers(0, 10**6),
+    byte=st.integers(0, 255),
+)
+def test_json_documents_and_mutations_agree_with_the_oracle(value, indent, ascii_only, cut, byte):
+    import json
+
+    pda, oracle = _byte_pda("json"), _JSON_ORACLE
+    doc = json.dumps(value, indent=indent, ensure_ascii=ascii_only).encode()
+    assert pda.accepts(list(doc)) and oracle.in_language(doc)
+    i = cut % (len(doc) + 1)
+    for variant in (doc[:i], doc[:i] + bytes([byte]) + doc[i:], doc[:i] + doc[i + 1 :]):
+        assert pda.accepts(list(variant)) == oracle.in_language(variant), variant
+        config = pda.walk_config(list(variant))
+        assert (config is not None) == oracle.viable(variant), variant
+
+
+_JSON_ORACLE = go.json_oracle()
+
+
+_SP = st.sampled_from(["", " ", "  ", "\n"])
+_ATOMS = st.one_of(
+    st.from_regex(r"[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?", fullmatch=True),
+    st.from_regex(r"[a-zA-Z_][a-zA-Z0-9_]{0,5}", fullmatch=True),
+)
+
+
+def _expr(kids):
+    binary = st.tuples(kids, _SP, st.sampled_from("+-*/%^"), _SP, kids).map("".join)
+    paren = st.tuples(st.just("("), _SP, kids, st.just(")")).map("".join)
+    neg = st.tuples(st.just("-"), _SP, kids).map("".join)
+    call = st.tuples(
+        st.from_regex(r"[a-z]{1,4}", fullmatch=True), _SP,
+        st.lists(kids, max_size=3).map(lambda xs: "(" + ", ".join(xs) + ")"),
+    ).map("".join)  # fmt: skip
+    return binary | paren | neg | call
+
+
+@hypothesis.settings(max_examples=150, deadline=None)
+@hypothesis.given(
+    expr=st.recursive(_ATOMS, _expr, max_leaves=8),
+    cut=st.integers(0, 10**6),
+    byte=st.sampled_from(b"+-*/%^(), .e0aZ_\n"),
+)
+def test_arithmetic_expressions_and_mutations_agree_with_the_oracle(expr, cut, byte):
+    pda, oracle = _byte_pda("arithmetic"), _ARITH_ORACLE
+    doc = expr.encode()
+    assert pda.accepts(list(doc)) and oracle.in_language(doc), doc
+    i = cut % (len(doc) + 1)
+    for variant in (doc[:i], doc[:i] + bytes([byte]) + doc[i:], doc[:i] + doc[i + 1 :]):
+        assert pda.accepts(list(variant)) == oracle.in_language(variant), variant
+        assert (pda.walk_config(list(variant)) is not None) == oracle.viable(variant), variant
+
+
+_ARITH_ORACLE = go.arithmetic_oracle()
