@@ -18,6 +18,9 @@ B = 8 / 64 (0.20 / 2.6 ms vs 0.8-1.6 / 16 ms; B = 1: both ~0.4 ms), but inside t
 +5.1 / +46 ms with temperature sampling; the bitmask tables also take 26.5 MB on the
 device against 9.7 MB and 0.8 s to build. So gather is the default; re-measure on
 accelerators (``mask_impl="bitmask"``).
+
+Grammar rows (a PDA constraint) also carry a stack; the context-dependent edges,
+pushes, pops and the stack bound's semantics are in `automata_jax._stack`.
 """
 
 # ruff: noqa: F722 (jaxtyping shape strings such as "B V" are not Python expressions)
@@ -30,6 +33,7 @@ import numpy as np
 from flax import struct
 from jaxtyping import Array, Bool, Float, Int
 
+from automata_jax import _stack
 from automata_jax._tables import (
     ConstraintTables,
     RuntimeDtypeError,
@@ -49,13 +53,19 @@ class ConstraintState:
       constraint: int32[B], the row's constraint id; -1 = unconstrained.
       done: bool[B], the row has finished (EOS) or failed; it is offered EOS only.
       error: bool[B], the row reached an impossible state (unknown constraint, a
-        disallowed token, or a state from which nothing can be generated).
+        disallowed token, a state from which nothing can be generated, or a grammar row
+        that needed more than S stack entries).
+      stack: int32[B, S], grammar rows' stacks (bottom first; S = tables.stack_size, 0
+        without grammars); entries at ``depth`` and above are unused.
+      depth: int32[B], the number of symbols on each row's stack (0 for DFA rows).
     """
 
     state: Int[Array, " B"]
     constraint: Int[Array, " B"]
     done: Bool[Array, " B"]
     error: Bool[Array, " B"]
+    stack: Int[Array, "B S"]
+    depth: Int[Array, " B"]
 
     @property
     def batch_size(self) -> int:
@@ -140,17 +150,35 @@ def init_state(tables: ConstraintTables, constraint_ids: Int[Array, " B"]) -> Co
     known = (cid >= UNCONSTRAINED) & (cid < tables.num_constraints)
     q = jnp.where(constrained, tables.start[k], 0)
     error = ~known | (constrained & ~tables.viable[k, q])
-    return ConstraintState(state=q, constraint=cid, done=error, error=error)
+    b = cid.shape[0]
+    return ConstraintState(
+        state=q,
+        constraint=cid,
+        done=error,
+        error=error,
+        stack=jnp.zeros((b, tables.stack_size), jnp.int32),
+        depth=jnp.zeros((b,), jnp.int32),
+    )
 
 
-def _class_mask(tables: ConstraintTables, k: jax.Array, q: jax.Array) -> jax.Array:
-    """bool[B, V]: tokens whose (constraint, state, class) transition exists."""
+def _class_mask(tables: ConstraintTables, k: jax.Array, q: jax.Array, state=None) -> jax.Array:
+    """(bool[B, V], tokens whose (constraint, state, class) transition exists; for grammar
+    batches with the row's stack and only if the pushes fit, and bool[B], whether any class is
+    allowed (grammar batches only, else None); every class >= 1 has a token below V)."""
+    if tables.has_stack:
+        row_ok = tables.next_state[k, q] >= 0
+        row_ok = _stack.class_mask(tables, k, q, state.stack, state.depth, row_ok)
+        return _gather_classes(tables, k, row_ok), jnp.any(row_ok, axis=1)
     if tables.mask_bits is not None:
         words = tables.mask_bits[tables.mask_row[k, q]]  # [B, W]
         shifts = jnp.arange(32, dtype=jnp.uint32)
         bits = (words[:, :, None] >> shifts) & jnp.uint32(1)
-        return bits.astype(jnp.bool_).reshape(k.shape[0], -1)[:, : tables.vocab_size]
-    row_ok = tables.next_state[k, q] >= 0  # [B, C]
+        return bits.astype(jnp.bool_).reshape(k.shape[0], -1)[:, : tables.vocab_size], None
+    return _gather_classes(tables, k, tables.next_state[k, q] >= 0), None
+
+
+def _gather_classes(tables: ConstraintTables, k: jax.Array, row_ok: jax.Array) -> jax.Array:
+    """bool[B, V] from bool[B, C]: each token's class bit."""
     if tables.token_class.shape[0] == 1:  # one shared class map: one gather with shared indices
         return jnp.take(row_ok, tables.token_class[0], axis=1)
     return jnp.take_along_axis(row_ok, tables.token_class[k], axis=1)
@@ -168,9 +196,21 @@ def allowed_mask(tables: ConstraintTables, state: ConstraintState) -> Bool[Array
     k = jnp.clip(state.constraint, 0, num_k - 1)
     q = jnp.clip(state.state, 0, num_q - 1)
     eos = tables.eos_mask[None, :]
-    mask = _class_mask(tables, k, q) | (eos & tables.accepting[k, q][:, None])
+    accepts = _accepts(tables, state, k, q)
+    tokens, any_class = _class_mask(tables, k, q, state)
+    if any_class is not None:  # a grammar row that needs more stack than S: EOS only, then error
+        accepts = accepts | ~any_class
+    mask = tokens | (eos & accepts[:, None])
     mask = mask | (state.constraint < 0)[:, None]
     return jnp.where(state.done[:, None], eos, mask)
+
+
+def _accepts(tables: ConstraintTables, state: ConstraintState, k, q) -> jax.Array:
+    """bool[B]: EOS allowed: the state accepts (and every symbol on a grammar row's stack)."""
+    acc = tables.accepting[k, q]
+    if tables.has_stack:
+        acc = acc & _stack.stack_accepts(tables, k, state.stack, state.depth)
+    return acc
 
 
 def check_logits(tables: ConstraintTables, state: ConstraintState, logits) -> None:
@@ -219,18 +259,25 @@ def advance(
     k = jnp.clip(state.constraint, 0, num_k - 1)
     q = jnp.clip(state.state, 0, num_q - 1)
 
-    nxt = tables.next_state[k, q, tables.token_class[k, t]]
+    cls = tables.token_class[k, t]
+    nxt = tables.next_state[k, q, cls]
+    stack, depth = state.stack, state.depth
+    if tables.has_stack:
+        nxt, stack, depth, _ = _stack.step(tables, k, q, cls, nxt, stack, depth)
     moved = in_range & ~is_eos & (nxt >= 0)
-    finished = is_eos & tables.accepting[k, q]
+    finished = is_eos & _accepts(tables, state, k, q)
     c_error = ~(finished | (moved & tables.viable[k, jnp.maximum(nxt, 0)]))
     error = jnp.where(constrained, c_error, ~in_range)
     done = error | is_eos
 
     active = ~state.done
     new_q = jnp.where(constrained & moved, nxt, state.state)
+    keep = (active & constrained & moved)[:, None]
     return ConstraintState(
         state=jnp.where(active, new_q, state.state),
         constraint=state.constraint,
         done=state.done | (active & done),
         error=state.error | (active & error),
+        stack=jnp.where(keep, stack, state.stack),
+        depth=jnp.where(keep[:, 0], depth, state.depth),
     )

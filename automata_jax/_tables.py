@@ -4,6 +4,10 @@ Each constraint's tables are padded to bucketed sizes (states, classes and the
 number of constraints rounded up to powers of two), so a second constraint set of
 the same bucket has the same shapes and reuses every compiled kernel and loop.
 The vocabulary axis is the model's logits width.
+
+Grammar constraints (`TokenDFA.is_pda`) add the PDA block, padded the same way
+(a DFA in the same batch gets no stack edits), and fix the static stack bound S
+(``stack_size``; see `_stack` for its semantics).
 """
 
 # ruff: noqa: F722 (jaxtyping shape strings such as "B V" are not Python expressions)
@@ -25,6 +29,7 @@ MASK_GATHER = "gather"
 MASK_BITMASK = "bitmask"
 MASK_IMPLS = (MASK_GATHER, MASK_BITMASK)
 DEFAULT_MASK_IMPL = MASK_GATHER  # see the module docstring of `_constraint` for the numbers
+DEFAULT_STACK_SIZE = 64  # S for batches with a grammar (see `_stack`)
 
 
 class RuntimeShapeError(AutomataError, ValueError):
@@ -65,6 +70,13 @@ class ConstraintTables:
       mask_bits: uint32[M, ceil(V/32)] or None, deduplicated allowed-token bitmasks (bit
         ``t % 32`` of word ``t // 32`` is token t); only with ``mask_impl="bitmask"``.
       mask_row: int32[K, Q] or None, the `mask_bits` row of each (constraint, state).
+      edge_push: int32[K, Q, C] or None (no grammar in the batch): the push row of each
+        context-independent edge (0 = nothing).
+      push_seq: int32[K, P, L], push_len: int32[K, P]: the symbol sequences pushed.
+      cd_index: int32[K, Q, E], the context-dependent edges of each state (-1 = none).
+      cd_class, cd_npop, cd_target, cd_push: int32[K, N]; cd_pop: int32[K, N, KP]: those
+        edges (see `TokenDFA.PDA_ARRAYS`).
+      stack_size: S, the static stack bound of every row (0 without grammars).
       vocab_fingerprint: the vocabulary the tables were compiled for (static).
       eos_ids: the EOS token ids (static).
     """
@@ -78,6 +90,16 @@ class ConstraintTables:
     num_constraints: Int[Array, ""]
     mask_bits: UInt32[Array, "M W"] | None = None
     mask_row: Int[Array, "K Q"] | None = None
+    edge_push: Int[Array, "K Q C"] | None = None
+    push_seq: Int[Array, "K P L"] | None = None
+    push_len: Int[Array, "K P"] | None = None
+    cd_index: Int[Array, "K Q E"] | None = None
+    cd_class: Int[Array, "K N"] | None = None
+    cd_pop: Int[Array, "K N KP"] | None = None
+    cd_npop: Int[Array, "K N"] | None = None
+    cd_target: Int[Array, "K N"] | None = None
+    cd_push: Int[Array, "K N"] | None = None
+    stack_size: int = struct.field(pytree_node=False, default=0)
     vocab_fingerprint: str = struct.field(pytree_node=False, default="")
     eos_ids: tuple[int, ...] = struct.field(pytree_node=False, default=())
 
@@ -92,6 +114,11 @@ class ConstraintTables:
     def padded_shape(self) -> tuple[int, int, int]:
         """(K, Q, C) after bucketing."""
         return tuple(int(d) for d in self.next_state.shape)
+
+    @property
+    def has_stack(self) -> bool:
+        """Whether the batch holds a grammar (PDA) constraint."""
+        return self.edge_push is not None
 
     @property
     def mask_impl(self) -> str:
@@ -114,7 +141,7 @@ class ConstraintTables:
         k, q, c = self.padded_shape
         return (
             f"ConstraintTables(K={k}, Q={q}, C={c}, V={self.vocab_size}, "
-            f"mask_impl={self.mask_impl!r}, nbytes={self.nbytes})"
+            f"mask_impl={self.mask_impl!r}, stack_size={self.stack_size}, nbytes={self.nbytes})"
         )
 
     # -- construction ---------------------------------------------------------------------------
@@ -130,6 +157,7 @@ class ConstraintTables:
         min_states: int = 8,
         min_classes: int = 8,
         min_constraints: int = 1,
+        stack_size: int | None = None,
     ) -> ConstraintTables:
         """Pads one or many TokenDFAs into one device pytree.
 
@@ -143,6 +171,8 @@ class ConstraintTables:
           mask_impl: ``"gather"`` (mask = ``next_state[k, q][token_class[k]] >= 0``) or
             ``"bitmask"`` (deduplicated per-state bitmasks; more memory).
           min_states, min_classes, min_constraints: lower bounds of the buckets.
+          stack_size: S, the stack bound of grammar rows (default 64 when a DFA of the batch
+            is a PDA, else 0). Deeper nesting is masked (see `automata_jax._stack`).
 
         Returns:
           The tables, committed to the default device.
@@ -151,7 +181,8 @@ class ConstraintTables:
           IncompatibleVocabularyError: the DFAs were compiled for different vocabularies, or
             allow token ids >= ``vocab_size``.
           TableFormatError: an artifact path cannot be read.
-          RuntimeShapeError: bad ``vocab_size``, ``eos_ids`` or ``mask_impl``.
+          RuntimeShapeError: bad ``vocab_size``, ``eos_ids``, ``mask_impl`` or ``stack_size``
+            (``mask_impl="bitmask"`` is for batches without grammars).
 
         Example:
           >>> import numpy as np
@@ -220,6 +251,24 @@ class ConstraintTables:
             viable[i, :q] = d.accepting | (d.next_state[:, used] >= 0).any(axis=1)
             start[i] = d.start
 
+        any_pda = any(d.is_pda for d in dfas)
+        if stack_size is None:
+            stack_size = DEFAULT_STACK_SIZE if any_pda else 0
+        if isinstance(stack_size, bool) or not isinstance(stack_size, (int, np.integer)):
+            raise RuntimeShapeError(f"stack_size: expected an int >= 1, got {stack_size!r}")
+        stack_size = int(stack_size)
+        if stack_size < (1 if any_pda else 0):
+            raise RuntimeShapeError(f"stack_size: expected an int >= 1, got {stack_size}")
+        if any_pda and mask_impl == MASK_BITMASK:
+            raise RuntimeShapeError(
+                'mask_impl: expected "gather" for a batch with a grammar constraint (a bitmask '
+                'cannot see the stack), got "bitmask"'
+            )
+        pda = _pda_block(dfas, kp, qp, cp) if any_pda else {}
+        for i, d in enumerate(dfas):
+            if d.is_pda:  # states with only context-dependent edges are not dead
+                viable[i, np.unique(d.cd_state)] = True
+
         mask_bits = mask_row = None
         if mask_impl == MASK_BITMASK:
             mask_bits, mask_row = _bitmasks(token_class, next_state, [d.num_states for d in dfas])
@@ -233,10 +282,53 @@ class ConstraintTables:
             num_constraints=np.int32(k_real),
             mask_bits=mask_bits,
             mask_row=mask_row,
+            **pda,
+            stack_size=stack_size,
             vocab_fingerprint=next(iter(fingerprints), ""),
             eos_ids=eos_ids,
         )
         return jax.device_put(tables)
+
+
+def _pda_block(dfas: list[TokenDFA], kp: int, qp: int, cp: int) -> dict[str, np.ndarray]:
+    """The PDA arrays of the batch, padded (DFAs: no pushes, no context-dependent edges).
+
+    Every size is bucketed to a power of two with a floor (pushes 16 x 8, context edges 64,
+    16 per state, 8 popped symbols), so grammars of similar size share one compilation.
+    """
+    pdas = [d for d in dfas if d.is_pda]
+    pp = bucket(max(d.push_seq.shape[0] for d in pdas), 16)
+    lp = bucket(max(d.push_seq.shape[1] for d in pdas), 8)
+    n = bucket(max(d.cd_state.shape[0] for d in pdas), 64)
+    kpop = bucket(max(d.cd_pop.shape[1] for d in pdas), 8)
+    per_state = [np.bincount(d.cd_state, minlength=1).max(initial=0) for d in pdas]
+    e = bucket(max(per_state), 16)
+    out = {
+        "edge_push": np.zeros((kp, qp, cp), np.int32),
+        "push_seq": np.full((kp, pp, lp), -1, np.int32),
+        "push_len": np.zeros((kp, pp), np.int32),
+        "cd_index": np.full((kp, qp, e), -1, np.int32),
+        "cd_class": np.zeros((kp, n), np.int32),
+        "cd_pop": np.full((kp, n, kpop), -1, np.int32),
+        "cd_npop": np.zeros((kp, n), np.int32),
+        "cd_target": np.zeros((kp, n), np.int32),
+        "cd_push": np.zeros((kp, n), np.int32),
+    }
+    for i, d in enumerate(dfas):
+        if not d.is_pda:
+            continue
+        q, c = d.next_state.shape
+        out["edge_push"][i, :q, :c] = d.edge_push
+        p, length = d.push_seq.shape
+        out["push_seq"][i, :p, :length] = d.push_seq
+        out["push_len"][i, :p] = d.push_len
+        m = d.cd_state.shape[0]
+        for name in ("cd_class", "cd_npop", "cd_target", "cd_push"):
+            out[name][i, :m] = getattr(d, name)
+        out["cd_pop"][i, :m, : d.cd_pop.shape[1]] = d.cd_pop
+        first = np.searchsorted(d.cd_state, d.cd_state)  # cd_state is sorted
+        out["cd_index"][i, d.cd_state, np.arange(m) - first] = np.arange(m)
+    return out
 
 
 def _fit_vocabulary(dfa: TokenDFA, vocab_size: int, index: int) -> np.ndarray:

@@ -51,11 +51,29 @@ def test_commands_are_in_the_readme_and_in_ci():
     assert TEST_COMMAND in ci_lines, "README's test command and .ci/run disagree"
 
 
+def test_grammar_example_runs_and_prints_a_valid_prefix():
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    import grammar_oracle
+
+    block = re.search(
+        r"<!-- grammar:begin -->\s*```python\n(.*?)```\s*<!-- grammar:end -->", README, re.DOTALL
+    )
+    assert block, "README.md: no ```python block between the grammar markers"
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+        exec(compile(block.group(1), "README.md:grammar", "exec"), {"__name__": "__readme__"})
+    text = stdout.getvalue()[:-1].encode()
+    assert text and grammar_oracle.arithmetic_oracle().viable(text), text
+
+
 def test_sections_and_links():
     for title in (
         "Supported regex syntax",
         "Regex extensions",
         "JSON Schema keywords",
+        "Grammars",
         "Benchmarks",
         "Coverage",
     ):

@@ -1,7 +1,9 @@
 """automata_compile: the offline compiler of automata_jax (no jax here).
 
 Turns a regex, a JSON Schema or a dataclass into a `TokenDFA` for one
-tokenizer's vocabulary, and saves it as a versioned ``.npz``.
+tokenizer's vocabulary, and a Lark grammar into a `TokenDFA` with a stack block
+(a token-level pushdown automaton, `compile_grammar`), and saves either as a
+versioned ``.npz``.
 
 Example:
   >>> import automata_compile as ac
@@ -30,6 +32,10 @@ _EXPORTS = {
     "VocabularyError": "_errors",
     "IncompatibleVocabularyError": "_errors",
     "TableFormatError": "_errors",
+    "InvalidGrammarError": "_errors",
+    "UnsupportedGrammarError": "_errors",
+    "GrammarConflictError": "_errors",
+    "LeftRecursionError": "_errors",
     # tables
     "TokenDFA": "tokens._token_dfa",
     # vocabularies
@@ -41,6 +47,8 @@ _EXPORTS = {
     "compile_dataclass": "frontends._dataclass",
     "dataclass_to_regex": "frontends._dataclass",
     "parse": "frontends._dataclass",
+    "compile_grammar": "frontends.grammar._compile",
+    "builtin_grammar": "frontends.grammar._compile",
 }
 
 __all__ = sorted(_EXPORTS)

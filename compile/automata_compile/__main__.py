@@ -1,9 +1,10 @@
 """Command line: ``python -m automata_compile`` (installed as ``automata-compile``).
 
-Compiles a regular expression (``regex PATTERN``) or a JSON Schema file
-(``json-schema FILE``, ``-`` for stdin) for one tokenizer into a `TokenDFA` tables
-file (``-o out.npz``), and prints the table sizes and compile time as one JSON
-line. ``--tokenizer default`` names the 32k SentencePiece tokenizer bundled with
+Compiles a regular expression (``regex PATTERN``), a JSON Schema file
+(``json-schema FILE``, ``-`` for stdin) or a Lark grammar (``grammar FILE``, ``-`` for
+stdin, or a built-in name: ``json``, ``arithmetic``; ``--start RULE``) for one
+tokenizer into a `TokenDFA` tables file (``-o out.npz``), and prints the table sizes
+and compile time as one JSON line. ``--tokenizer default`` names the 32k SentencePiece tokenizer bundled with
 ``automata_jax`` (the one its demo model uses); it is found without importing jax.
 Bad input exits with status 2 and the error's message; warnings (``--lenient``
 drops keywords) are ``warning: ...`` lines on stderr (`automata_compile._cli`).
@@ -24,8 +25,8 @@ from automata_compile._errors import AutomataError, VocabularyError
 DEFAULT_TOKENIZER = "default"
 
 _DESCRIPTION = """\
-Compile a regular expression or a JSON Schema, for one tokenizer's vocabulary, into a
-token-level DFA tables file (.npz) that automata_jax loads onto the accelerator.
+Compile a regular expression, a JSON Schema or a Lark grammar, for one tokenizer's
+vocabulary, into a token-level automaton tables file (.npz) that automata_jax loads onto the accelerator.
 Prints a JSON line with the table sizes and the compile time."""
 
 _EXAMPLES = """\
@@ -33,6 +34,7 @@ examples:
   %(prog)s regex '[0-9]{4}-[0-9]{2}-[0-9]{2}' --tokenizer default -o date.npz
   %(prog)s json-schema person.json --tokenizer gemma-3-1b-it/tokenizer.json -o person.npz
   cat person.json | %(prog)s json-schema - --tokenizer default -o person.npz --lenient
+  %(prog)s grammar json --tokenizer default -o json.npz
 
 --tokenizer default is the 32k SentencePiece tokenizer.model.v1 bundled with automata_jax,
 the tokenizer of its tiny demo model."""
@@ -68,7 +70,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog=_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = parser.add_subparsers(dest="kind", required=True, metavar="{regex,json-schema}")
+    sub = parser.add_subparsers(dest="kind", required=True, metavar="{regex,json-schema,grammar}")
     rx = sub.add_parser(
         "regex",
         help="compile a regular expression (Python re syntax, full match)",
@@ -87,7 +89,15 @@ def _parser() -> argparse.ArgumentParser:
         help="drop keywords that cannot be enforced exactly, with a warning, instead of "
         "refusing the schema",
     )
-    for p in (rx, js):
+    gr = sub.add_parser(
+        "grammar",
+        help="compile a Lark grammar file ('-' reads stdin) or a built-in: json, arithmetic",
+        description="Compile a Lark EBNF grammar file ('-' reads stdin), or a built-in grammar "
+        "by name (json, arithmetic), to a token-level pushdown automaton.",
+    )
+    gr.add_argument("grammar", help="the grammar file, - for stdin, or a built-in name")
+    gr.add_argument("--start", default="start", help="the start rule (default: start)")
+    for p in (rx, js, gr):
         p.add_argument(
             "--tokenizer",
             required=True,
@@ -109,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(args: argparse.Namespace) -> int:
-    from automata_compile import Vocabulary, compile_json_schema, compile_regex
+    from automata_compile import Vocabulary, compile_grammar, compile_json_schema, compile_regex
+    from automata_compile.frontends.grammar._compile import BUILTIN_GRAMMARS
 
     try:
         t0 = time.perf_counter()
@@ -120,6 +131,12 @@ def _main(args: argparse.Namespace) -> int:
         t1 = time.perf_counter()
         if args.kind == "regex":
             dfa = compile_regex(args.pattern, vocab, max_states=args.max_states)
+        elif args.kind == "grammar":
+            if args.grammar in BUILTIN_GRAMMARS:
+                text = args.grammar
+            else:
+                text = sys.stdin.read() if args.grammar == "-" else _read(args.grammar)
+            dfa = compile_grammar(text, vocab, start=args.start, max_states=args.max_states)
         else:
             text = sys.stdin.read() if args.schema == "-" else _read(args.schema)
             dfa = compile_json_schema(

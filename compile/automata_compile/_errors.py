@@ -71,6 +71,30 @@ class DataclassParseError(AutomataError, ValueError):
     """A text is not a valid instance of the dataclass in the given format."""
 
 
+class InvalidGrammarError(AutomataError, ValueError):
+    """A grammar's text is malformed, or names an undefined rule / terminal (what lark rejects)."""
+
+
+class UnsupportedGrammarError(AutomataError, ValueError):
+    """A well-formed grammar cannot be compiled to a deterministic pushdown automaton
+    (a conflict, left recursion, templates, declared terminals, ...)."""
+
+    def __init__(self, message: str, *, rules: tuple[str, ...] = (), example: bytes | None = None):
+        self.rules = rules
+        self.example = example
+        super().__init__(message)
+
+
+class GrammarConflictError(UnsupportedGrammarError):
+    """The next byte cannot decide between two moves (shift / enter a rule / end a rule):
+    the grammar is ambiguous or needs more lookahead than one byte."""
+
+
+class LeftRecursionError(UnsupportedGrammarError):
+    """A rule can reach itself without consuming input (left recursion that is not the
+    immediate ``a: a x | y`` form, which is rewritten)."""
+
+
 class VocabularyError(AutomataError, ValueError):
     """A tokenizer file cannot be read as a vocabulary."""
 

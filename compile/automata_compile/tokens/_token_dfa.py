@@ -20,10 +20,25 @@ import numpy as np
 from automata_compile._errors import IncompatibleVocabularyError, TableFormatError
 
 FORMAT_LABEL = "automata-jax/token-dfa"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)  # version 1 = the same file without the optional PDA block
 COMPILER_VERSION = "0.1.0"
 DEAD = -1
 _ARRAYS = ("token_class", "next_state", "accepting")
+# --- PDA block (optional; all present or all absent) ------------------------------------------
+# A token-level pushdown automaton (compiled from a grammar) is a TokenDFA plus these arrays.
+# Stack symbols are state ids. A DFA is the case with none of them (no stack edits).
+PDA_ARRAYS = (
+    "edge_push",  # int32[Q, C]: push_seq row pushed by the context-independent edge (0 = none)
+    "push_seq",  # int32[P, L]: symbols pushed, bottom first, -1 padded; row 0 = nothing
+    "push_len",  # int32[P]
+    "cd_state",  # int32[E]: context-dependent edges, sorted by state: the source state,
+    "cd_class",  # int32[E]: the token class,
+    "cd_pop",  # int32[E, K]: the symbols it pops, top of stack first, -1 padded,
+    "cd_npop",  # int32[E]: how many (>= 1),
+    "cd_target",  # int32[E]: the state after the token,
+    "cd_push",  # int32[E]: and the push_seq row pushed after popping.
+)
 
 
 @dataclasses.dataclass(frozen=True, eq=False, kw_only=True)
@@ -45,6 +60,11 @@ class TokenDFA:
       spec: the spec text (the pattern, or the schema as JSON).
       compiler_version: version of automata_compile that built the tables.
       terminals: names of explicit terminal labels used (informational).
+      edge_push, push_seq, push_len, cd_state, cd_class, cd_pop, cd_npop, cd_target, cd_push:
+        the optional PDA block (see ``PDA_ARRAYS``); None for a DFA. For a PDA, a class
+        whose ``next_state`` is -1 may still be allowed by a context-dependent edge of that
+        state whose popped symbols are the top of the stack; EOS is allowed iff
+        ``accepting`` holds for the state and for every symbol on the stack.
     """
 
     token_class: np.ndarray
@@ -57,6 +77,15 @@ class TokenDFA:
     spec: str = ""
     compiler_version: str = COMPILER_VERSION
     terminals: tuple[str, ...] = ()
+    edge_push: np.ndarray | None = None
+    push_seq: np.ndarray | None = None
+    push_len: np.ndarray | None = None
+    cd_state: np.ndarray | None = None
+    cd_class: np.ndarray | None = None
+    cd_pop: np.ndarray | None = None
+    cd_npop: np.ndarray | None = None
+    cd_target: np.ndarray | None = None
+    cd_push: np.ndarray | None = None
 
     def __post_init__(self):
         _validate_arrays(
@@ -67,6 +96,16 @@ class TokenDFA:
             self.eos_ids,
             where="TokenDFA",
         )
+        _validate_pda(self, where="TokenDFA")
+
+    @property
+    def is_pda(self) -> bool:
+        """Whether the tables carry stack edits (compiled from a grammar)."""
+        return self.edge_push is not None
+
+    def pda_arrays(self) -> dict[str, np.ndarray]:
+        """The PDA block by name (empty for a DFA)."""
+        return {k: getattr(self, k) for k in PDA_ARRAYS} if self.is_pda else {}
 
     # -- sizes --------------------------------------------------------------------------------
 
@@ -85,28 +124,89 @@ class TokenDFA:
     @property
     def nbytes(self) -> int:
         """Bytes of the three tables (what the runtime puts on the device, before padding)."""
-        return int(self.token_class.nbytes + self.next_state.nbytes + self.accepting.nbytes)
+        base = self.token_class.nbytes + self.next_state.nbytes + self.accepting.nbytes
+        return int(base + sum(a.nbytes for a in self.pda_arrays().values()))
 
     # -- NumPy reference semantics --------------------------------------------------------------
 
-    def allowed(self, state: int) -> np.ndarray:
-        """bool[V]: tokens allowed in ``state``; EOS ids are allowed iff ``state`` accepts."""
-        mask = self.next_state[state][self.token_class] >= 0
-        if self.accepting[state]:
+    def allowed(self, state: int, stack=()) -> np.ndarray:
+        """bool[V]: tokens allowed in ``state`` (with ``stack``, bottom first, for a PDA);
+        EOS ids are allowed iff the configuration accepts."""
+        ok = self.next_state[state] >= 0
+        if self.is_pda:
+            for e in self._cd_edges(state):
+                if self._pops_match(e, stack):
+                    ok[self.cd_class[e]] = True
+        mask = ok[self.token_class]
+        if self.accepting[state] and all(self.accepting[s] for s in stack):
             mask[list(self.eos_ids)] = True
         return mask
+
+    def _cd_edges(self, state: int) -> np.ndarray:
+        lo, hi = np.searchsorted(self.cd_state, [state, state + 1])
+        return np.arange(lo, hi)
+
+    def _pops_match(self, e: int, stack) -> bool:
+        n = int(self.cd_npop[e])
+        return len(stack) >= n and all(
+            int(self.cd_pop[e, i]) == int(stack[len(stack) - 1 - i]) for i in range(n)
+        )
+
+    def advance_config(self, state: int, stack: tuple, token: int):
+        """``(state, stack)`` after ``token`` (stack bottom first); None if not allowed.
+
+        EOS in an accepting configuration leaves it unchanged.
+        """
+        if token in self.eos_ids:
+            ok = self.accepting[state] and all(self.accepting[s] for s in stack)
+            return (int(state), tuple(stack)) if ok else None
+        c = int(self.token_class[token])
+        nxt = int(self.next_state[state, c])
+        if nxt >= 0:
+            push = self.edge_push[state, c] if self.is_pda else 0
+            return nxt, tuple(stack) + self._pushed(push)
+        if not self.is_pda:
+            return None
+        for e in self._cd_edges(state):
+            if self.cd_class[e] == c and self._pops_match(e, stack):
+                kept = tuple(stack)[: len(stack) - int(self.cd_npop[e])]
+                return int(self.cd_target[e]), kept + self._pushed(self.cd_push[e])
+        return None
+
+    def _pushed(self, row: int) -> tuple:
+        if not self.is_pda:
+            return ()
+        return tuple(int(x) for x in self.push_seq[row, : self.push_len[row]])
+
+    def walk_config(self, tokens):
+        """``(state, stack)`` after a token sequence from ``start``; None once not allowed."""
+        config = (self.start, ())
+        for token in tokens:
+            config = self.advance_config(*config, int(token))
+            if config is None:
+                return None
+        return config
 
     def advance(self, state: int, token: int) -> int:
         """The state after ``token``; -1 if the token is not allowed.
 
         EOS in an accepting state leaves the state unchanged (the sequence is finished).
+        For a PDA (``is_pda``) use `advance_config`, which carries the stack.
+
+        Raises:
+          TypeError: the tables are a PDA.
         """
+        if self.is_pda:
+            raise TypeError("TokenDFA.advance: this is a PDA (a grammar); use advance_config")
         if token in self.eos_ids:
             return int(state) if self.accepting[state] else DEAD
         return int(self.next_state[state, self.token_class[token]])
 
     def walk(self, tokens) -> int:
         """The state after a token sequence from ``start``; -1 once a token is not allowed."""
+        if self.is_pda:
+            config = self.walk_config(tokens)
+            return DEAD if config is None else config[0]
         state = self.start
         for token in tokens:
             state = self.advance(state, int(token))
@@ -116,8 +216,10 @@ class TokenDFA:
 
     def accepts(self, tokens) -> bool:
         """Whether ``tokens`` (without EOS) spell a complete string of the language."""
-        state = self.walk(tokens)
-        return state >= 0 and bool(self.accepting[state])
+        config = self.walk_config(tokens)
+        return config is not None and bool(
+            self.accepting[config[0]] and all(self.accepting[s] for s in config[1])
+        )
 
     # -- artifacts ------------------------------------------------------------------------------
 
@@ -133,6 +235,7 @@ class TokenDFA:
             "spec_kind": self.spec_kind,
             "spec": self.spec,
             "terminals": list(self.terminals),
+            "pda": self.is_pda,
         }
 
     def save(self, path: str | os.PathLike) -> None:
@@ -145,6 +248,7 @@ class TokenDFA:
                 token_class=self.token_class,
                 next_state=self.next_state,
                 accepting=self.accepting,
+                **self.pda_arrays(),
             )
 
     @classmethod
@@ -179,6 +283,7 @@ class TokenDFA:
                     )
                 meta = json.loads(bytes(data["meta"]).decode("utf-8"))
                 arrays = {k: data[k] for k in _ARRAYS}
+                pda = {k: data[k] for k in PDA_ARRAYS if k in data.files}
         except TableFormatError:
             raise
         except FileNotFoundError as e:
@@ -201,10 +306,11 @@ class TokenDFA:
             raise TableFormatError(
                 f"{path}: format label is {meta.get('format') if isinstance(meta, dict) else meta!r}, expected {FORMAT_LABEL!r}"
             )
-        if meta.get("format_version") != FORMAT_VERSION:
+        if meta.get("format_version") not in READABLE_VERSIONS:
             raise TableFormatError(
                 f"{path}: tables format version {meta.get('format_version')!r}, this library reads "
-                f"version {FORMAT_VERSION}; recompile the spec with this version of automata_compile."
+                f"versions {', '.join(map(str, READABLE_VERSIONS))}; recompile the spec with this "
+                "version of automata_compile."
             )
         try:
             dfa = cls(
@@ -218,6 +324,7 @@ class TokenDFA:
                 spec=str(meta.get("spec", "")),
                 compiler_version=str(meta.get("compiler_version", "")),
                 terminals=tuple(meta.get("terminals", ())),
+                **pda,
             )
         except TableFormatError as e:
             raise TableFormatError(f"{path}: {e}") from e
@@ -239,9 +346,10 @@ class TokenDFA:
             )
 
     def __repr__(self) -> str:
+        extra = f", context_edges={self.cd_state.shape[0]}" if self.is_pda else ""
         return (
             f"TokenDFA({self.spec_kind}, states={self.num_states}, classes={self.num_classes}, "
-            f"vocab={self.vocab_size}, bytes={self.nbytes})"
+            f"vocab={self.vocab_size}{extra}, bytes={self.nbytes})"
         )
 
 
@@ -285,3 +393,52 @@ def _validate_arrays(token_class, next_state, accepting, start, eos_ids, *, wher
     for i in eos_ids:
         if not 0 <= int(i) < token_class.shape[0]:
             bad(f"eos id {i} out of range [0, {token_class.shape[0]})")
+
+
+def _validate_pda(dfa: TokenDFA, *, where: str) -> None:
+    """Checks the optional PDA block: all or nothing, dtypes, shapes and value ranges."""
+    present = [k for k in PDA_ARRAYS if getattr(dfa, k) is not None]
+    if not present:
+        return
+
+    def bad(msg):
+        raise TableFormatError(f"{where}: PDA block: {msg}")
+
+    if len(present) != len(PDA_ARRAYS):
+        bad(f"expected all of {', '.join(PDA_ARRAYS)}, got only {', '.join(present)}")
+    a = {k: getattr(dfa, k) for k in PDA_ARRAYS}
+    q, c = dfa.next_state.shape
+    want = {"edge_push": 2, "push_seq": 2, "cd_pop": 2}
+    for k, v in a.items():
+        if not (isinstance(v, np.ndarray) and v.dtype == np.int32 and v.ndim == want.get(k, 1)):
+            bad(f"{k} must be int32 of rank {want.get(k, 1)}, got {getattr(v, 'dtype', type(v))}"
+                f"{getattr(v, 'shape', '')}")  # fmt: skip
+    p = a["push_seq"].shape[0]
+    e = a["cd_state"].shape[0]
+    if a["edge_push"].shape != (q, c):
+        bad(f"edge_push must be [{q}, {c}], got {a['edge_push'].shape}")
+    if p == 0 or a["push_len"].shape != (p,) or a["push_len"][0] != 0:
+        bad("push_seq / push_len must have P >= 1 rows and row 0 must push nothing")
+    if (a["push_len"] < 0).any() or (a["push_len"] > a["push_seq"].shape[1]).any():
+        bad("push_len out of range")
+    if ((a["push_seq"] < -1) | (a["push_seq"] >= q)).any():
+        bad(f"push_seq symbols must lie in [-1, {q})")
+    if a["edge_push"].size and (a["edge_push"].min() < 0 or a["edge_push"].max() >= p):
+        bad(f"edge_push must lie in [0, {p})")
+    for k in ("cd_class", "cd_npop", "cd_target", "cd_push"):
+        if a[k].shape != (e,):
+            bad(f"{k} must have shape [{e}] (like cd_state), got {a[k].shape}")
+    if a["cd_pop"].shape[0] != e:
+        bad(f"cd_pop must have {e} rows, got {a['cd_pop'].shape[0]}")
+    if e:
+        if (np.diff(a["cd_state"]) < 0).any():
+            bad("cd_state must be sorted")
+        checks = (
+            ("cd_state", 0, q), ("cd_class", 1, c), ("cd_target", 0, q), ("cd_push", 0, p),
+            ("cd_npop", 1, a["cd_pop"].shape[1] + 1),
+        )  # fmt: skip
+        for k, lo, hi in checks:
+            if a[k].min() < lo or a[k].max() >= hi:
+                bad(f"{k} must lie in [{lo}, {hi})")
+        if ((a["cd_pop"] < -1) | (a["cd_pop"] >= q)).any():
+            bad(f"cd_pop symbols must lie in [-1, {q})")

@@ -1,0 +1,347 @@
+"""Byte PDA ∘ detokenizer → token-level PDA tables (Koo et al. §3.2; XGrammar's split).
+
+Every token is walked, byte by byte over the vocabulary trie, from every state a
+token can start in, with a *symbolic* stack: pushes made inside the token are
+known; a return with nothing of its own to pop reads the row's real stack, and
+the walk branches over the return states that could be there (the return states
+of the rule's call sites). Each (state, token) thus gives
+
+* one outcome that pops nothing: a **context-independent** edge
+  ``(target, pushed symbols)``, stored in ``next_state`` / ``edge_push`` and read by
+  the runtime's gather, like a DFA edge; or
+* outcomes that each pop k >= 1 symbols: **context-dependent** edges
+  ``(popped symbols, target, pushed symbols)``, stored as a short per-state list
+  that the runtime compares against the row's top k stack symbols. The PDA is
+  deterministic, so at most one of them matches a given stack.
+
+Tokens with the same outcomes from every state form one class, as in `_compose`.
+Token-level states are the states a token boundary can fall on (reached from the
+start through token edges); other byte-PDA states keep empty rows (they only
+appear on the stack). Every reached configuration can still be completed because
+the vocabulary is required to spell every byte on its own (checked).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from automata_compile._errors import StateBudgetExceededError, UnsupportedGrammarError
+from automata_compile.frontends.grammar._byte_pda import CALL, RETURN, SHIFT, BytePDA
+from automata_compile.tokens._token_trie import TokenTrie
+
+# Outcomes of one (state, token) beyond this mean the walk is enumerating stack contexts
+# combinatorially: refuse rather than run away.
+MAX_OUTCOMES = 4096
+
+
+def compose_pda(pda: BytePDA, trie: TokenTrie, vocab) -> dict:
+    """Builds the token-level tables.
+
+    Returns a dict of NumPy arrays (see `TokenDFA`'s PDA block): ``token_class``,
+    ``next_state``, ``accepting``, ``start``, ``edge_push``, ``push_seq``, ``push_len``,
+    ``cd_state``, ``cd_class``, ``cd_pop``, ``cd_npop``, ``cd_target``, ``cd_push``.
+
+    Raises:
+      UnsupportedGrammarError: the vocabulary cannot spell some byte the grammar uses on
+        its own (masks could not be exact), or a token's outcomes explode.
+    """
+    _check_bytes(pda, vocab)
+    walker = _Walker(pda, trie)
+    start = int(pda.starts[0])
+    walked: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # state -> (groups, outcome ids)
+    todo, seen = [start], {start}
+    while todo:
+        q = todo.pop()
+        groups, ids = walked[q] = walker.walk(q)
+        for oid in np.unique(ids).tolist():
+            for target, _pushed, _popped in walker.outcomes[oid]:
+                if target not in seen:
+                    seen.add(target)
+                    todo.append(target)
+    # A group's signature: its outcome id from every boundary state (-1 = dead). Equal rows
+    # are one class; the all-dead row is class 0.
+    boundary = sorted(walked)
+    sig = np.full((trie.num_groups + 1, len(boundary)), -1, np.int64)  # last row: all dead
+    for col, q in enumerate(boundary):
+        groups, ids = walked[q]
+        sig[groups, col] = ids
+    void = np.ascontiguousarray(sig).view(np.dtype((np.void, 8 * sig.shape[1]))).reshape(-1)
+    _, first, inverse = np.unique(void, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    dead = inverse[-1]
+    order = np.argsort(first)  # classes numbered by first group, the dead class moved to 0
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.shape[0])
+    rank = np.where(rank < rank[dead], rank + 1, rank)
+    rank[dead] = 0
+    group_class = rank[inverse[:-1]]
+    reps = [None] * order.shape[0]
+    for u in range(order.shape[0]):
+        if rank[u]:
+            row = sig[first[u]]
+            reps[rank[u]] = [
+                (q, walker.outcomes[int(row[col])])
+                for col, q in enumerate(boundary)
+                if row[col] >= 0
+            ]
+    tg = trie.token_group
+    token_class = np.where(tg >= 0, group_class[np.maximum(tg, 0)], 0).astype(np.int32)
+    q_count, c_count = pda.num_states, len(reps)
+    next_state = np.full((q_count, c_count), -1, np.int32)
+    edge_push = np.zeros((q_count, c_count), np.int32)
+    pushes: dict[tuple, int] = {(): 0}
+    cd = []
+    for c in range(1, c_count):
+        for q, outs in reps[c]:
+            if len(outs) == 1 and not outs[0][2]:
+                target, pushed, _ = outs[0]
+                next_state[q, c] = target
+                edge_push[q, c] = pushes.setdefault(pushed, len(pushes))
+            else:
+                for target, pushed, popped in outs:
+                    cd.append((q, c, popped, target, pushes.setdefault(pushed, len(pushes))))
+    longest = max(len(p) for p in pushes)
+    push_seq = np.full((len(pushes), max(longest, 1)), -1, np.int32)
+    push_len = np.zeros(len(pushes), np.int32)
+    for p, i in pushes.items():
+        push_seq[i, : len(p)] = p
+        push_len[i] = len(p)
+    cd.sort()
+    kmax = max((len(e[2]) for e in cd), default=1)
+    cd_pop = np.full((len(cd), kmax), -1, np.int32)
+    for i, e in enumerate(cd):
+        cd_pop[i, : len(e[2])] = e[2]
+    col = np.array(cd, dtype=object).reshape(len(cd), 5)
+    return {
+        "token_class": token_class,
+        "next_state": next_state,
+        "accepting": pda.ends.copy(),
+        "start": start,
+        "edge_push": edge_push,
+        "push_seq": push_seq,
+        "push_len": push_len,
+        "cd_state": col[:, 0].astype(np.int32),
+        "cd_class": col[:, 1].astype(np.int32),
+        "cd_pop": cd_pop,
+        "cd_npop": np.array([len(e[2]) for e in cd], np.int32),
+        "cd_target": col[:, 3].astype(np.int32),
+        "cd_push": col[:, 4].astype(np.int32),
+    }
+
+
+def _check_bytes(pda: BytePDA, vocab) -> None:
+    used = np.flatnonzero((pda.kind != 0).any(axis=0))
+    have = {t for t in vocab.tokens if t is not None and len(t) == 1}
+    missing = [b for b in used if bytes([b]) not in have]
+    if missing:
+        raise UnsupportedGrammarError(
+            f"the vocabulary has no single-byte token for byte(s) "
+            f"{', '.join(hex(b) for b in missing[:8])}{'…' if len(missing) > 8 else ''}, which "
+            "the grammar uses; grammar masks are exact only for vocabularies that can spell "
+            "every byte alone (byte-level BPE, byte fallback)"
+        )
+
+
+class _Walker:
+    """Walks tokens from one state with a symbolic stack; memoizes per (configs, byte)."""
+
+    def __init__(self, pda: BytePDA, trie: TokenTrie):
+        self.pda = pda
+        self.kind = pda.kind.tolist()
+        self.arg = pda.arg.tolist()
+        self.ret = pda.ret.tolist()
+        self.rule_of = pda.rule_of.tolist()
+        self.starts = pda.starts.tolist()
+        self.returns = pda.returns
+        self.child_start = [c.tolist() for c in trie.child_start]
+        self.byte = [b.tolist() for b in trie.byte]
+        self.terminal = [t.tolist() for t in trie.terminal]
+        self.depth = trie.depth
+        self.byte_memo: dict[tuple[int, int], tuple] = {}
+        self.memo: dict[tuple, tuple] = {}
+        self.trie = trie
+        self.outcomes: list[tuple] = []
+        self.outcome_id: dict[tuple, int] = {}
+        self.contexts: list[tuple] = [((), ())]
+        self.context_id: dict[tuple, int] = {((), ()): 0}
+
+    def byte_outcomes(self, q: int, b: int) -> tuple:
+        """(popped, target, pushed) for byte ``b`` from ``q`` with nothing pushed yet."""
+        key = (q, b)
+        out = self.byte_memo.get(key)
+        if out is None:
+            acc: list = []
+            self._sim(q, b, [], (), acc, 0)
+            out = self.byte_memo[key] = tuple(acc)
+        return out
+
+    def _sim(self, q, b, pushed, popped, acc, steps):
+        kind, arg, ret = self.kind, self.arg, self.ret
+        while True:
+            steps += 1
+            if steps > 10_000:  # pragma: no cover - left recursion is refused before
+                raise RuntimeError("byte PDA did not settle; please report this grammar")
+            k = kind[q][b]
+            if k == SHIFT:
+                acc.append((popped, arg[q][b], tuple(pushed)))
+                return
+            if k == CALL:
+                if ret[q][b] >= 0:
+                    pushed = pushed + [ret[q][b]]
+                q = self.starts[arg[q][b]]
+            elif k == RETURN:
+                if pushed:
+                    q = pushed[-1]
+                    pushed = pushed[:-1]
+                else:
+                    for r in self.returns[self.rule_of[q]]:
+                        if r in popped:
+                            raise UnsupportedGrammarError(
+                                f"byte {bytes([b])!r} can end rule "
+                                f"{self.pda.names[self.rule_of[r]]!r} and the rules around it "
+                                "an unbounded number of times at once (a recursion that is "
+                                "neither tail nor closed by a byte of its own); make it a "
+                                "repetition or close it with a delimiter",
+                                rules=(self.pda.names[self.rule_of[r]],),
+                            )
+                        self._sim(r, b, [], popped + (r,), acc, steps)
+                    return
+            else:
+                return
+
+    def step(self, configs: tuple, b: int) -> tuple:
+        key = (configs, b)
+        out = self.memo.get(key)
+        if out is not None:
+            return out
+        new = []
+        for q, pushed, popped in configs:
+            for pops, target, push in self.byte_outcomes(q, b):
+                stack = list(pushed)
+                extra = popped
+                ok = True
+                for s in pops:
+                    if stack:
+                        if stack[-1] != s:
+                            ok = False
+                            break
+                        stack.pop()
+                    else:
+                        extra = extra + (s,)
+                if ok:
+                    new.append((target, tuple(stack) + push, extra))
+        if len(new) > MAX_OUTCOMES:
+            raise StateBudgetExceededError(
+                f"a token reaches more than {MAX_OUTCOMES} stack contexts from one state; the "
+                "grammar's nesting is too ambiguous to enumerate per token"
+            )
+        out = self.memo[key] = tuple(sorted(set(new)))
+        return out
+
+    def intern(self, outs: tuple) -> int:
+        oid = self.outcome_id.get(outs)
+        if oid is None:
+            oid = self.outcome_id[outs] = len(self.outcomes)
+            self.outcomes.append(outs)
+        return oid
+
+    def walk(self, q0: int) -> tuple[np.ndarray, np.ndarray]:
+        """(groups, outcome ids) of every token live from ``q0``; outcomes are interned
+        tuples of (target, pushed, popped).
+
+        Lanes with a single configuration (a state plus a fixed context of pushed / popped
+        symbols, interned as ``ctx``) are walked level by level with NumPy for all trie nodes
+        at once; a lane whose byte calls or returns is stepped in Python and, if it stays a
+        single configuration (the usual case), rejoins the NumPy walk with its new context.
+        Only lanes that branch over unknown stack contents finish in Python.
+        """
+        trie, kind, arg, q_count = self.trie, self.pda.kind, self.pda.arg, self.pda.num_states
+        out_g, out_o, extra_g, extra_o = [], [], [], []
+        node = np.zeros(1, np.int64)
+        cur = np.array([q0], np.int64)
+        ctx = np.zeros(1, np.int64)
+        for d in range(1, trie.depth + 1):
+            if node.size == 0:
+                break
+            cs = trie.child_start[d - 1]
+            lo = cs[node]
+            counts = cs[node + 1] - lo
+            total = int(counts.sum())
+            if total == 0:
+                break
+            rep = np.repeat(np.arange(node.shape[0]), counts)
+            child = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(total)
+            c, x = cur[rep], ctx[rep]
+            b = trie.byte[d][child]
+            k = kind[c, b]
+            shift = k == SHIFT
+            node, cur, ctx = child[shift], arg[c[shift], b[shift]].astype(np.int64), x[shift]
+            other = np.flatnonzero((k == CALL) | (k == RETURN))
+            if other.size:
+                seeds = ([], [], [])
+                for y in other.tolist():
+                    pushed, popped = self.contexts[int(x[y])]
+                    configs = self.step(((int(c[y]), pushed, popped),), int(b[y]))
+                    if len(configs) == 1:
+                        q, pushed, popped = configs[0]
+                        seeds[0].append(int(child[y]))
+                        seeds[1].append(q)
+                        seeds[2].append(self.context((pushed, popped)))
+                    elif configs:
+                        self._dfs(d, int(child[y]), configs, extra_g, extra_o)
+                if seeds[0]:
+                    node = np.concatenate([node, np.array(seeds[0], np.int64)])
+                    cur = np.concatenate([cur, np.array(seeds[1], np.int64)])
+                    ctx = np.concatenate([ctx, np.array(seeds[2], np.int64)])
+            term = trie.terminal[d][node]
+            hit = np.flatnonzero(term >= 0)
+            if hit.size:
+                keys, inv = np.unique(cur[hit] + q_count * ctx[hit], return_inverse=True)
+                ids = np.array(
+                    [self.single(int(key % q_count), int(key // q_count)) for key in keys],
+                    np.int64,
+                )
+                out_g.append(term[hit])
+                out_o.append(ids[inv.reshape(-1)])
+        if extra_g:
+            out_g.append(np.array(extra_g, np.int64))
+            out_o.append(np.array(extra_o, np.int64))
+        if not out_g:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return np.concatenate(out_g), np.concatenate(out_o)
+
+    def context(self, key: tuple) -> int:
+        cid = self.context_id.get(key)
+        if cid is None:
+            cid = self.context_id[key] = len(self.contexts)
+            self.contexts.append(key)
+        return cid
+
+    def single(self, q: int, cid: int) -> int:
+        pushed, popped = self.contexts[cid]
+        return self.intern(((q, pushed, popped),))
+
+    def _dfs(self, d0: int, node0: int, configs0: tuple, out_g: list, out_o: list) -> None:
+        """Python walk of the subtree under ``node0`` (level ``d0``, reached with ``configs0``)."""
+        child_start, byte, terminal, step = self.child_start, self.byte, self.terminal, self.step
+        g = terminal[d0][node0]
+        if g >= 0:
+            out_g.append(g)
+            out_o.append(self.intern(configs0))
+        todo = [(d0, node0, configs0)]
+        depth = self.depth
+        while todo:
+            d, node, configs = todo.pop()
+            if d >= depth:
+                continue
+            cs = child_start[d]
+            by, term = byte[d + 1], terminal[d + 1]
+            for child in range(cs[node], cs[node + 1]):
+                new = step(configs, by[child])
+                if not new:
+                    continue
+                g = term[child]
+                if g >= 0:
+                    out_g.append(g)
+                    out_o.append(self.intern(new))
+                todo.append((d + 1, child, new))
