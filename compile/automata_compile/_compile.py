@@ -6,7 +6,8 @@ import numpy as np
 
 from automata_compile.automata import _byte_dfa
 from automata_compile.frontends import _regex
-from automata_compile.tokens import _compose
+from automata_compile.tokens import _compose, _forced
+from automata_compile.tokens._forced import DEFAULT_MAX_TOKENS
 from automata_compile.tokens._token_dfa import TokenDFA
 from automata_compile.tokens._token_trie import trie_for
 
@@ -18,6 +19,7 @@ def compile_regex(
     max_states: int | None = None,
     spec_kind: str = "regex",
     spec: str | None = None,
+    max_forced_tokens: int = DEFAULT_MAX_TOKENS,
 ) -> TokenDFA:
     """Compiles a regex (Python ``re`` syntax, full-match semantics) for a vocabulary.
 
@@ -28,6 +30,8 @@ def compile_regex(
       max_states: budget for the byte-level DFA (default 100,000); exceeding it raises
         `StateBudgetExceededError` instead of running away.
       spec_kind, spec: recorded in the artifact (e.g. "json_schema" and the schema text).
+      max_forced_tokens: F, the most forced tokens stored per state (see `tokens._forced`);
+        0 stores none (the runtime's fast-forward then never fires).
 
     Returns:
       A minimal `TokenDFA` whose states can all still reach acceptance with this vocabulary.
@@ -49,9 +53,15 @@ def compile_regex(
     ir = _regex.parse(expanded.pattern, expanded.placeholders)
     byte_dfa = _byte_dfa.build_byte_dfa(ir, len(expanded.predicates), max_states=max_states)
     trie = trie_for(vocab)
-    token_class, next_state, accepting, start = _compose.compose(
-        byte_dfa, trie, expanded.predicates
+    token_class, next_state, accepting, start, byte_state = _compose.compose(
+        byte_dfa, trie, expanded.predicates, return_byte_states=True
     )
+    forced = {}
+    if max_forced_tokens > 0:
+        runs = _forced.forced_runs(
+            byte_dfa, byte_state, token_class, next_state, accepting, vocab, max_forced_tokens
+        )
+        forced = dict(forced_tokens=runs.tokens, forced_len=runs.length, forced_next=runs.next)
     return TokenDFA(
         token_class=token_class.astype(np.int32),
         next_state=next_state,
@@ -62,4 +72,5 @@ def compile_regex(
         spec_kind=spec_kind,
         spec=pattern if spec is None else spec,
         terminals=expanded.terminal_names,
+        **forced,
     )

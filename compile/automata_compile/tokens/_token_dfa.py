@@ -20,10 +20,14 @@ import numpy as np
 from automata_compile._errors import IncompatibleVocabularyError, TableFormatError
 
 FORMAT_LABEL = "automata-jax/token-dfa"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+# Versions `load` reads: 1 = no forced runs (read as forced_len all 0).
+READABLE_VERSIONS = (1, 2)
 COMPILER_VERSION = "0.1.0"
 DEAD = -1
 _ARRAYS = ("token_class", "next_state", "accepting")
+# --- forced runs (issue 12; optional arrays, absent in version-1 files) -----------------------
+_FORCED_ARRAYS = ("forced_tokens", "forced_len", "forced_next")
 
 
 @dataclasses.dataclass(frozen=True, eq=False, kw_only=True)
@@ -45,6 +49,10 @@ class TokenDFA:
       spec: the spec text (the pattern, or the schema as JSON).
       compiler_version: version of automata_compile that built the tables.
       terminals: names of explicit terminal labels used (informational).
+      forced_tokens: int32[Q, F] or None, each state's forced canonical token run, padded
+        with 0 (see `automata_compile.tokens._forced` for the rule).
+      forced_len: int32[Q] or None, tokens in each run (0 = nothing forced).
+      forced_next: int32[Q] or None, the state after the run (the state itself if none).
     """
 
     token_class: np.ndarray
@@ -57,6 +65,10 @@ class TokenDFA:
     spec: str = ""
     compiler_version: str = COMPILER_VERSION
     terminals: tuple[str, ...] = ()
+    # --- forced runs (issue 12): all three or none ---
+    forced_tokens: np.ndarray | None = None
+    forced_len: np.ndarray | None = None
+    forced_next: np.ndarray | None = None
 
     def __post_init__(self):
         _validate_arrays(
@@ -67,6 +79,19 @@ class TokenDFA:
             self.eos_ids,
             where="TokenDFA",
         )
+        _validate_forced(self, where="TokenDFA")
+
+    @property
+    def max_forced(self) -> int:
+        """F, the width of `forced_tokens` (0 without forced runs)."""
+        return 0 if self.forced_tokens is None else int(self.forced_tokens.shape[1])
+
+    def forced_run(self, state: int) -> tuple[list[int], int]:
+        """(forced tokens of ``state``, the state after them); ([], state) if none."""
+        if self.forced_len is None or self.forced_len[state] == 0:
+            return [], int(state)
+        n = int(self.forced_len[state])
+        return [int(t) for t in self.forced_tokens[state, :n]], int(self.forced_next[state])
 
     # -- sizes --------------------------------------------------------------------------------
 
@@ -133,11 +158,15 @@ class TokenDFA:
             "spec_kind": self.spec_kind,
             "spec": self.spec,
             "terminals": list(self.terminals),
+            "max_forced": self.max_forced,
         }
 
     def save(self, path: str | os.PathLike) -> None:
         """Writes the tables and metadata to ``path`` as ``.npz`` (no pickle)."""
         meta = np.frombuffer(json.dumps(self.metadata()).encode("utf-8"), dtype=np.uint8)
+        forced = {}
+        if self.forced_tokens is not None:
+            forced = {k: getattr(self, k) for k in _FORCED_ARRAYS}
         with open(path, "wb") as f:
             np.savez_compressed(
                 f,
@@ -145,6 +174,7 @@ class TokenDFA:
                 token_class=self.token_class,
                 next_state=self.next_state,
                 accepting=self.accepting,
+                **forced,
             )
 
     @classmethod
@@ -179,6 +209,7 @@ class TokenDFA:
                     )
                 meta = json.loads(bytes(data["meta"]).decode("utf-8"))
                 arrays = {k: data[k] for k in _ARRAYS}
+                arrays.update({k: data[k] for k in _FORCED_ARRAYS if k in data.files})
         except TableFormatError:
             raise
         except FileNotFoundError as e:
@@ -189,6 +220,7 @@ class TokenDFA:
             zipfile.BadZipFile,
             zlib.error,  # a corrupt compressed member
             NotImplementedError,  # zipfile: a corrupt header naming an unknown version / method
+            RuntimeError,  # zipfile: a corrupt flag marking a member encrypted
             json.JSONDecodeError,
             UnicodeDecodeError,
             EOFError,
@@ -201,10 +233,11 @@ class TokenDFA:
             raise TableFormatError(
                 f"{path}: format label is {meta.get('format') if isinstance(meta, dict) else meta!r}, expected {FORMAT_LABEL!r}"
             )
-        if meta.get("format_version") != FORMAT_VERSION:
+        if meta.get("format_version") not in READABLE_VERSIONS:
             raise TableFormatError(
                 f"{path}: tables format version {meta.get('format_version')!r}, this library reads "
-                f"version {FORMAT_VERSION}; recompile the spec with this version of automata_compile."
+                f"versions {', '.join(map(str, READABLE_VERSIONS))}; recompile the spec with this "
+                "version of automata_compile."
             )
         try:
             dfa = cls(
@@ -218,6 +251,7 @@ class TokenDFA:
                 spec=str(meta.get("spec", "")),
                 compiler_version=str(meta.get("compiler_version", "")),
                 terminals=tuple(meta.get("terminals", ())),
+                **{k: arrays.get(k) for k in _FORCED_ARRAYS},
             )
         except TableFormatError as e:
             raise TableFormatError(f"{path}: {e}") from e
@@ -285,3 +319,40 @@ def _validate_arrays(token_class, next_state, accepting, start, eos_ids, *, wher
     for i in eos_ids:
         if not 0 <= int(i) < token_class.shape[0]:
             bad(f"eos id {i} out of range [0, {token_class.shape[0]})")
+
+
+def _validate_forced(dfa: TokenDFA, *, where: str) -> None:
+    """The forced-run arrays: all three or none, shapes, ranges, and every run allowed."""
+    arrays = [dfa.forced_tokens, dfa.forced_len, dfa.forced_next]
+    if all(a is None for a in arrays):
+        return
+    q = dfa.num_states
+
+    def bad(msg):
+        raise TableFormatError(f"{where}: {msg}")
+
+    if any(a is None for a in arrays):
+        bad("forced_tokens, forced_len and forced_next come together (all three or none)")
+    ft, fl, fn = arrays
+    for name, a, nd in (("forced_tokens", ft, 2), ("forced_len", fl, 1), ("forced_next", fn, 1)):
+        if not (isinstance(a, np.ndarray) and a.dtype == np.int32 and a.ndim == nd):
+            bad(f"{name} must be int32 of rank {nd}, got {getattr(a, 'dtype', type(a))}")
+        if a.shape[0] != q:
+            bad(f"{name} must have {q} rows (one per state), got {a.shape[0]}")
+    if fl.min(initial=0) < 0 or fl.max(initial=0) > ft.shape[1]:
+        bad(f"forced_len values must lie in [0, {ft.shape[1]}]")
+    if ft.min(initial=0) < 0 or ft.max(initial=0) >= dfa.vocab_size:
+        bad(f"forced_tokens values must lie in [0, {dfa.vocab_size})")
+    # Every forced token is allowed from the state it is fed in, and ends in forced_next.
+    state = np.arange(q)
+    for j in range(ft.shape[1]):
+        live = fl > j
+        step = dfa.next_state[state[live], dfa.token_class[ft[live, j]]]
+        if (step < 0).any():
+            bad(
+                f"forced run of state {int(np.flatnonzero(live)[np.argmax(step < 0)])} is not allowed"
+            )
+        state = state.copy()
+        state[live] = step
+    if not (state == fn).all():
+        bad("forced_next is not the state after each forced run")
