@@ -189,7 +189,7 @@ class HostMatcherLoop:
             active = [(m, i) for i, m in enumerate(matchers) if not done[i]]
             self.lln.fill_next_token_bitmask_par(self.executor, active, bits)
             mask_s += time.perf_counter() - t0
-            token = np.asarray(self.sample(logits, jnp.asarray(bits), rng, steps))
+            token = np.array(self.sample(logits, jnp.asarray(bits), rng, steps))
             t0 = time.perf_counter()
             for i, m in enumerate(matchers):
                 if done[i]:
