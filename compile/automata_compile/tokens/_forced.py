@@ -42,9 +42,9 @@ the run stays in the language by construction; ``forced_next[q]`` is the state a
 from __future__ import annotations
 
 import bisect
-import collections
 import dataclasses
 import warnings
+import weakref
 
 import numpy as np
 
@@ -100,11 +100,16 @@ def forced_runs(
     nxt = np.arange(q, dtype=np.int32)
     texts: list[bytes] = [b""] * q
     contexts: list[bytes] = [b""] * q
-    paths = _shortest_paths(byte_dfa)
-    index = _PrefixIndex(vocab)
-    for j in range(q):
-        if accepting[j]:
-            continue
+    trans = byte_dfa.trans
+    # Byte states with one way on: not accepting, no terminal-label edge, one byte edge.
+    single = (
+        ~byte_dfa.accepting
+        & ~(trans[:, NUM_BYTES:] >= 0).any(axis=1)
+        & ((trans[:, :NUM_BYTES] >= 0).sum(axis=1) == 1)
+    )
+    candidates = np.flatnonzero(~accepting & single[byte_state])
+    paths = _shortest_paths(byte_dfa) if candidates.size else None
+    for j in candidates:
         s = int(byte_state[j])
         w = _utf8_prefix(_forced_bytes(byte_dfa, s))
         if not w:
@@ -126,6 +131,7 @@ def forced_runs(
             states.append(n)
         kept = run[: len(states) - 1]
         if sum(len(vocab.tokens[t]) for t in kept) == len(w):
+            index = _prefix_index(vocab)
             kept = _drop_mergeable_tail(kept, states, index, token_class, next_state, vocab)
         for i, t in enumerate(kept):  # the invariant the runtime relies on
             assert next_state[states[i], token_class[t]] == states[i + 1] >= 0, (j, i, t)
@@ -160,30 +166,33 @@ def _utf8_prefix(data: bytes) -> bytes:
     return b""
 
 
-def _shortest_paths(dfa: ByteDFA) -> list[tuple[int, int] | None]:
-    """BFS parents over byte edges: (previous state, byte) per state; None = start/unreached."""
+def _shortest_paths(dfa: ByteDFA) -> tuple[np.ndarray, np.ndarray]:
+    """Level-by-level BFS over byte edges: (parent state, byte) per state; -1 = start/unreached."""
     q = dfa.num_states
-    parent: list[tuple[int, int] | None] = [None] * q
+    parent = np.full(q, -1, np.int64)
+    via = np.full(q, -1, np.int64)
     seen = np.zeros(q, bool)
     seen[dfa.start] = True
-    queue = collections.deque([dfa.start])
+    frontier = np.array([dfa.start])
     trans = dfa.trans[:, :NUM_BYTES]
-    while queue:
-        s = queue.popleft()
-        for b in np.flatnonzero(trans[s] >= 0):
-            n = int(trans[s, b])
-            if not seen[n]:
-                seen[n] = True
-                parent[n] = (s, int(b))
-                queue.append(n)
-    return parent
+    while frontier.size:
+        src, byte = np.nonzero(trans[frontier] >= 0)
+        dst = trans[frontier[src], byte]
+        new = ~seen[dst]
+        dst, src, byte = dst[new], frontier[src[new]], byte[new]
+        dst, first = np.unique(dst, return_index=True)  # the first (smallest) way in
+        parent[dst], via[dst] = src[first], byte[first]
+        seen[dst] = True
+        frontier = dst
+    return parent, via
 
 
 def _context(paths, s: int) -> bytes:
+    parent, via = paths
     out = bytearray()
-    while paths[s] is not None and len(out) < CONTEXT_BYTES:
-        s, b = paths[s]
-        out.append(b)
+    while parent[s] >= 0 and len(out) < CONTEXT_BYTES:
+        out.append(int(via[s]))
+        s = int(parent[s])
     out.reverse()
     data = bytes(out)
     while data and (data[0] & 0xC0) == 0x80:  # cut forward to a character start
@@ -228,13 +237,25 @@ def _after(vocab, ids: list[int], context: bytes, forced: bytes) -> list[int] | 
     return None
 
 
+_INDEXES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _prefix_index(vocab) -> _PrefixIndex:
+    """One `_PrefixIndex` per vocabulary (built on first use, ~0.5 s for 262k tokens)."""
+    index = _INDEXES.get(vocab)
+    if index is None:
+        index = _INDEXES[vocab] = _PrefixIndex(vocab)
+    return index
+
+
 class _PrefixIndex:
     """Token ids sorted by bytes, to list the tokens that extend a byte string."""
 
     def __init__(self, vocab):
-        pairs = sorted((t, i) for i, t in enumerate(vocab.tokens) if t)
-        self.keys = [t for t, _ in pairs]
-        self.ids = np.array([i for _, i in pairs], dtype=np.int64)
+        tokens = vocab.tokens
+        ids = sorted((i for i, t in enumerate(tokens) if t), key=tokens.__getitem__)
+        self.keys = [tokens[i] for i in ids]
+        self.ids = np.array(ids, dtype=np.int64)
 
     def extending(self, prefix: bytes) -> np.ndarray:
         """Ids of tokens strictly longer than ``prefix`` that start with it."""
