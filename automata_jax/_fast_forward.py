@@ -15,7 +15,11 @@ row has more than one token to feed (free text costs what it cost before), the c
 call otherwise. After a chunked call the cache's ``end_index`` advances by the longest
 row's count, not by W, so padding slots are overwritten by the next call (the cache
 must be a pytree with an ``end_index``, as `automata_jax.models.gemma3.KVCache`, or
-None). The logits used next are those of each row's last fed token; a ``step_fn`` that
+None). Rows chunk at different times, so the slots used can exceed the tokens of any
+row: `generate` allocates ``capacity`` extra slots (`cache_slack`), and an iteration
+whose chunk would leave too few slots to finish every row with single steps feeds one
+token per row instead (so a cache never overflows; ``--max-new-tokens`` is honoured).
+The logits used next are those of each row's last fed token; a ``step_fn`` that
 accepts a ``logits_at`` keyword (int32[B]) computes only those (saves the output layer
 on the forced slots), otherwise they are gathered from the full ``[B, W, V]`` logits.
 
@@ -54,6 +58,11 @@ def check_cache(cache) -> None:
         )
 
 
+def cache_slack(capacity: int, tables) -> int:
+    """Extra cache slots `generate` allocates for fast-forward (see the module docstring)."""
+    return max(capacity, chunk_width(tables) - 1)
+
+
 def chunk_width(tables) -> int:
     """W = 1 + F, the static width of a chunked call (1: the tables force nothing)."""
     if tables.forced_tokens is None:
@@ -85,6 +94,10 @@ def ff_loop(
     """
     b = state.state.shape[0]
     v = tables.vocab_size
+    valid = getattr(cache, "valid", None)
+    cache_length = getattr(cache, "max_length", None)
+    if cache_length is None and getattr(valid, "ndim", 0) == 2:
+        cache_length = valid.shape[1]
     w = chunk_width(tables)
     num_k, num_q, _ = tables.next_state.shape
     slots = jnp.arange(w, dtype=jnp.int32)
@@ -103,8 +116,12 @@ def ff_loop(
         n = jnp.where(st.constraint >= 0, tables.forced_len[k, qc], 0)
         return tables.forced_tokens[k, qc], n, tables.forced_states[k, qc]
 
-    def emit(i, last_logits, st, written):
-        """One iteration's tokens per row: ([B, W] tokens, count [B], new state, non-EOS count)."""
+    def emit(i, last_logits, st, written, room):
+        """One iteration's tokens per row: ([B, W] tokens, count [B], new state, non-EOS count).
+
+        ``room``: cache slots left. Runs are cut to one token per row when the chunk would
+        leave too few slots to finish every row with single steps (see the module docstring).
+        """
         active = ~st.done & (written < num_steps)
         budget = num_steps - written
         # Rows whose state forces text emit it without sampling.
@@ -121,6 +138,11 @@ def ff_loop(
         post_n = jnp.where(sampling & ~moved.done, post_n, 0)
         post_n = jnp.minimum(post_n, jnp.maximum(budget - 1, 0))
         pre_n = jnp.minimum(pre_n, budget)
+        raw = jnp.where(pre, pre_n, jnp.where(active, 1 + post_n, 0))
+        left = jnp.max(jnp.where(active, budget - raw, 0))  # slots single steps may need later
+        fits = (jnp.max(raw) + left <= room) & (w <= room)  # a chunk writes W slots
+        post_n = jnp.where(fits, post_n, 0)
+        pre_n = jnp.where(fits, pre_n, jnp.minimum(pre_n, 1))
 
         shifted = jnp.concatenate([x[:, None], post_tok], axis=1)  # [B, W]
         padded_pre = jnp.concatenate([pre_tok, jnp.full((b, 1), pad_id, jnp.int32)], axis=1)
@@ -175,9 +197,14 @@ def ff_loop(
             return single(cache)
         return jax.lax.cond(jnp.any(count > 1), chunked, single, cache)
 
+    def room_of(cache):
+        if cache is None or cache_length is None:
+            return jnp.int32(2**30)
+        return cache_length - cache.end_index
+
     buffer = on_batch(jnp.full((b, capacity), pad_id, jnp.int32))
     written = jnp.zeros((b,), jnp.int32)
-    tokens, count, state, counted, feed = emit(0, logits, state, written)
+    tokens, count, state, counted, feed = emit(0, logits, state, written, room_of(cache))
     buffer = write(buffer, written, tokens, count)
     carry = (
         jnp.int32(1),
@@ -201,7 +228,7 @@ def ff_loop(
         logits, cache = call(tokens, feed, position, cache)
         position = position + feed
         calls = calls + (feed > 0).astype(jnp.int32)
-        tokens, count, state, counted, feed = emit(i, logits, state, written)
+        tokens, count, state, counted, feed = emit(i, logits, state, written, room_of(cache))
         buffer = write(buffer, written, tokens, count)
         return (i + 1, buffer, written + count, lengths + counted, tokens, feed, state, cache,
                 position, calls)  # fmt: skip

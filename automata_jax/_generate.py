@@ -230,7 +230,10 @@ def generate(
       fast_forward: static; feed each row's forced canonical tokens (stored in the
         tables by the compiler) in the same model call as the token sampled before them,
         instead of one call per token (see `automata_jax._fast_forward`). Forced tokens
-        count as generated tokens. Needs a cache with an ``end_index`` (or none).
+        count as generated tokens. Needs a cache with an ``end_index`` (or none); an
+        ``init_cache`` callable gets ``buffer_length`` extra slots (rows chunk at different
+        times, leaving padding slots); a cache pytree needs ``max_new_tokens`` slots past
+        the prompt, and steps are chunked only while it has room for them.
 
     Returns:
       A `GenerateOutput`.
@@ -266,12 +269,12 @@ def generate(
     if capacity < n:
         raise RuntimeShapeError(f"buffer_length: expected >= max_new_tokens ({n}), got {capacity}")
     fast_forward = bool(fast_forward) and _fast_forward.chunk_width(tables) > 1
-    slack = _fast_forward.chunk_width(tables) - 1 if fast_forward else 0
+    slack = _fast_forward.cache_slack(capacity, tables) if fast_forward else 0
     init_cache = None
     if callable(cache):
         init_cache, cache = cache, None
     else:
-        _check_cache_length(cache, prompt_tokens.shape[1] + n - 1 + slack)
+        _check_cache_length(cache, prompt_tokens.shape[1] + n - 1 + min(slack, 1))
         if fast_forward:
             _fast_forward.check_cache(cache)
     out = _generate_jit(
@@ -333,7 +336,7 @@ def _generate_loop(
             return tree
         return jax.tree.map(lambda x: jax.lax.with_sharding_constraint(x, data_sharding), tree)
 
-    slack = _fast_forward.chunk_width(tables) - 1 if fast_forward else 0
+    slack = _fast_forward.cache_slack(capacity, tables) if fast_forward else 0
     if init_cache is not None:
         cache = init_cache(b, t + capacity + slack)
         if fast_forward:

@@ -261,3 +261,32 @@ def test_cache_without_end_index_is_refused(dfas, params):
     tables = ConstraintTables.from_dfas(dfas, vocab_size=V)
     with pytest.raises(aj.RuntimeShapeError, match="end_index"):
         _run(params, tables, [0], [[1]], 4, cache=_NoIndexCache(h=jnp.zeros((1, 2))))
+
+
+def test_a_tight_cache_never_overflows(params):
+    """With only max_new_tokens slots past the prompt, chunks stop when room runs out."""
+    # Two constraints out of phase: their rows chunk on alternate steps.
+    pair = [ac.compile_regex(p, VOCAB) for p in (r"(cabcc(a|b)){4,6}", r"(a|b)(cabcc(a|b)){4,6}")]
+    tables = ConstraintTables.from_dfas(pair, vocab_size=V)
+    prompts = [[i % 7] for i in range(8)]
+    ids = [i % 2 for i in range(8)]
+    seen = []
+
+    def step(params, tokens, positions, input_mask, cache):
+        # A write past the end would be clamped by dynamic_update_slice: record the ends.
+        jax.debug.callback(lambda e, n: seen.append(int(e) + n), cache.end_index, tokens.shape[1])
+        return MODEL.apply_step(params, tokens, positions, input_mask, cache)
+
+    n = 20
+    _run(params, tables, ids, prompts, n, step=step, sampler=TopP(0.95))
+    assert max(seen) > 1 + n  # the default cache has extra slots, and they are used
+    seen.clear()
+    tight = _run(
+        params, tables, ids, prompts, n, step=step, sampler=TopP(0.95),
+        cache=MODEL.init_cache(8, 1 + n),
+    )  # fmt: skip
+    assert max(seen) <= 1 + n
+    assert not tight.states.error.any()
+    for row in range(8):
+        got, dfa = tight.tokens[row, : tight.lengths[row]].tolist(), pair[ids[row]]
+        assert dfa.accepts(got) if tight.accepted[row] else dfa.walk(got) >= 0
