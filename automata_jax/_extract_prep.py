@@ -105,6 +105,7 @@ def first_error(validator, instance) -> tuple[str, str] | None:
 def cache_key(schema: Any, options: dict[str, Any], vocab_fingerprint: str) -> str:
     """SHA-256 over the canonical schema JSON, the compile options, the vocabulary and compiler."""
     import automata_compile
+    from automata_compile.tokens._token_dfa import FORMAT_VERSION
 
     payload = json.dumps(
         {
@@ -112,6 +113,7 @@ def cache_key(schema: Any, options: dict[str, Any], vocab_fingerprint: str) -> s
             "options": options,
             "vocab": vocab_fingerprint,
             "compiler": automata_compile.__version__,
+            "format": FORMAT_VERSION,  # a new artifact format (e.g. forced runs) recompiles
         },
         sort_keys=True,
         separators=(",", ":"),

@@ -45,12 +45,15 @@ class RowOutput:
       num_tokens: tokens generated, counting EOS when there was one.
       finished: the row ended with EOS in an accepting state (the object is complete).
       error: set when the row failed for another reason than the token limit.
+      model_calls: forward passes the row needed (prefill included; fewer than
+        ``num_tokens`` with fast-forward).
     """
 
     tokens: tuple[int, ...]
     num_tokens: int
     finished: bool
     error: str | None = None
+    model_calls: int = 0
 
 
 @dataclasses.dataclass
@@ -68,6 +71,7 @@ class Runner:
     mesh: Mesh
     cache_fn: Any
     tables: ConstraintTables | None = None
+    fast_forward: bool = True  # forced tokens fed in one call (see automata_jax._fast_forward)
 
     @classmethod
     def create(cls, args, vocab) -> Runner:
@@ -111,6 +115,7 @@ class Runner:
             seed=args.seed,
             mesh=mesh,
             cache_fn=_cache_fn(model, cache_dtype),
+            fast_forward=getattr(args, "fast_forward", True),
         )
 
     def set_constraint(self, dfa) -> None:
@@ -150,9 +155,10 @@ class Runner:
             prompt_mask=mask,
             cache=self.cache_fn,
             replicate_params=False,
+            fast_forward=self.fast_forward,
         )
-        out_tokens, lengths, accepted, error = jax.device_get(
-            (out.tokens, out.lengths, out.accepted, out.states.error)
+        out_tokens, lengths, accepted, error, calls = jax.device_get(
+            (out.tokens, out.lengths, out.accepted, out.states.error, out.model_calls)
         )
         results = []
         for i in range(n):
@@ -163,6 +169,7 @@ class Runner:
                     num_tokens=length_i + int(accepted[i]),
                     finished=bool(accepted[i]),
                     error=INTERNAL_ERROR if error[i] else None,
+                    model_calls=int(calls[i]),
                 )
             )
         return results

@@ -27,6 +27,7 @@ import numpy as np
 from flax import struct
 from jaxtyping import Array, Bool, Int
 
+from automata_jax import _fast_forward
 from automata_jax._constraint import (
     ConstraintState,
     advance,
@@ -54,12 +55,16 @@ class GenerateOutput:
       accepted: bool[B], the row finished with EOS from an accepting state (for an
         unconstrained row: finished with EOS); False for rows cut off by
         ``max_new_tokens`` and for failed rows.
+      model_calls: int32[B], forward passes whose logits the row sampled from (the
+        prefill included): the calls the row would need decoded alone. Without
+        fast-forward this is its sampled tokens (EOS included); with it, fewer.
     """
 
     tokens: Int[Array, "B N"]
     lengths: Int[Array, " B"]
     states: ConstraintState
     accepted: Bool[Array, " B"]
+    model_calls: Int[Array, " B"]
 
 
 def pad_prompts(
@@ -197,6 +202,7 @@ def generate(
     pad_id: int = 0,
     buffer_length: int | None = None,
     data_sharding: jax.sharding.Sharding | None = None,
+    fast_forward: bool = False,
 ) -> GenerateOutput:
     """Generates up to ``max_new_tokens`` tokens per row under each row's constraint.
 
@@ -221,6 +227,13 @@ def generate(
       buffer_length: static size of the token buffer; default the next power of two
         >= max(max_new_tokens, 16).
       data_sharding: optional sharding of batch-major arrays (see `generate_sharded`).
+      fast_forward: static; feed each row's forced canonical tokens (stored in the
+        tables by the compiler) in the same model call as the token sampled before them,
+        instead of one call per token (see `automata_jax._fast_forward`). Forced tokens
+        count as generated tokens. Needs a cache with an ``end_index`` (or none); an
+        ``init_cache`` callable gets ``buffer_length`` extra slots (rows chunk at different
+        times, leaving padding slots); a cache pytree needs ``max_new_tokens`` slots past
+        the prompt, and steps are chunked only while it has room for them.
 
     Returns:
       A `GenerateOutput`.
@@ -255,17 +268,22 @@ def generate(
     capacity = bucket(n, MIN_BUFFER) if buffer_length is None else int(buffer_length)
     if capacity < n:
         raise RuntimeShapeError(f"buffer_length: expected >= max_new_tokens ({n}), got {capacity}")
+    fast_forward = bool(fast_forward) and _fast_forward.chunk_width(tables) > 1
+    slack = _fast_forward.cache_slack(capacity, tables) if fast_forward else 0
     init_cache = None
     if callable(cache):
         init_cache, cache = cache, None
     else:
-        _check_cache_length(cache, prompt_tokens.shape[1] + n - 1)
+        _check_cache_length(cache, prompt_tokens.shape[1] + n - 1 + min(slack, 1))
+        if fast_forward:
+            _fast_forward.check_cache(cache)
     out = _generate_jit(
         step_fn,
         sampler,
         capacity,
         init_cache,
         data_sharding,
+        fast_forward,
         params,
         prompt_tokens,
         prompt_mask,
@@ -299,6 +317,7 @@ def _generate_loop(
     capacity,
     init_cache,
     data_sharding,
+    fast_forward,
     params,
     prompt_tokens,
     prompt_mask,
@@ -317,8 +336,11 @@ def _generate_loop(
             return tree
         return jax.tree.map(lambda x: jax.lax.with_sharding_constraint(x, data_sharding), tree)
 
+    slack = _fast_forward.cache_slack(capacity, tables) if fast_forward else 0
     if init_cache is not None:
-        cache = init_cache(b, t + capacity)
+        cache = init_cache(b, t + capacity + slack)
+        if fast_forward:
+            _fast_forward.check_cache(cache)
     positions = jnp.maximum(jnp.cumsum(prompt_mask.astype(jnp.int32), axis=1) - 1, 0)
     logits, cache = step_fn(params, prompt_tokens, positions, prompt_mask, cache)
     _check_step_logits(logits, b, t, v)
@@ -335,30 +357,66 @@ def _generate_loop(
         return tokens, emitted, on_batch(advance(tables, state, tokens)), counted
 
     state = on_batch(init_state(tables, constraint_ids))
+    if fast_forward:
+        buffer, lengths, state, calls = _fast_forward.ff_loop(
+            step_fn=step_fn,
+            sampler=sampler,
+            capacity=capacity,
+            data_sharding=data_sharding,
+            params=params,
+            tables=tables,
+            state=state,
+            logits=logits[:, -1],
+            cache=cache,
+            next_position=next_position,
+            num_steps=num_steps,
+            rng=rng,
+            pad_id=pad_id,
+        )
+        return GenerateOutput(
+            tokens=buffer,
+            lengths=lengths,
+            states=state,
+            accepted=state.done & ~state.error,
+            model_calls=calls,
+        )
     token, emitted, state, counted = sample(0, logits[:, -1], state)
     buffer = jnp.full((b, capacity), pad_id, jnp.int32).at[:, 0].set(token)
-    carry = (jnp.int32(1), on_batch(buffer), token, emitted, state, cache, counted)
+    calls = jnp.ones((b,), jnp.int32)  # the prefill
+    carry = (jnp.int32(1), on_batch(buffer), token, emitted, state, cache, counted, calls)
 
     def cond(carry):
-        i, _, _, _, state, _, _ = carry
+        i, _, _, _, state, _, _, _ = carry
         return (i < num_steps) & ~jnp.all(state.done)
 
     def body(carry):
-        i, buffer, token, emitted, state, cache, lengths = carry
+        i, buffer, token, emitted, state, cache, lengths, calls = carry
         position = next_position + (i - 1)
         logits, cache = step_fn(params, token[:, None], position[:, None], emitted[:, None], cache)
         _check_step_logits(logits, b, 1, v)
+        calls = calls + (~state.done).astype(jnp.int32)  # rows that sample from these logits
         token, emitted, state, counted = sample(i, logits[:, 0], state)
         buffer = jax.lax.dynamic_update_slice(buffer, token[:, None], (jnp.int32(0), i))
-        return (i + 1, buffer, token, emitted, state, cache, lengths + counted)
+        return (i + 1, buffer, token, emitted, state, cache, lengths + counted, calls)
 
-    _, buffer, _, _, state, _, lengths = jax.lax.while_loop(cond, body, carry)
+    _, buffer, _, _, state, _, lengths, calls = jax.lax.while_loop(cond, body, carry)
     return GenerateOutput(
-        tokens=buffer, lengths=lengths, states=state, accepted=state.done & ~state.error
+        tokens=buffer,
+        lengths=lengths,
+        states=state,
+        accepted=state.done & ~state.error,
+        model_calls=calls,
     )
 
 
 _generate_jit = jax.jit(
     _generate_loop,
-    static_argnames=("step_fn", "sampler", "capacity", "init_cache", "data_sharding"),
+    static_argnames=(
+        "step_fn",
+        "sampler",
+        "capacity",
+        "init_cache",
+        "data_sharding",
+        "fast_forward",
+    ),
 )

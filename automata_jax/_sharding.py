@@ -83,6 +83,7 @@ def generate_sharded(
     buffer_length: int | None = None,
     axis: str = DATA_AXIS,
     replicate_params: bool = True,
+    fast_forward: bool = False,
 ) -> GenerateOutput:
     """`generate` with the batch split over mesh axis ``axis`` (data parallelism).
 
@@ -139,4 +140,5 @@ def generate_sharded(
         pad_id=pad_id,
         buffer_length=buffer_length,
         data_sharding=batch_sharding(mesh, axis),
+        fast_forward=fast_forward,
     )

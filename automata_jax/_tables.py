@@ -79,6 +79,11 @@ class ConstraintTables:
       stack_size: S, the static stack bound of every row (0 without grammars).
       vocab_fingerprint: the vocabulary the tables were compiled for (static).
       eos_ids: the EOS token ids (static).
+      forced_tokens: int32[K, Q, F] or None, each state's forced canonical token run (see
+        `automata_jax._fast_forward`); None when no constraint forces anything. F is the
+        longest run of all constraints, rounded up to a power of two.
+      forced_len: int32[K, Q] or None, the length of each run (0 = none).
+      forced_states: int32[K, Q, F] or None, the state after each token of each run.
     """
 
     token_class: Int[Array, "K V"]
@@ -102,6 +107,10 @@ class ConstraintTables:
     stack_size: int = struct.field(pytree_node=False, default=0)
     vocab_fingerprint: str = struct.field(pytree_node=False, default="")
     eos_ids: tuple[int, ...] = struct.field(pytree_node=False, default=())
+    # --- forced runs for fast-forward decoding (issue 12) ---
+    forced_tokens: Int[Array, "K Q F"] | None = None
+    forced_len: Int[Array, "K Q"] | None = None
+    forced_states: Int[Array, "K Q F"] | None = None
 
     # -- sizes ----------------------------------------------------------------------------------
 
@@ -251,6 +260,8 @@ class ConstraintTables:
             viable[i, :q] = d.accepting | (d.next_state[:, used] >= 0).any(axis=1)
             start[i] = d.start
 
+        forced = _forced_tables(dfas, kp, qp)
+
         any_pda = any(d.is_pda for d in dfas)
         if stack_size is None:
             stack_size = DEFAULT_STACK_SIZE if any_pda else 0
@@ -286,8 +297,37 @@ class ConstraintTables:
             stack_size=stack_size,
             vocab_fingerprint=next(iter(fingerprints), ""),
             eos_ids=eos_ids,
+            **forced,
         )
         return jax.device_put(tables)
+
+
+def _forced_tables(dfas: Sequence[TokenDFA], kp: int, qp: int) -> dict:
+    """forced_tokens / forced_len / forced_states padded to [K, Q, F]; {} if nothing is forced."""
+    longest = max(
+        (int(d.forced_len.max(initial=0)) for d in dfas if d.forced_len is not None), default=0
+    )
+    if longest == 0:
+        return {}
+    f = bucket(longest, 1)
+    tokens = np.zeros((kp, qp, f), np.int32)
+    length = np.zeros((kp, qp), np.int32)
+    states = np.zeros((kp, qp, f), np.int32)
+    for i, d in enumerate(dfas):
+        if d.forced_len is None:
+            continue
+        q = d.num_states
+        n = min(f, d.max_forced)
+        tokens[i, :q, :n] = d.forced_tokens[:, :n]
+        length[i, :q] = d.forced_len
+        cur = np.arange(q)
+        for j in range(f):
+            live = d.forced_len > j
+            if j < n:
+                cur = cur.copy()
+                cur[live] = d.next_state[cur[live], d.token_class[d.forced_tokens[live, j]]]
+            states[i, :q, j] = cur
+    return dict(forced_tokens=tokens, forced_len=length, forced_states=states)
 
 
 def _pda_block(dfas: list[TokenDFA], kp: int, qp: int, cp: int) -> dict[str, np.ndarray]:

@@ -108,6 +108,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="model weights dtype (auto: bfloat16 for gemma3-* on GPU/TPU, else float32)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--no-fast-forward",
+        dest="fast_forward",
+        action="store_false",
+        help="one model call per token (default: forced tokens join the sampled one's call)",
+    )
     args = p.parse_args(argv)
     for name in ("batch_size", "max_new_tokens", "max_prompt_tokens"):
         if getattr(args, name) < 1:
@@ -240,6 +246,7 @@ class _Stats:
         self.ok = 0
         self.errors = 0
         self.tokens = 0
+        self.model_calls = 0
         self.batches = 0
         self.first_batch_s = 0.0
         self.first_batch_records = 0
@@ -314,6 +321,7 @@ def _run_batch(args, runner, pending, validator, stats) -> list[dict[str, Any]]:
         outputs = runner.generate([ids for _, _, ids in todo], seed_offset=todo[0][1].line)
         for (i, record, _), out in zip(todo, outputs, strict=True):
             stats.tokens += out.num_tokens
+            stats.model_calls += out.model_calls
             results[i] = result_line(record, _result(out, runner.vocab, validator))
     for r in results.values():
         stats.records += 1
@@ -355,6 +363,10 @@ def _report(stats: _Stats, output_path: Path, *, empty: bool = False) -> None:
         f"{stats.records / secs:.2f} records/s, {stats.tokens / secs:.0f} tokens/s"
     )
     _log(line + f" -> {output_path}")
+    _log(
+        f"per record: {stats.tokens / stats.records:.1f} tokens, "
+        f"{stats.model_calls / stats.records:.1f} model calls"
+    )
     if stats.batches > 1:  # the first batch pays for XLA compilation
         steady = max(secs - stats.first_batch_s, 1e-9)
         _log(

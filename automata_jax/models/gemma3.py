@@ -317,6 +317,7 @@ def apply_step(
     positions: Int[Array, "B T"],
     input_mask: Bool[Array, "B T"],
     cache: KVCache,
+    logits_at: Int[Array, " B"] | None = None,
 ) -> tuple[Float[Array, "B T V"], KVCache]:
     """Runs ``T`` new tokens per row through the decoder, reading and extending the cache.
 
@@ -334,10 +335,13 @@ def apply_step(
       positions: RoPE position of each token, per row; shape=[B, T].
       input_mask: False marks a padding slot, never attended to; shape=[B, T].
       cache: from `init_cache` or a previous call.
+      logits_at: optional slot per row, shape=[B]; then only that slot's logits are
+        computed (shape=[B, 1, V]), which saves the output layer on the other slots
+        (fast-forward decoding feeds forced tokens whose logits it does not need).
 
     Returns:
-      ``(logits, cache)``: float32 logits, shape=[B, T, V], and the cache with
-      ``end_index`` advanced by ``T``.
+      ``(logits, cache)``: float32 logits, shape=[B, T, V] (or [B, 1, V] with
+      ``logits_at``), and the cache with ``end_index`` advanced by ``T``.
 
     Raises:
       ModelError: (while tracing) when shapes or dtypes do not fit the config/cache.
@@ -373,6 +377,8 @@ def apply_step(
         h = _mlp(p, h)
         x = x + _rms_norm(h, p["post_feedforward_layernorm"], config.rms_norm_eps)
 
+    if logits_at is not None:
+        x = jnp.take_along_axis(x, logits_at.astype(jnp.int32)[:, None, None], axis=1)
     x = _rms_norm(x, params["final_norm"], config.rms_norm_eps)
     logits = jnp.einsum("btd,vd->btv", x, embed, preferred_element_type=jnp.float32)
     logits = _softcap(logits, config.final_logit_softcap)
@@ -409,8 +415,9 @@ class Gemma3:
         positions: Int[Array, "B T"],
         input_mask: Bool[Array, "B T"],
         cache: KVCache,
+        logits_at: Int[Array, " B"] | None = None,
     ) -> tuple[Float[Array, "B T V"], KVCache]:
-        return apply_step(self.config, params, tokens, positions, input_mask, cache)
+        return apply_step(self.config, params, tokens, positions, input_mask, cache, logits_at)
 
     def num_params(self, params: Params) -> int:
         return num_params(params)

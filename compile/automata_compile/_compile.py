@@ -6,7 +6,8 @@ import numpy as np
 
 from automata_compile.automata import _byte_dfa
 from automata_compile.frontends import _regex
-from automata_compile.tokens import _compose
+from automata_compile.tokens import _compose, _forced
+from automata_compile.tokens._forced import DEFAULT_MAX_TOKENS
 from automata_compile.tokens._token_dfa import TokenDFA
 from automata_compile.tokens._token_trie import trie_for
 
@@ -18,6 +19,7 @@ def compile_regex(
     max_states: int | None = None,
     spec_kind: str = "regex",
     spec: str | None = None,
+    max_forced_tokens: int = DEFAULT_MAX_TOKENS,
 ) -> TokenDFA:
     """Compiles a regex (Python ``re`` syntax, full-match semantics) for a vocabulary.
 
@@ -28,6 +30,8 @@ def compile_regex(
       max_states: budget for the byte-level DFA (default 100,000); exceeding it raises
         `StateBudgetExceededError` instead of running away.
       spec_kind, spec: recorded in the artifact (e.g. "json_schema" and the schema text).
+      max_forced_tokens: F, the most forced tokens stored per state (see `tokens._forced`);
+        0 stores none (the runtime's fast-forward then never fires).
 
     Returns:
       A minimal `TokenDFA` whose states can all still reach acceptance with this vocabulary.
@@ -53,6 +57,7 @@ def compile_regex(
         predicates=expanded.predicates,
         terminal_names=expanded.terminal_names,
         max_states=max_states,
+        max_forced_tokens=max_forced_tokens,
         spec_kind=spec_kind,
         spec=pattern if spec is None else spec,
     )
@@ -65,6 +70,7 @@ def compile_ir(
     predicates=(),
     terminal_names=(),
     max_states: int | None = None,
+    max_forced_tokens: int = DEFAULT_MAX_TOKENS,
     spec_kind: str,
     spec: str,
     what: str = "the pattern",
@@ -74,12 +80,20 @@ def compile_ir(
     Args:
       ir: an `automata._ir` tree; ``Terminal(k)`` uses ``predicates[k]``.
       predicates, terminal_names: the terminal labels (regex extensions).
-      max_states, spec_kind, spec: as in `compile_regex`.
+      max_states, max_forced_tokens, spec_kind, spec: as in `compile_regex`.
       what: names the input in budget and empty-language errors.
     """
     byte_dfa = _byte_dfa.build_byte_dfa(ir, len(predicates), max_states=max_states, what=what)
     trie = trie_for(vocab)
-    token_class, next_state, accepting, start = _compose.compose(byte_dfa, trie, predicates)
+    token_class, next_state, accepting, start, byte_state = _compose.compose(
+        byte_dfa, trie, predicates, return_byte_states=True
+    )
+    forced = {}
+    if max_forced_tokens > 0:
+        runs = _forced.forced_runs(
+            byte_dfa, byte_state, token_class, next_state, accepting, vocab, max_forced_tokens
+        )
+        forced = dict(forced_tokens=runs.tokens, forced_len=runs.length, forced_next=runs.next)
     return TokenDFA(
         token_class=token_class.astype(np.int32),
         next_state=next_state,
@@ -90,4 +104,5 @@ def compile_ir(
         spec_kind=spec_kind,
         spec=spec,
         terminals=tuple(terminal_names),
+        **forced,
     )

@@ -15,12 +15,13 @@ class WorkBudgetExceeded(Exception):
     """Internal: `minimize` passed its ``max_work`` (callers name what grew)."""
 
 
-def trim(trans: np.ndarray, accepting: np.ndarray, start: int):
+def trim(trans: np.ndarray, accepting: np.ndarray, start: int, *, return_kept: bool = False):
     """Keeps the states reachable from ``start`` that can reach acceptance.
 
     Returns:
       (trans, accepting, start) restricted and renumbered (start = 0 first in
-      BFS order), or None if the language is empty.
+      BFS order), or None if the language is empty. With ``return_kept``, a fourth
+      item: int64[Q'], the old id of each kept state.
     """
     q = trans.shape[0]
     src, sym = np.nonzero(trans >= 0)
@@ -32,7 +33,8 @@ def trim(trans: np.ndarray, accepting: np.ndarray, start: int):
     keep = reach & coreach
     if not keep[start]:
         return None
-    return restrict(trans, accepting, start, keep)
+    out = restrict(trans, accepting, start, keep)
+    return (*out, np.flatnonzero(keep)) if return_kept else out
 
 
 def restrict(trans, accepting, start, keep):

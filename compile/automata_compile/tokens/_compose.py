@@ -61,12 +61,14 @@ class _Walk:
     xend: np.ndarray
 
 
-def compose(dfa: ByteDFA, trie: TokenTrie, predicates=()):
+def compose(dfa: ByteDFA, trie: TokenTrie, predicates=(), *, return_byte_states: bool = False):
     """Builds the token DFA tables.
 
     Returns:
       (token_class int32[V], next_state int32[Q, C], accepting bool[Q], start), minimal and
       trimmed to states from which acceptance is reachable through tokens; class 0 is dead.
+      With ``return_byte_states``, a fifth item ``int32[Q]``: one byte-DFA state merged into
+      each token state (its token-level future is the token state's; used for forced text).
 
     Raises:
       EmptyLanguageError: no string of the language can be spelled with the vocabulary.
@@ -79,19 +81,23 @@ def compose(dfa: ByteDFA, trie: TokenTrie, predicates=()):
             "token class hashing collided; please report this pattern and vocabulary"
         )
 
-    trimmed = _dfa_ops.trim(next_state, dfa.accepting, dfa.start)
+    trimmed = _dfa_ops.trim(next_state, dfa.accepting, dfa.start, return_kept=True)
     if trimmed is None:
         raise EmptyLanguageError(
             "no string of the language can be spelled with this vocabulary's tokens "
             "(the pattern matches something, but not with these tokens)"
         )
-    ns, acc, st = trimmed
-    ns, acc, st, _ = _dfa_ops.minimize(ns, acc, st)
+    ns, acc, st, kept = trimmed
+    ns, acc, st, block = _dfa_ops.minimize(ns, acc, st)
     # Minimization can make columns equal: merge them, keeping the dead class first.
     dead = np.full((ns.shape[0], 1), -1, dtype=np.int32)
     first, col_id = _dfa_ops.unique_columns(np.concatenate([dead, ns], axis=1))
     new_next = np.ascontiguousarray(np.concatenate([dead, ns], axis=1)[:, first]).astype(np.int32)
     token_class = col_id[1:][token_class].astype(np.int32)
+    if return_byte_states:
+        byte_state = np.zeros(ns.shape[0], dtype=np.int32)
+        byte_state[block[::-1]] = kept[::-1]  # the first kept byte state of each token state
+        return token_class, new_next, acc, st, byte_state
     return token_class, new_next, acc, st
 
 

@@ -21,10 +21,13 @@ from automata_compile._errors import IncompatibleVocabularyError, TableFormatErr
 
 FORMAT_LABEL = "automata-jax/token-dfa"
 FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)  # version 1 = the same file without the optional PDA block
+# Versions `load` reads: 1 = the same file without the optional forced-run and PDA blocks.
+READABLE_VERSIONS = (1, 2)
 COMPILER_VERSION = "0.1.0"
 DEAD = -1
 _ARRAYS = ("token_class", "next_state", "accepting")
+# --- forced runs (issue 12; optional arrays, absent in version-1 files) -----------------------
+_FORCED_ARRAYS = ("forced_tokens", "forced_len", "forced_next")
 # --- PDA block (optional; all present or all absent) ------------------------------------------
 # A token-level pushdown automaton (compiled from a grammar) is a TokenDFA plus these arrays.
 # Stack symbols are state ids. A DFA is the case with none of them (no stack edits).
@@ -60,6 +63,10 @@ class TokenDFA:
       spec: the spec text (the pattern, or the schema as JSON).
       compiler_version: version of automata_compile that built the tables.
       terminals: names of explicit terminal labels used (informational).
+      forced_tokens: int32[Q, F] or None, each state's forced canonical token run, padded
+        with 0 (see `automata_compile.tokens._forced` for the rule).
+      forced_len: int32[Q] or None, tokens in each run (0 = nothing forced).
+      forced_next: int32[Q] or None, the state after the run (the state itself if none).
       edge_push, push_seq, push_len, cd_state, cd_class, cd_pop, cd_npop, cd_target, cd_push:
         the optional PDA block (see ``PDA_ARRAYS``); None for a DFA. For a PDA, a class
         whose ``next_state`` is -1 may still be allowed by a context-dependent edge of that
@@ -77,6 +84,10 @@ class TokenDFA:
     spec: str = ""
     compiler_version: str = COMPILER_VERSION
     terminals: tuple[str, ...] = ()
+    # --- forced runs (issue 12): all three or none ---
+    forced_tokens: np.ndarray | None = None
+    forced_len: np.ndarray | None = None
+    forced_next: np.ndarray | None = None
     edge_push: np.ndarray | None = None
     push_seq: np.ndarray | None = None
     push_len: np.ndarray | None = None
@@ -96,7 +107,20 @@ class TokenDFA:
             self.eos_ids,
             where="TokenDFA",
         )
+        _validate_forced(self, where="TokenDFA")
         _validate_pda(self, where="TokenDFA")
+
+    @property
+    def max_forced(self) -> int:
+        """F, the width of `forced_tokens` (0 without forced runs)."""
+        return 0 if self.forced_tokens is None else int(self.forced_tokens.shape[1])
+
+    def forced_run(self, state: int) -> tuple[list[int], int]:
+        """(forced tokens of ``state``, the state after them); ([], state) if none."""
+        if self.forced_len is None or self.forced_len[state] == 0:
+            return [], int(state)
+        n = int(self.forced_len[state])
+        return [int(t) for t in self.forced_tokens[state, :n]], int(self.forced_next[state])
 
     @property
     def is_pda(self) -> bool:
@@ -235,12 +259,16 @@ class TokenDFA:
             "spec_kind": self.spec_kind,
             "spec": self.spec,
             "terminals": list(self.terminals),
+            "max_forced": self.max_forced,
             "pda": self.is_pda,
         }
 
     def save(self, path: str | os.PathLike) -> None:
         """Writes the tables and metadata to ``path`` as ``.npz`` (no pickle)."""
         meta = np.frombuffer(json.dumps(self.metadata()).encode("utf-8"), dtype=np.uint8)
+        forced = {}
+        if self.forced_tokens is not None:
+            forced = {k: getattr(self, k) for k in _FORCED_ARRAYS}
         with open(path, "wb") as f:
             np.savez_compressed(
                 f,
@@ -248,6 +276,7 @@ class TokenDFA:
                 token_class=self.token_class,
                 next_state=self.next_state,
                 accepting=self.accepting,
+                **forced,
                 **self.pda_arrays(),
             )
 
@@ -283,6 +312,7 @@ class TokenDFA:
                     )
                 meta = json.loads(bytes(data["meta"]).decode("utf-8"))
                 arrays = {k: data[k] for k in _ARRAYS}
+                arrays.update({k: data[k] for k in _FORCED_ARRAYS if k in data.files})
                 pda = {k: data[k] for k in PDA_ARRAYS if k in data.files}
         except TableFormatError:
             raise
@@ -294,6 +324,7 @@ class TokenDFA:
             zipfile.BadZipFile,
             zlib.error,  # a corrupt compressed member
             NotImplementedError,  # zipfile: a corrupt header naming an unknown version / method
+            RuntimeError,  # zipfile: a corrupt flag marking a member encrypted
             json.JSONDecodeError,
             UnicodeDecodeError,
             EOFError,
@@ -324,6 +355,7 @@ class TokenDFA:
                 spec=str(meta.get("spec", "")),
                 compiler_version=str(meta.get("compiler_version", "")),
                 terminals=tuple(meta.get("terminals", ())),
+                **{k: arrays.get(k) for k in _FORCED_ARRAYS},
                 **pda,
             )
         except TableFormatError as e:
@@ -393,6 +425,43 @@ def _validate_arrays(token_class, next_state, accepting, start, eos_ids, *, wher
     for i in eos_ids:
         if not 0 <= int(i) < token_class.shape[0]:
             bad(f"eos id {i} out of range [0, {token_class.shape[0]})")
+
+
+def _validate_forced(dfa: TokenDFA, *, where: str) -> None:
+    """The forced-run arrays: all three or none, shapes, ranges, and every run allowed."""
+    arrays = [dfa.forced_tokens, dfa.forced_len, dfa.forced_next]
+    if all(a is None for a in arrays):
+        return
+    q = dfa.num_states
+
+    def bad(msg):
+        raise TableFormatError(f"{where}: {msg}")
+
+    if any(a is None for a in arrays):
+        bad("forced_tokens, forced_len and forced_next come together (all three or none)")
+    ft, fl, fn = arrays
+    for name, a, nd in (("forced_tokens", ft, 2), ("forced_len", fl, 1), ("forced_next", fn, 1)):
+        if not (isinstance(a, np.ndarray) and a.dtype == np.int32 and a.ndim == nd):
+            bad(f"{name} must be int32 of rank {nd}, got {getattr(a, 'dtype', type(a))}")
+        if a.shape[0] != q:
+            bad(f"{name} must have {q} rows (one per state), got {a.shape[0]}")
+    if fl.min(initial=0) < 0 or fl.max(initial=0) > ft.shape[1]:
+        bad(f"forced_len values must lie in [0, {ft.shape[1]}]")
+    if ft.min(initial=0) < 0 or ft.max(initial=0) >= dfa.vocab_size:
+        bad(f"forced_tokens values must lie in [0, {dfa.vocab_size})")
+    # Every forced token is allowed from the state it is fed in, and ends in forced_next.
+    state = np.arange(q)
+    for j in range(ft.shape[1]):
+        live = fl > j
+        step = dfa.next_state[state[live], dfa.token_class[ft[live, j]]]
+        if (step < 0).any():
+            bad(
+                f"forced run of state {int(np.flatnonzero(live)[np.argmax(step < 0)])} is not allowed"
+            )
+        state = state.copy()
+        state[live] = step
+    if not (state == fn).all():
+        bad("forced_next is not the state after each forced run")
 
 
 def _validate_pda(dfa: TokenDFA, *, where: str) -> None:

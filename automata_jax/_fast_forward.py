@@ -1,0 +1,243 @@
+"""Fast-forward decoding: the sampled token plus the forced canonical tokens in one model call.
+
+The compiler stores, per DFA state, the tokens every continuation must start with
+(`automata_compile.tokens._forced`). This loop emits them without sampling: each
+iteration, for every active row,
+
+* if its state has a forced run, the row emits that run (no sampling);
+* else it samples a token ``x`` (masked as usual) and, if the state after ``x`` has a
+  forced run, emits ``x`` followed by the run;
+
+and the emitted tokens of all rows are fed to the model in one call (a chunk of
+``W = 1 + F`` slots, the unused ones masked out), inside the same ``lax.while_loop``.
+The chunk width is chosen per iteration with a ``lax.cond``: a single-token call when no
+row has more than one token to feed (free text costs what it cost before), the chunked
+call otherwise. After a chunked call the cache's ``end_index`` advances by the longest
+row's count, not by W, so padding slots are overwritten by the next call (the cache
+must be a pytree with an ``end_index``, as `automata_jax.models.gemma3.KVCache`, or
+None). Rows chunk at different times, so the slots used can exceed the tokens of any
+row: `generate` allocates ``capacity`` extra slots (`cache_slack`), and an iteration
+whose chunk would leave too few slots to finish every row with single steps feeds one
+token per row instead (so a cache never overflows; ``--max-new-tokens`` is honoured).
+The logits used next are those of each row's last fed token; a ``step_fn`` that
+accepts a ``logits_at`` keyword (int32[B]) computes only those (saves the output layer
+on the forced slots), otherwise they are gathered from the full ``[B, W, V]`` logits.
+
+Forced tokens are allowed from the state they are fed in by construction (checked when
+the artifact is built and loaded), so outputs stay in the language; they count as
+generated tokens (``max_new_tokens`` caps the total, cutting a run short if needed).
+"""
+
+# ruff: noqa: F722 (jaxtyping shape strings such as "B V" are not Python expressions)
+
+from __future__ import annotations
+
+import inspect
+
+import jax
+import jax.numpy as jnp
+
+from automata_jax._constraint import advance, mask_logits
+from automata_jax._tables import RuntimeShapeError
+
+
+def accepts_logits_at(step_fn) -> bool:
+    """Whether ``step_fn`` takes a ``logits_at`` keyword (see the module docstring)."""
+    try:
+        return "logits_at" in inspect.signature(step_fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def check_cache(cache) -> None:
+    """Fast-forward rewinds ``end_index`` after a chunked call; other caches cannot be used."""
+    if cache is not None and not hasattr(cache, "end_index"):
+        raise RuntimeShapeError(
+            f"cache: fast_forward expected None or a cache pytree with an `end_index` (like "
+            f"models.gemma3.KVCache), got {type(cache).__name__}; pass fast_forward=False"
+        )
+
+
+def cache_slack(capacity: int, tables) -> int:
+    """Extra cache slots `generate` allocates for fast-forward (see the module docstring)."""
+    return max(capacity, chunk_width(tables) - 1)
+
+
+def chunk_width(tables) -> int:
+    """W = 1 + F, the static width of a chunked call (1: the tables force nothing)."""
+    if tables.forced_tokens is None:
+        return 1
+    return 1 + int(tables.forced_tokens.shape[2])
+
+
+def ff_loop(
+    *,
+    step_fn,
+    sampler,
+    capacity,
+    data_sharding,
+    params,
+    tables,
+    state,
+    logits,
+    cache,
+    next_position,
+    num_steps,
+    rng,
+    pad_id,
+):
+    """The fast-forward `while_loop`, after the prefill.
+
+    Returns:
+      (buffer int32[B, capacity], lengths int32[B], state, model_calls int32[B]); model
+      calls count the prefill.
+    """
+    b = state.state.shape[0]
+    v = tables.vocab_size
+    valid = getattr(cache, "valid", None)
+    cache_length = getattr(cache, "max_length", None)
+    if cache_length is None and getattr(valid, "ndim", 0) == 2:
+        cache_length = valid.shape[1]
+    w = chunk_width(tables)
+    num_k, num_q, _ = tables.next_state.shape
+    slots = jnp.arange(w, dtype=jnp.int32)
+    rows = jnp.arange(b)
+    with_logits_at = accepts_logits_at(step_fn)
+
+    def on_batch(tree):
+        if data_sharding is None:
+            return tree
+        return jax.tree.map(lambda x: jax.lax.with_sharding_constraint(x, data_sharding), tree)
+
+    def run_of(st, q):
+        """(forced tokens [B, F], length [B], states after each [B, F]) of state q per row."""
+        k = jnp.clip(st.constraint, 0, num_k - 1)
+        qc = jnp.clip(q, 0, num_q - 1)
+        n = jnp.where(st.constraint >= 0, tables.forced_len[k, qc], 0)
+        return tables.forced_tokens[k, qc], n, tables.forced_states[k, qc]
+
+    def emit(i, last_logits, st, written, room):
+        """One iteration's tokens per row: ([B, W] tokens, count [B], new state, non-EOS count).
+
+        ``room``: cache slots left. Runs are cut to one token per row when the chunk would
+        leave too few slots to finish every row with single steps (see the module docstring).
+        """
+        active = ~st.done & (written < num_steps)
+        budget = num_steps - written
+        # Rows whose state forces text emit it without sampling.
+        pre_tok, pre_n, pre_states = run_of(st, st.state)
+        pre = active & (pre_n > 0)
+        # The others sample, then append the forced run of the state they land in.
+        x = sampler(mask_logits(tables, st, on_batch(last_logits)), jax.random.fold_in(rng, i))
+        sampling = active & ~pre
+        x = jnp.where(sampling, x.astype(jnp.int32), pad_id)
+        moved = jax.tree.map(
+            lambda new, old: jnp.where(_rows(sampling, new), new, old), advance(tables, st, x), st
+        )
+        post_tok, post_n, post_states = run_of(moved, moved.state)
+        post_n = jnp.where(sampling & ~moved.done, post_n, 0)
+        post_n = jnp.minimum(post_n, jnp.maximum(budget - 1, 0))
+        pre_n = jnp.minimum(pre_n, budget)
+        raw = jnp.where(pre, pre_n, jnp.where(active, 1 + post_n, 0))
+        left = jnp.max(jnp.where(active, budget - raw, 0))  # slots single steps may need later
+        fits = (jnp.max(raw) + left <= room) & (w <= room)  # a chunk writes W slots
+        post_n = jnp.where(fits, post_n, 0)
+        pre_n = jnp.where(fits, pre_n, jnp.minimum(pre_n, 1))
+
+        shifted = jnp.concatenate([x[:, None], post_tok], axis=1)  # [B, W]
+        padded_pre = jnp.concatenate([pre_tok, jnp.full((b, 1), pad_id, jnp.int32)], axis=1)
+        tokens = jnp.where(pre[:, None], padded_pre, shifted)
+        count = jnp.where(pre, pre_n, jnp.where(active, 1 + post_n, 0))
+        tokens = jnp.where(slots[None, :] < count[:, None], tokens, pad_id)
+
+        def state_after(states, n, base):
+            after = jnp.take_along_axis(states, jnp.maximum(n - 1, 0)[:, None], axis=1)[:, 0]
+            return jnp.where(n > 0, after, base)
+
+        q_pre = state_after(pre_states, pre_n, st.state)
+        q_post = state_after(post_states, post_n, moved.state)
+        new_state = jnp.where(pre, q_pre, jnp.where(active, q_post, st.state))
+        st = moved.replace(state=new_state)
+        is_eos = tables.eos_mask[jnp.clip(x, 0, v - 1)] & sampling
+        counted = count - is_eos.astype(jnp.int32)
+        # Rows that will sample again feed their tokens; finished or cut-off rows do not.
+        feed = jnp.where(~st.done & (written + count < num_steps), count, 0)
+        return tokens, count, on_batch(st), counted, feed
+
+    def write(buffer, written, tokens, count):
+        idx = written[:, None] + slots[None, :]
+        idx = jnp.where(slots[None, :] < count[:, None], idx, capacity)  # dropped
+        return buffer.at[rows[:, None], idx].set(tokens, mode="drop")
+
+    def call(tokens, count, positions, cache):
+        """Feeds each row's ``count`` tokens; returns the logits after its last one."""
+        last = jnp.maximum(count - 1, 0)
+
+        def single(cache):
+            out, cache = step_fn(
+                params, tokens[:, :1], positions[:, None], (count > 0)[:, None], cache
+            )
+            return out[:, 0].astype(jnp.float32), cache
+
+        def chunked(cache):
+            start = None if cache is None else cache.end_index
+            pos = positions[:, None] + slots[None, :]
+            mask = slots[None, :] < count[:, None]
+            if with_logits_at:
+                out, cache = step_fn(params, tokens, pos, mask, cache, logits_at=last)
+                out = out[:, 0]
+            else:
+                out, cache = step_fn(params, tokens, pos, mask, cache)
+                out = jnp.take_along_axis(out, last[:, None, None], axis=1)[:, 0]
+            if cache is not None:
+                cache = cache.replace(end_index=start + jnp.max(count))
+            return out.astype(jnp.float32), cache
+
+        if w == 1:
+            return single(cache)
+        return jax.lax.cond(jnp.any(count > 1), chunked, single, cache)
+
+    def room_of(cache):
+        if cache is None or cache_length is None:
+            return jnp.int32(2**30)
+        return cache_length - cache.end_index
+
+    buffer = on_batch(jnp.full((b, capacity), pad_id, jnp.int32))
+    written = jnp.zeros((b,), jnp.int32)
+    tokens, count, state, counted, feed = emit(0, logits, state, written, room_of(cache))
+    buffer = write(buffer, written, tokens, count)
+    carry = (
+        jnp.int32(1),
+        buffer,
+        written + count,
+        counted,
+        tokens,
+        feed,
+        state,
+        cache,
+        next_position,
+        jnp.ones((b,), jnp.int32),
+    )
+
+    def cond(carry):
+        _, _, written, _, _, _, state, _, _, _ = carry
+        return jnp.any(~state.done & (written < num_steps))
+
+    def body(carry):
+        i, buffer, written, lengths, tokens, feed, state, cache, position, calls = carry
+        logits, cache = call(tokens, feed, position, cache)
+        position = position + feed
+        calls = calls + (feed > 0).astype(jnp.int32)
+        tokens, count, state, counted, feed = emit(i, logits, state, written, room_of(cache))
+        buffer = write(buffer, written, tokens, count)
+        return (i + 1, buffer, written + count, lengths + counted, tokens, feed, state, cache,
+                position, calls)  # fmt: skip
+
+    carry = jax.lax.while_loop(cond, body, carry)
+    _, buffer, _, lengths, _, _, state, _, _, calls = carry
+    return buffer, lengths, state, calls
+
+
+def _rows(cond: jax.Array, x: jax.Array) -> jax.Array:
+    """``cond`` (one bool per row, shape [B]) shaped to broadcast against ``x`` ([B, ...])."""
+    return cond.reshape(cond.shape + (1,) * (x.ndim - cond.ndim))

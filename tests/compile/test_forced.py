@@ -1,0 +1,205 @@
+"""Forced canonical token runs (`automata_compile.tokens._forced`), against brute-force oracles."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+
+import numpy as np
+import pytest
+
+import automata_compile as ac
+from automata_compile import TableFormatError, TokenDFA
+from automata_compile.tokens import _forced
+from automata_compile.tokens import _token_dfa as tdfa
+from automata_jax import testing
+
+TOY = [b"{", b'"', b'{"', b"name", b'":', b'":"', b"a", b"b", b"ab", b'"}', b"}", None]
+EOS = 11
+
+
+@pytest.fixture(scope="module")
+def toy_vocab():
+    return ac.Vocabulary.from_bytes(TOY, eos_ids=[EOS], special_ids=[EOS])
+
+
+def _walk_states(dfa, state, run):
+    states = [state]
+    for t in run:
+        states.append(int(dfa.next_state[states[-1], dfa.token_class[t]]))
+    return states
+
+
+def _check_runs(dfa, vocab, runs):
+    """Oracles for every state with a run: forced, allowed, right boundary (rule 4)."""
+    allowed_bytes = {}
+    checked = 0
+    for q in range(dfa.num_states):
+        run, after = dfa.forced_run(q)
+        if not run:
+            continue
+        checked += 1
+        assert not dfa.accepting[q]
+        states = _walk_states(dfa, q, run)
+        assert min(states) >= 0 and states[-1] == after
+        text = vocab.decode(run)
+        # Forced: every allowed token of q agrees with the run's text (brute force over V).
+        mask = dfa.allowed(q)
+        for t in np.flatnonzero(mask):
+            tb = vocab.tokens[t]
+            assert tb is not None and (text.startswith(tb) or tb.startswith(text)), (q, tb, text)
+        # Rule 4 (when the run spells all of the forced text): no allowed longer token
+        # extends any tail of the run.
+        assert runs.text[q].startswith(text)
+        if text == runs.text[q]:
+            for i in range(len(run)):
+                tail = vocab.decode(run[i:])
+                key = states[i]
+                if key not in allowed_bytes:
+                    allowed_bytes[key] = [
+                        vocab.tokens[t] for t in np.flatnonzero(dfa.allowed(key)) if vocab.tokens[t]
+                    ]
+                assert not any(
+                    len(tb) > len(tail) and tb.startswith(tail) for tb in allowed_bytes[key]
+                ), (q, i, tail)
+    return checked
+
+
+def test_toy_runs_are_forced_allowed_and_stop_before_mergeable_tails(toy_vocab):
+    dfa, runs = _compile_with_runs(r'\{"name":"[ab]{1,2}"\}', toy_vocab)
+    run, after = dfa.forced_run(dfa.start)
+    # Greedy longest match spells '{"name":"' as '{"', 'name', '":"'; the last one is
+    # kept since no allowed token extends it ('":"' is the longest token starting so).
+    assert [toy_vocab.tokens[t] for t in run] == [b'{"', b"name", b'":"']
+    assert dfa.forced_run(after) == ([], after)
+    assert _check_runs(dfa, toy_vocab, runs) >= 1
+
+
+def test_tail_dropped_when_a_longer_allowed_token_extends_it():
+    vocab = ac.Vocabulary.from_bytes(
+        [b"k", b"ey", b"key", b'"', b'"a', b"a", b"b", None], eos_ids=[7], special_ids=[7]
+    )
+    dfa = ac.compile_regex(r'key"[ab]+', vocab)
+    run, after = dfa.forced_run(dfa.start)
+    # 'key"' is forced; greedy tokens 'key', '"'; '"a' is allowed after 'key' and extends
+    # '"', so '"' is left to a normal masked step.
+    assert [vocab.tokens[t] for t in run] == [b"key"]
+    assert dfa.forced_run(after) == ([], after)  # '"' alone: dropped again, for the same reason
+
+
+def test_accepting_states_and_choices_force_nothing(toy_vocab):
+    dfa = ac.compile_regex(r"(ab|b)a?", toy_vocab)
+    assert dfa.forced_run(dfa.start)[0] == []
+    for q in np.flatnonzero(dfa.accepting):
+        assert dfa.forced_run(int(q))[0] == []
+
+
+def test_max_forced_tokens(toy_vocab):
+    full = ac.compile_regex(r'\{"name":"a"\}', toy_vocab)
+    capped = ac.compile_regex(r'\{"name":"a"\}', toy_vocab, max_forced_tokens=1)
+    none = ac.compile_regex(r'\{"name":"a"\}', toy_vocab, max_forced_tokens=0)
+    assert full.max_forced == 16 and capped.max_forced == 1 and none.max_forced == 0
+    assert capped.forced_run(capped.start)[0] == full.forced_run(full.start)[0][:1]
+    assert none.forced_len is None and none.forced_run(none.start) == ([], none.start)
+
+
+@pytest.mark.parametrize("whitespace", ["compact", "default"])
+def test_gemma_runs_equal_the_tokenizers_encoding_in_context(gemma3_vocab, whitespace):
+    """The forced run is the tokenizer's own encoding of the forced text after its context."""
+    vocab = gemma3_vocab
+    schema = json.loads(testing.data_path("person.json").read_text())
+    dfa, runs = _compile_with_runs(ac.json_schema_to_regex(schema, whitespace=whitespace), vocab)
+    count = 0
+    for q in range(dfa.num_states):
+        run, _ = dfa.forced_run(q)
+        if not run:
+            continue
+        count += 1
+        text, context = runs.text[q], runs.context[q]
+        ids = vocab.encode((context + text).decode("utf-8"))
+        ends = np.cumsum([len(vocab.tokens[i]) for i in ids]).tolist()
+        if not context:
+            expected = ids
+        elif len(context) in ends:  # a token boundary where the forced text starts
+            expected = ids[ends.index(len(context)) + 1 :]
+        else:  # the tokenizer merges across that boundary: the forced text is encoded alone
+            expected = vocab.encode(text.decode("utf-8"))
+        assert expected[: len(run)] == run, (q, context, text)
+    assert count >= 10
+    assert _check_runs(dfa, vocab, runs) == count
+
+
+def _compile_with_runs(pattern, vocab):
+    """compile_regex's pipeline, also returning the `ForcedRuns` (forced text and context)."""
+    from automata_compile.automata import _byte_dfa
+    from automata_compile.frontends import _extensions, _regex
+    from automata_compile.tokens import _compose
+    from automata_compile.tokens._token_trie import trie_for
+
+    expanded = _extensions.expand(pattern, vocab)
+    ir = _regex.parse(expanded.pattern, expanded.placeholders)
+    byte_dfa = _byte_dfa.build_byte_dfa(ir, len(expanded.predicates))
+    tc, ns, acc, _, byte_state = _compose.compose(
+        byte_dfa, trie_for(vocab), expanded.predicates, return_byte_states=True
+    )
+    runs = _forced.forced_runs(byte_dfa, byte_state, tc, ns, acc, vocab)
+    dfa = ac.compile_regex(pattern, vocab)
+    assert np.array_equal(dfa.forced_tokens, runs.tokens)  # deterministic, same tables
+    return dfa, runs
+
+
+# -- the artifact ------------------------------------------------------------------------------
+
+
+def test_round_trip_and_version_1_files(toy_vocab, tmp_path):
+    dfa = ac.compile_regex(r'\{"name":"[ab]{1,2}"\}', toy_vocab)
+    path = tmp_path / "f.npz"
+    dfa.save(path)
+    back = TokenDFA.load(path, vocab=toy_vocab)
+    for k in ("forced_tokens", "forced_len", "forced_next"):
+        assert np.array_equal(getattr(dfa, k), getattr(back, k))
+    with zipfile.ZipFile(path) as z:
+        assert {"forced_tokens.npy", "forced_len.npy", "forced_next.npy"} <= set(z.namelist())
+    # A version-1 file (no forced arrays) still loads, with nothing forced.
+    old = tmp_path / "v1.npz"
+    meta = dfa.metadata()
+    meta["format_version"] = 1
+    meta.pop("max_forced")
+    np.savez(
+        old,
+        meta=np.frombuffer(json.dumps(meta).encode(), np.uint8),
+        token_class=dfa.token_class,
+        next_state=dfa.next_state,
+        accepting=dfa.accepting,
+    )
+    v1 = TokenDFA.load(old)
+    assert v1.forced_len is None and v1.max_forced == 0
+    assert v1.forced_run(v1.start) == ([], v1.start)
+    assert tdfa.FORMAT_VERSION == 2
+
+
+def test_bad_forced_arrays_are_refused(toy_vocab):
+    dfa = ac.compile_regex(r'\{"name":"[ab]{1,2}"\}', toy_vocab)
+    base = dict(
+        token_class=dfa.token_class,
+        next_state=dfa.next_state,
+        accepting=dfa.accepting,
+        start=dfa.start,
+        eos_ids=dfa.eos_ids,
+        vocab_fingerprint=dfa.vocab_fingerprint,
+    )
+    good = dict(
+        forced_tokens=dfa.forced_tokens, forced_len=dfa.forced_len, forced_next=dfa.forced_next
+    )
+    with pytest.raises(TableFormatError, match="all three or none"):
+        TokenDFA(**base, forced_tokens=dfa.forced_tokens)
+    bad_tokens = dfa.forced_tokens.copy()
+    bad_tokens[dfa.start, 0] = toy_vocab.tokens.index(b"}")  # not allowed at the start
+    with pytest.raises(TableFormatError, match="not allowed"):
+        TokenDFA(**{**base, **good, "forced_tokens": bad_tokens})
+    bad_next = dfa.forced_next.copy()
+    bad_next[dfa.start] = dfa.start
+    with pytest.raises(TableFormatError, match="forced_next"):
+        TokenDFA(**{**base, **good, "forced_next": bad_next})
+    with pytest.raises(TableFormatError, match="forced_len"):
+        TokenDFA(**{**base, **good, "forced_len": np.full_like(dfa.forced_len, 99)})

@@ -1,0 +1,292 @@
+"""Fast-forward decoding (`automata_jax._fast_forward`) against a Python reference loop."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import struct
+
+import automata_compile as ac
+import automata_jax as aj
+from automata_jax import ConstraintTables, Greedy, TopP
+
+
+@struct.dataclass(kw_only=True)
+class FakeCache:
+    h: jax.Array  # f32[B, D], a running hash of the tokens seen
+    valid: jax.Array  # bool[B, S]
+    end_index: jax.Array  # int32[]
+
+
+@dataclasses.dataclass(frozen=True)
+class FakeModel:
+    """Pseudo-random logits that depend on the whole (unpadded) history, one token at a time
+    (as tests/runtime/test_generate.py's), so a chunk gives what its tokens fed singly give."""
+
+    vocab_size: int
+    width: int = 16
+    scale: float = 3.0
+
+    def init_params(self, seed: int = 0):
+        k1, k2 = jax.random.split(jax.random.key(seed))
+        return {
+            "embed": jax.random.normal(k1, (self.vocab_size, self.width)),
+            "out": jax.random.normal(k2, (self.width, self.vocab_size)),
+        }
+
+    def init_cache(self, batch_size: int, max_length: int) -> FakeCache:
+        return FakeCache(
+            h=jnp.zeros((batch_size, self.width)),
+            valid=jnp.zeros((batch_size, max_length), bool),
+            end_index=jnp.zeros((), jnp.int32),
+        )
+
+    def apply_step(self, params, tokens, positions, input_mask, cache):
+        def one(h, x):
+            tok, pos, m = x
+            new = jnp.tanh(0.7 * h + params["embed"][tok] + 0.1 * jnp.sin(pos)[:, None])
+            h = jnp.where(m[:, None], new, h)
+            return h, h @ params["out"] * self.scale
+
+        h, logits = jax.lax.scan(one, cache.h, (tokens.T, positions.T, input_mask.T))
+        valid = jax.lax.dynamic_update_slice(cache.valid, input_mask, (0, cache.end_index))
+        cache = FakeCache(h=h, valid=valid, end_index=cache.end_index + tokens.shape[1])
+        return jnp.swapaxes(logits, 0, 1), cache
+
+
+def _primitive_names(jaxpr, names):
+    for eqn in jaxpr.eqns:
+        names.add(eqn.primitive.name)
+        for param in eqn.params.values():
+            for sub in param if isinstance(param, (list, tuple)) else (param,):
+                if isinstance(sub, jax.extend.core.ClosedJaxpr):
+                    _primitive_names(sub.jaxpr, names)
+                elif isinstance(sub, jax.extend.core.Jaxpr):
+                    _primitive_names(sub, names)
+    return names
+
+
+# tokens: 0='a', 1='b', 2='ab', 3=EOS, 4=pad, 5='c', 6='abc', 7 unused
+EOS, PAD, V = 3, 4, 8
+VOCAB = ac.Vocabulary.from_bytes(
+    [b"a", b"b", b"ab", None, None, b"c", b"abc", None], eos_ids=[EOS], special_ids=[EOS, PAD, 7]
+)
+MODEL = FakeModel(vocab_size=V)
+PATTERNS = [r"cabab(c|a)b?", r"(a|b)cabcc(ab)*", r"abcc|c(abc){1,3}", r"(a|b|c)*"]
+PROMPTS = [[1, 2, 5], [0], [5, 6], [7, 0, 1, 2]]
+
+
+@pytest.fixture(scope="module")
+def dfas():
+    return [ac.compile_regex(p, VOCAB) for p in PATTERNS]
+
+
+@pytest.fixture(scope="module")
+def params():
+    return MODEL.init_params()
+
+
+def _reference(dfa, params, prompt, n, rng=None):
+    """Fast-forward decoding of one row, one model call per fed token, greedy."""
+    tokens = jnp.asarray([prompt], jnp.int32)
+    cache = MODEL.init_cache(1, len(prompt) + n + 16)
+    logits, cache = MODEL.apply_step(
+        params, tokens, jnp.arange(len(prompt))[None], jnp.ones_like(tokens, bool), cache
+    )
+    last, pos, q, out, calls = np.asarray(logits[0, -1]), len(prompt), dfa.start, [], 1
+    while True:
+        run, _ = dfa.forced_run(q)
+        if run:
+            emit = run[: n - len(out)]
+        else:
+            x = int(np.argmax(np.where(dfa.allowed(q), last, -np.inf)))
+            if x == EOS:
+                return out + [EOS], calls, True
+            run, _ = dfa.forced_run(dfa.advance(q, x))
+            emit = [x] + run[: n - len(out) - 1]
+        for t in emit:
+            q = dfa.advance(q, t)
+            assert q >= 0
+        out += emit
+        if len(out) >= n:
+            return out, calls, False
+        for t in emit:  # the chunk, fed token by token (the fake model is sequential)
+            logits, cache = MODEL.apply_step(
+                params, jnp.asarray([[t]]), jnp.asarray([[pos]]), jnp.ones((1, 1), bool), cache
+            )
+            pos += 1
+        last, calls = np.asarray(logits[0, -1]), calls + 1
+
+
+def _run(params, tables, ids, prompts, n, *, step=MODEL.apply_step, **kw):
+    tokens, mask = aj.pad_prompts(prompts, pad_id=PAD)
+    kw.setdefault("sampler", Greedy())
+    kw.setdefault("cache", MODEL.init_cache)
+    kw.setdefault("rng", jax.random.key(0))
+    return jax.device_get(
+        aj.generate(
+            step, params, tokens, tables, np.asarray(ids, np.int32), prompt_mask=mask,
+            pad_id=PAD, max_new_tokens=n, fast_forward=True, **kw,
+        )
+    )  # fmt: skip
+
+
+def test_runs_exist(dfas):
+    assert all(dfas[i].forced_len.max() > 0 for i in range(3)) and dfas[3].forced_len.max() == 0
+
+
+@pytest.mark.parametrize("n", [12, 5, 2])
+def test_matches_the_reference_loop(dfas, params, n):
+    """Tokens, lengths, model calls and acceptance equal a one-call-per-token reference."""
+    tables = ConstraintTables.from_dfas(dfas, vocab_size=V)
+    ids = [0, 1, 2, 3]
+    out = _run(params, tables, ids, PROMPTS, n)
+    for row, k in enumerate(ids):
+        ref, calls, accepted = _reference(dfas[k], params, PROMPTS[row], n)
+        got = out.tokens[row].tolist()
+        assert got[: len(ref)] == ref and set(got[len(ref) :]) <= {PAD}, (k, got, ref)
+        assert int(out.lengths[row]) == len(ref) - accepted
+        assert bool(out.accepted[row]) == accepted
+        assert int(out.model_calls[row]) == calls
+        # The final DFA state is the walk of the output (the masks after it are the DFA's).
+        if not accepted:
+            assert int(out.states.state[row]) == dfas[k].walk(ref)
+
+
+def test_fewer_calls_and_outputs_in_the_language(dfas, params):
+    tables = ConstraintTables.from_dfas(dfas, vocab_size=V)
+    prompts = [[i % 7] for i in range(16)]
+    ids = [i % 3 for i in range(16)]
+    for seed in range(3):
+        kw = dict(sampler=TopP(0.95), rng=jax.random.key(seed))
+        on = _run(params, tables, ids, prompts, 16, **{**kw})
+        off = jax.device_get(
+            aj.generate(
+                MODEL.apply_step, params, *map(np.asarray, aj.pad_prompts(prompts, PAD)[:1]),
+                tables, np.asarray(ids, np.int32), prompt_mask=aj.pad_prompts(prompts, PAD)[1],
+                pad_id=PAD, max_new_tokens=16, cache=MODEL.init_cache, **kw,
+            )
+        )  # fmt: skip
+        assert not on.states.error.any() and on.accepted.all()
+        for row, k in enumerate(ids):
+            n = int(on.lengths[row])
+            assert dfas[k].accepts(on.tokens[row, :n].tolist())
+            assert on.tokens[row, n] == EOS
+        assert on.model_calls.sum() < off.model_calls.sum()
+        np.testing.assert_array_equal(off.model_calls, off.lengths + 1)  # one call per token
+
+
+def test_nothing_forced_is_the_plain_loop(dfas, params):
+    """Tables that force nothing: fast_forward=True runs the plain loop (same outputs)."""
+    tables = ConstraintTables.from_dfas([dfas[3]], vocab_size=V)
+    assert tables.forced_tokens is None
+    tokens, mask = aj.pad_prompts(PROMPTS, pad_id=PAD)
+    kw = dict(
+        sampler=TopP(0.9), max_new_tokens=10, rng=jax.random.key(3), prompt_mask=mask,
+        pad_id=PAD, cache=MODEL.init_cache,
+    )  # fmt: skip
+    a = aj.generate(MODEL.apply_step, params, tokens, tables, np.zeros(4, np.int32), **kw)
+    b = aj.generate(
+        MODEL.apply_step, params, tokens, tables, np.zeros(4, np.int32), fast_forward=True, **kw
+    )
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_unconstrained_rows_ride_along(dfas, params):
+    tables = ConstraintTables.from_dfas(dfas, vocab_size=V)
+    out = _run(params, tables, [0, -1, 1, -1], PROMPTS, 8, sampler=TopP(0.9))
+    assert not out.states.error.any()
+    assert dfas[0].accepts(out.tokens[0, : out.lengths[0]].tolist()) or not out.accepted[0]
+
+
+def test_gemma_logits_at_matches_full_logits():
+    from automata_jax.models import Gemma3, Gemma3Config
+
+    model = Gemma3(Gemma3Config.tiny(vocab_size=64))
+    params = model.init_params(0)
+    cache = model.init_cache(2, 8)
+    tokens = jnp.array([[1, 2, 3], [4, 5, 6]])
+    pos = jnp.arange(3)[None].repeat(2, 0)
+    mask = jnp.array([[True, True, True], [True, True, False]])
+    full, c1 = model.apply_step(params, tokens, pos, mask, cache)
+    some, c2 = model.apply_step(params, tokens, pos, mask, cache, logits_at=jnp.array([2, 1]))
+    np.testing.assert_allclose(some[:, 0], full[jnp.arange(2), jnp.array([2, 1])], atol=1e-5)
+    assert int(c1.end_index) == int(c2.end_index) == 3
+
+
+def test_jaxpr_has_no_host_callbacks(dfas, params):
+    tables = ConstraintTables.from_dfas(dfas, vocab_size=V)
+    tokens, mask = aj.pad_prompts([[1, 2], [3]], pad_id=PAD)
+
+    def fn(params, tokens, mask, tables, ids, rng):
+        return aj.generate(
+            MODEL.apply_step, params, tokens, tables, ids, sampler=TopP(0.9), max_new_tokens=8,
+            rng=rng, prompt_mask=mask, cache=MODEL.init_cache, pad_id=PAD, fast_forward=True,
+        )  # fmt: skip
+
+    closed = jax.make_jaxpr(fn)(params, tokens, mask, tables, jnp.array([0, 1]), jax.random.key(0))
+    names = _primitive_names(closed.jaxpr, set())
+    assert {"while", "cond"} <= names
+    assert not {n for n in names if "callback" in n or "debug" in n or n == "print"}, names
+
+
+def test_sharded_equals_unsharded(dfas, params):
+    from jax.sharding import Mesh
+
+    tables = ConstraintTables.from_dfas(dfas, vocab_size=V)
+    mesh = Mesh(np.array(jax.devices()[:1]), ("data",))
+    tokens, mask = aj.pad_prompts(PROMPTS, pad_id=PAD)
+    kw = dict(
+        sampler=TopP(0.9), max_new_tokens=10, rng=jax.random.key(1), prompt_mask=mask,
+        pad_id=PAD, cache=MODEL.init_cache, fast_forward=True,
+    )  # fmt: skip
+    ids = np.array([0, 1, 2, 3], np.int32)
+    a = aj.generate(MODEL.apply_step, params, tokens, tables, ids, **kw)
+    b = aj.generate_sharded(mesh, MODEL.apply_step, params, tokens, tables, ids, **kw)
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        np.testing.assert_array_equal(x, y)
+
+
+@struct.dataclass
+class _NoIndexCache:
+    h: jax.Array
+
+
+def test_cache_without_end_index_is_refused(dfas, params):
+    tables = ConstraintTables.from_dfas(dfas, vocab_size=V)
+    with pytest.raises(aj.RuntimeShapeError, match="end_index"):
+        _run(params, tables, [0], [[1]], 4, cache=_NoIndexCache(h=jnp.zeros((1, 2))))
+
+
+def test_a_tight_cache_never_overflows(params):
+    """With only max_new_tokens slots past the prompt, chunks stop when room runs out."""
+    # Two constraints out of phase: their rows chunk on alternate steps.
+    pair = [ac.compile_regex(p, VOCAB) for p in (r"(cabcc(a|b)){4,6}", r"(a|b)(cabcc(a|b)){4,6}")]
+    tables = ConstraintTables.from_dfas(pair, vocab_size=V)
+    prompts = [[i % 7] for i in range(8)]
+    ids = [i % 2 for i in range(8)]
+    seen = []
+
+    def step(params, tokens, positions, input_mask, cache):
+        # A write past the end would be clamped by dynamic_update_slice: record the ends.
+        jax.debug.callback(lambda e, n: seen.append(int(e) + n), cache.end_index, tokens.shape[1])
+        return MODEL.apply_step(params, tokens, positions, input_mask, cache)
+
+    n = 20
+    _run(params, tables, ids, prompts, n, step=step, sampler=TopP(0.95))
+    assert max(seen) > 1 + n  # the default cache has extra slots, and they are used
+    seen.clear()
+    tight = _run(
+        params, tables, ids, prompts, n, step=step, sampler=TopP(0.95),
+        cache=MODEL.init_cache(8, 1 + n),
+    )  # fmt: skip
+    assert max(seen) <= 1 + n
+    assert not tight.states.error.any()
+    for row in range(8):
+        got, dfa = tight.tokens[row, : tight.lengths[row]].tolist(), pair[ids[row]]
+        assert dfa.accepts(got) if tight.accepted[row] else dfa.walk(got) >= 0
