@@ -231,6 +231,29 @@ def test_sampled_outputs_of_the_tiny_model_parse_or_are_viable_prefixes():
     assert finished >= 1
 
 
+def test_fast_forward_with_grammar_rows_in_the_batch():
+    """Fast-forward (forced runs of DFA rows) in a batch with grammar rows: every finished row
+    is in its language, and the regex row's forced text took fewer model calls than tokens."""
+    vocab = byte_vocab()
+    dfas = [compiled("json"), compiled(DEEP), compiled("x(y|z)forced text[0-9]{1,3}", "regex")]
+    assert dfas[2].forced_len.max() > 0
+    tables = ConstraintTables.from_dfas(dfas, vocab_size=vocab.size, stack_size=8)
+    ids = np.array([0, 1, 2, 2, -1], np.int32)
+    kw = dict(sampler=aj.Temperature(1.0), max_new_tokens=24, rng=jax.random.key(5), pad_id=0)
+    tokens = np.zeros((len(ids), 1), np.int32)
+    on = jax.device_get(
+        aj.generate(_fake_step, np.float32(1.0), tokens, tables, ids, fast_forward=True, **kw)
+    )
+    assert not on.states.error.any()
+    for row, k in enumerate(ids):
+        n = int(on.lengths[row])
+        if k >= 0 and on.accepted[row]:
+            assert dfas[k].accepts(on.tokens[row, :n].tolist()), row
+    regex_rows = np.flatnonzero(ids == 2)
+    assert on.accepted[regex_rows].all()
+    assert (on.model_calls[regex_rows] < on.lengths[regex_rows] + 1).all()
+
+
 SHARD_SCRIPT = textwrap.dedent(
     """
     import sys
