@@ -27,6 +27,7 @@ from typing import Any
 
 __all__ = [
     "DEFAULT_SEED",
+    "FakeModel",  # noqa: F822 (loaded lazily by the module __getattr__)
     "data_path",
     "default_tokenizer_path",
     "default_vocabulary",
@@ -247,3 +248,12 @@ def host_callbacks(names: set[str]) -> set[str]:
     """The primitive ``names`` (from `jaxpr_primitive_names`) that leave the device: host
     callbacks, ``jax.debug`` calls and prints. Runtime code must have none."""
     return {n for n in names if "callback" in n or "debug" in n or n == "print"}
+
+
+def __getattr__(name: str):
+    # The fake model needs jax and flax at class-definition time: loaded on first use only.
+    if name == "FakeModel":
+        from automata_jax._fake_model import FakeModel
+
+        return FakeModel
+    raise AttributeError(f"module 'automata_jax.testing' has no attribute {name!r}")

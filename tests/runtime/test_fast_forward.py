@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -13,51 +11,7 @@ from flax import struct
 import automata_compile as ac
 import automata_jax as aj
 from automata_jax import ConstraintTables, Greedy, TopP
-from automata_jax.testing import host_callbacks, jaxpr_primitive_names
-
-
-@struct.dataclass(kw_only=True)
-class FakeCache:
-    h: jax.Array  # f32[B, D], a running hash of the tokens seen
-    valid: jax.Array  # bool[B, S]
-    end_index: jax.Array  # int32[]
-
-
-@dataclasses.dataclass(frozen=True)
-class FakeModel:
-    """Pseudo-random logits that depend on the whole (unpadded) history, one token at a time
-    (as tests/runtime/test_generate.py's), so a chunk gives what its tokens fed singly give."""
-
-    vocab_size: int
-    width: int = 16
-    scale: float = 3.0
-
-    def init_params(self, seed: int = 0):
-        k1, k2 = jax.random.split(jax.random.key(seed))
-        return {
-            "embed": jax.random.normal(k1, (self.vocab_size, self.width)),
-            "out": jax.random.normal(k2, (self.width, self.vocab_size)),
-        }
-
-    def init_cache(self, batch_size: int, max_length: int) -> FakeCache:
-        return FakeCache(
-            h=jnp.zeros((batch_size, self.width)),
-            valid=jnp.zeros((batch_size, max_length), bool),
-            end_index=jnp.zeros((), jnp.int32),
-        )
-
-    def apply_step(self, params, tokens, positions, input_mask, cache):
-        def one(h, x):
-            tok, pos, m = x
-            new = jnp.tanh(0.7 * h + params["embed"][tok] + 0.1 * jnp.sin(pos)[:, None])
-            h = jnp.where(m[:, None], new, h)
-            return h, h @ params["out"] * self.scale
-
-        h, logits = jax.lax.scan(one, cache.h, (tokens.T, positions.T, input_mask.T))
-        valid = jax.lax.dynamic_update_slice(cache.valid, input_mask, (0, cache.end_index))
-        cache = FakeCache(h=h, valid=valid, end_index=cache.end_index + tokens.shape[1])
-        return jnp.swapaxes(logits, 0, 1), cache
-
+from automata_jax.testing import FakeModel, host_callbacks, jaxpr_primitive_names
 
 # tokens: 0='a', 1='b', 2='ab', 3=EOS, 4=pad, 5='c', 6='abc', 7 unused
 EOS, PAD, V = 3, 4, 8
