@@ -28,18 +28,18 @@ replaces the compile section of ``BENCHMARKS.md``.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import multiprocessing as mp
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _bench_util  # noqa: E402
 
 import automata_compile as ac
 from automata_compile.tokens._token_trie import trie_for
@@ -48,7 +48,6 @@ ROOT = Path(__file__).resolve().parents[1]
 TOKENIZERS = ROOT.parent / "shared" / "tokenizers"
 RESULTS = ROOT / "benchmarks" / "results" / "compile.json"
 BENCHMARKS_MD = ROOT / "BENCHMARKS.md"
-MD_START, MD_END = "<!-- compile_bench:start -->", "<!-- compile_bench:end -->"
 
 # -- the patterns ---------------------------------------------------------------------------------
 
@@ -378,38 +377,9 @@ def run_ours(pattern: str, vocab, repeats: int) -> dict:
 
 
 def machine() -> dict:
-    cpu = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "compile"], cwd=ROOT, capture_output=True, text=True
-        ).stdout.strip()
-    except OSError:
-        commit, dirty = "unknown", ""
     from importlib.metadata import version
 
-    import outlines_core  # noqa: F401
-
-    return {
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "nproc": os.cpu_count(),
-        "cpu": cpu,
-        "loadavg_start": os.getloadavg(),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "outlines_core": version("outlines_core"),
-        "git_commit": commit + (" (compile/ modified)" if dirty else ""),
-        "command": "python " + " ".join([os.path.relpath(sys.argv[0], ROOT), *sys.argv[1:]]),
-    }
+    return _bench_util.machine(outlines_core=version("outlines_core"))
 
 
 def _fmt_s(x) -> str:
@@ -488,18 +458,7 @@ def markdown(results: dict) -> str:
 
 
 def write_md(text: str) -> None:
-    section = f"{MD_START}\n{text}\n{MD_END}"
-    if BENCHMARKS_MD.exists():
-        old = BENCHMARKS_MD.read_text()
-        if MD_START in old and MD_END in old:
-            head, rest = old.split(MD_START, 1)
-            new = head + section + rest.split(MD_END, 1)[1]
-        else:
-            new = old.rstrip("\n") + "\n\n" + section + "\n"
-    else:
-        new = "# Benchmarks\n\nMeasured results; each section names its script, machine and command.\n\n"
-        new += section + "\n"
-    BENCHMARKS_MD.write_text(new)
+    _bench_util.write_md_section("compile_bench", text)
 
 
 def main(argv=None) -> int:

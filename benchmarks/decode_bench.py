@@ -36,9 +36,9 @@ import argparse
 import dataclasses
 import json
 import os
-import platform
 import statistics
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -46,7 +46,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import automata_compile as ac
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _bench_util import cpu_name  # noqa: E402
+
+import automata_compile as ac  # noqa: E402
 import automata_jax as aj
 from automata_jax.models import Gemma3, Gemma3Config
 
@@ -290,16 +293,8 @@ def bench_case(name, model, params, cache_fn, dfa, host, prompt, b, args) -> dic
 
 
 def machine() -> str:
-    cpu = platform.processor() or "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
     dev = jax.devices()[0]
-    return f"{os.cpu_count()} cores, {cpu}; JAX {jax.__version__} on {dev.platform} ({dev.device_kind})"
+    return f"{os.cpu_count()} cores, {cpu_name()}; JAX {jax.__version__} on {dev.platform} ({dev.device_kind})"
 
 
 def main() -> None:
