@@ -125,14 +125,9 @@ def _sparse_walk(byte_trans: np.ndarray, trie: TokenTrie, starts0: np.ndarray):
     for d in range(1, trie.depth + 1):
         if node.size == 0:
             break
-        cs = trie.child_start[d - 1]
-        lo = cs[node]
-        counts = cs[node + 1] - lo
-        total = int(counts.sum())
-        if total == 0:
+        rep, child = trie.children(d, node)
+        if child.size == 0:
             break
-        rep = np.repeat(np.arange(node.shape[0]), counts)
-        child = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(total)
         nxt = flat[cur[rep] * NUM_BYTES + trie.byte[d][child]]
         keep = nxt >= 0
         node, start, cur = child[keep], start[rep[keep]], nxt[keep].astype(np.int64)

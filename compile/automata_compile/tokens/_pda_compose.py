@@ -263,14 +263,9 @@ class _Walker:
         for d in range(1, trie.depth + 1):
             if node.size == 0:
                 break
-            cs = trie.child_start[d - 1]
-            lo = cs[node]
-            counts = cs[node + 1] - lo
-            total = int(counts.sum())
-            if total == 0:
+            rep, child = trie.children(d, node)
+            if child.size == 0:
                 break
-            rep = np.repeat(np.arange(node.shape[0]), counts)
-            child = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(total)
             c, x = cur[rep], ctx[rep]
             b = trie.byte[d][child]
             k = kind[c, b]

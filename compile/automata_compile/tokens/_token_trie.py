@@ -48,6 +48,21 @@ class TokenTrie:
     def num_nodes(self) -> int:
         return sum(int(p.shape[0]) for p in self.parent)
 
+    def children(self, d: int, node: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The children of level-``d - 1`` nodes ``node``, in one vectorized step.
+
+        Returns:
+          (rep, child): for each child, the index into ``node`` of its parent, and its id at
+          level ``d`` (empty arrays when no node has a child).
+        """
+        cs = self.child_start[d - 1]
+        lo = cs[node]
+        counts = cs[node + 1] - lo
+        total = int(counts.sum())
+        rep = np.repeat(np.arange(node.shape[0]), counts)
+        child = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(total)
+        return rep, child
+
 
 _CACHE: dict[str, TokenTrie] = {}
 _LOCK = threading.Lock()
