@@ -1,0 +1,303 @@
+"""Real-world JSON Schemas: compile every one, and time to first mask.
+
+Two corpora, on the Llama-3 vocabulary (128,256 ids):
+
+* **SchemaStore** schemas vendored by the ``check-jsonschema`` package (GitHub workflows, GitLab
+  CI, Azure Pipelines, Renovate, ...; ``pip install check-jsonschema``, a bench extra). Each is
+  compiled with `compile_json_schema` in strict mode; a refusal is reported with its exception,
+  keyword and JSON pointer, and the schema is then tried again in lenient mode (keywords that
+  cannot be enforced are dropped, with warnings) so the table also says how large the rest is.
+* **The official JSON Schema Test Suite** (draft 2020-12), one schema per test group, as
+  `tools/schema_coverage.py` reads it, strict mode.
+
+Every compile runs in a worker process with a wall-clock limit (``--timeout``): a compile past it
+is killed and reported as a timeout, so nothing hangs. *Time to first mask* is compile plus the
+device table build (`automata_jax.ConstraintTables.from_dfas`, waited for), the delay a user sees
+before the first constrained step can run; its p50 / p90 / max over the compiled schemas are
+reported (goal: p50 <= 50 ms, nothing over 5 s). ``--profile N`` profiles the N slowest
+compiles with cProfile and prints where the time goes.
+
+Run: ``python benchmarks/schema_corpus_bench.py [--timeout 60] [--suite-limit N] [--write-md]``.
+Writes ``benchmarks/results/schema_corpus.json``; ``--write-md`` also replaces this benchmark's
+section of ``BENCHMARKS.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import multiprocessing as mp
+import pstats
+import statistics
+import sys
+import time
+import warnings
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _bench_util import ROOT, machine, write_md_section  # noqa: E402
+
+TOKENIZERS = ROOT.parent / "shared" / "tokenizers"
+SUITE = ROOT.parent / "shared" / "data" / "json-schema-test-suite" / "draft2020-12"
+RESULTS = ROOT / "benchmarks" / "results" / "schema_corpus.json"
+MD_MARK = "schema_corpus_bench"
+
+
+def schemastore_schemas() -> dict[str, object]:
+    """The SchemaStore schemas that check-jsonschema vendors, by file name."""
+    try:
+        import check_jsonschema
+    except ImportError:
+        sys.exit("check-jsonschema is not installed: pip install check-jsonschema")
+    folder = Path(check_jsonschema.__file__).parent / "builtin_schemas" / "vendor"
+    return {p.name: json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))}
+
+
+def suite_schemas(limit: int | None) -> dict[str, object]:
+    """One schema per test group of the official suite (draft 2020-12), optional files too."""
+    out = {}
+    for path in sorted(SUITE.rglob("*.json")):
+        for i, group in enumerate(json.loads(path.read_text())):
+            out[f"{path.relative_to(SUITE)}#{i}"] = group["schema"]
+    items = list(out.items())
+    return dict(items[:limit] if limit else items)
+
+
+# -- the worker -----------------------------------------------------------------------------------
+
+
+def _compile_one(vocab, schema, strict: bool, profile: bool) -> dict:
+    import automata_compile as ac
+    import automata_jax as aj
+
+    prof = cProfile.Profile() if profile else None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        t0 = time.perf_counter()
+        if prof:
+            prof.enable()
+        try:
+            dfa = ac.compile_json_schema(schema, vocab, strict=strict)
+        except ac.AutomataError as e:
+            return {
+                "refused": type(e).__name__,
+                "keyword": getattr(e, "keyword", None),
+                "pointer": getattr(e, "pointer", None),
+                "message": str(e)[:300],
+                "seconds": time.perf_counter() - t0,
+            }
+        finally:
+            if prof:
+                prof.disable()
+        compile_s = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        tables = aj.ConstraintTables.from_dfas(dfa, vocab_size=vocab.size)
+        tables.next_state.block_until_ready()
+        table_s = time.perf_counter() - t1
+    result = {
+        "compile_s": compile_s,
+        "table_s": table_s,
+        "first_mask_s": compile_s + table_s,
+        "states": dfa.num_states,
+        "classes": dfa.num_classes,
+        "table_bytes": dfa.nbytes,
+        "warnings": len(caught),
+    }
+    if prof:
+        out = io.StringIO()
+        pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(25)
+        result["profile"] = out.getvalue()
+    return result
+
+
+def _worker(conn, tokenizer_path: str):
+    import automata_compile as ac
+    import automata_jax as aj  # noqa: F401 (import cost paid once, not in the first timing)
+
+    vocab = ac.Vocabulary.from_file(tokenizer_path)
+    ac.compile_json_schema({"type": "integer"}, vocab)  # builds the trie once
+    conn.send("ready")
+    while (job := conn.recv()) is not None:
+        schema, strict, profile = job
+        try:
+            conn.send(_compile_one(vocab, schema, strict, profile))
+        except Exception as e:  # a crash is a finding: report it, do not stop the run
+            conn.send({"crash": f"{type(e).__name__}: {e}"[:300]})
+
+
+class Worker:
+    """One compile process with the vocabulary loaded; killed and restarted after a timeout."""
+
+    def __init__(self, tokenizer_path: Path, timeout: float):
+        self.path, self.timeout, self.proc = str(tokenizer_path), timeout, None
+
+    def run(self, schema, *, strict: bool = True, profile: bool = False) -> dict:
+        if self.proc is None:
+            ctx = mp.get_context("spawn")
+            self.conn, child = ctx.Pipe()
+            self.proc = ctx.Process(target=_worker, args=(child, self.path), daemon=True)
+            self.proc.start()
+            self.conn.recv()
+        self.conn.send((schema, strict, profile))
+        if self.conn.poll(self.timeout):
+            try:
+                return self.conn.recv()
+            except EOFError:
+                self.close()
+                return {"crash": "worker died (out of memory?)"}
+        self.close()
+        return {"timeout": self.timeout}
+
+    def close(self):
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.join()
+            self.proc = None
+
+
+# -- report ---------------------------------------------------------------------------------------
+
+
+def _pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
+
+
+def _outcome(r: dict) -> str:
+    if "timeout" in r:
+        return f"timeout (> {r['timeout']:.0f} s)"
+    if "crash" in r:
+        return f"crash: {r['crash']}"
+    if "refused" in r:
+        keyword = f" `{r['keyword']}`" if r.get("keyword") else ""
+        where = f" at `{r['pointer']}`" if r.get("pointer") else ""
+        return f"refused: {r['refused']}{keyword}{where}"
+    return "compiled"
+
+
+def summary(results: dict) -> dict:
+    out = {}
+    for corpus, rows in results["corpora"].items():
+        ok = [r["strict"] for r in rows.values() if "first_mask_s" in r["strict"]]
+        ttfm = [r["first_mask_s"] for r in ok]
+        out[corpus] = {
+            "schemas": len(rows),
+            "compiled": len(ok),
+            "refused": sum("refused" in r["strict"] for r in rows.values()),
+            "timeouts": sum("timeout" in r["strict"] for r in rows.values()),
+            "crashes": sum("crash" in r["strict"] for r in rows.values()),
+            "first_mask_p50_s": statistics.median(ttfm) if ttfm else None,
+            "first_mask_p90_s": _pct(ttfm, 0.9),
+            "first_mask_max_s": max(ttfm, default=None),
+        }
+    return out
+
+
+def markdown(results: dict) -> str:
+    m = results["machine"]
+    lines = [
+        "## Real-world JSON Schemas: compile outcome and time to first mask",
+        "",
+        f"{m['date']}; {m['nproc']} CPU cores ({m['cpu']}); load average at start "
+        f"{', '.join(f'{x:.1f}' for x in m['loadavg_start'])}; Python {m['python']}; "
+        f"commit {m['git_commit']}.",
+        f"Command: `{m['command']}`. Results: `benchmarks/results/schema_corpus.json`. "
+        f"Vocabulary: Llama-3 (128,256 ids). Each compile in a worker killed after "
+        f"{results['timeout']:.0f} s. Time to first mask = `compile_json_schema` + "
+        "`ConstraintTables.from_dfas` (waited for).",
+        "",
+        "| corpus | schemas | compiled | refused | timeouts | crashes | p50 | p90 | max |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for corpus, s in results["summary"].items():
+
+        def f(x):
+            return "" if x is None else f"{x * 1000:.0f} ms" if x < 1 else f"{x:.2f} s"
+
+        lines.append(
+            f"| {corpus} | {s['schemas']} | {s['compiled']} | {s['refused']} | {s['timeouts']} "
+            f"| {s['crashes']} | {f(s['first_mask_p50_s'])} | {f(s['first_mask_p90_s'])} "
+            f"| {f(s['first_mask_max_s'])} |"
+        )
+    lines += [
+        "",
+        "SchemaStore schemas (check-jsonschema's vendored copies), strict mode; where strict mode "
+        "refuses, the lenient column says what the rest compiles to:",
+        "",
+        "| schema | strict | time (s) | Q | C | table bytes | lenient |",
+        "| --- | --- | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for name, r in results["corpora"]["schemastore"].items():
+        s, le = r["strict"], r.get("lenient")
+        t = s.get("first_mask_s", s.get("seconds"))
+        lenient = ""
+        if le is not None:
+            lenient = _outcome(le)
+            if "states" in le:
+                lenient += f", {le['first_mask_s']:.2f} s, Q={le['states']:,}"
+        size = (
+            f"{s['states']:,} | {s['classes']:,} | {s['table_bytes']:,}" if "states" in s else " | "
+        )
+        time_s = "" if t is None else f"{t:.2f}"
+        lines.append(f"| {name} | {_outcome(s)} | {time_s} | {size} | {lenient} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per compile")
+    parser.add_argument("--suite-limit", type=int, default=None, help="first N suite groups")
+    parser.add_argument("--no-suite", action="store_true", help="SchemaStore corpus only")
+    parser.add_argument("--profile", type=int, default=0, help="profile the N slowest compiles")
+    parser.add_argument("--write-md", action="store_true", help="update BENCHMARKS.md")
+    args = parser.parse_args(argv)
+
+    tok = TOKENIZERS / "llama3" / "tokenizer.json"
+    if not tok.is_file():
+        sys.exit(f"needs {tok} (the shared tokenizers folder beside the checkout)")
+    corpora = {"schemastore": schemastore_schemas()}
+    if not args.no_suite:
+        if not SUITE.is_dir():
+            sys.exit(f"needs the JSON Schema Test Suite at {SUITE} (or pass --no-suite)")
+        corpora["test-suite"] = suite_schemas(args.suite_limit)
+
+    results = {"machine": machine(), "timeout": args.timeout, "corpora": {}}
+    worker = Worker(tok, args.timeout)
+    try:
+        for corpus, schemas in corpora.items():
+            rows = results["corpora"][corpus] = {}
+            for name, schema in schemas.items():
+                row = rows[name] = {"strict": worker.run(schema)}
+                if corpus == "schemastore" and "refused" in row["strict"]:
+                    row["lenient"] = worker.run(schema, strict=False)
+                print(f"{corpus:12} {name:40} {_outcome(row['strict'])}", file=sys.stderr)
+        results["summary"] = summary(results)
+        if args.profile:
+            slow = sorted(
+                (
+                    (r["strict"]["compile_s"], c, n)
+                    for c, rows in results["corpora"].items()
+                    for n, r in rows.items()
+                    if "compile_s" in r["strict"]
+                ),
+                reverse=True,
+            )[: args.profile]
+            for _, corpus, name in slow:
+                r = worker.run(corpora[corpus][name], profile=True)
+                results["corpora"][corpus][name]["profile"] = r.get("profile")
+                print(f"== profile: {corpus} {name}\n{r.get('profile')}")
+    finally:
+        worker.close()
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(results, indent=1))
+    text = markdown(results)
+    print(text)
+    if args.write_md:
+        write_md_section(MD_MARK, text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
