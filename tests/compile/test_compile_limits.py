@@ -147,3 +147,18 @@ def test_progress_off_unless_a_terminal_or_asked():
     with _cli.progress("compiling", delay=0, interval=0.001, stream=out):
         time.sleep(0.05)
     assert out.getvalue() == ""
+
+
+def test_grammar_and_dataclass_timeouts(vocab):
+    import dataclasses
+
+    with pytest.raises(CompileTimeoutError, match=r"^rule '[^']+': compiling the grammar ran past"):
+        ac.compile_grammar('start: /[a-z]{1,20}@[a-z]{1,20}/ ("," start)?', vocab, timeout_s=1e-9)
+
+    @dataclasses.dataclass
+    class Point:
+        x: int
+        y: int
+
+    with pytest.raises(CompileTimeoutError, match=r"compiling dataclass Point ran past"):
+        ac.compile_dataclass(Point, vocab, timeout_s=1e-9)
