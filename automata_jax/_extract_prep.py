@@ -128,6 +128,8 @@ def compile_schema_cached(
     cache_dir: str | os.PathLike | None,
     *,
     name: str = "schema",
+    timeout_s: float | None = None,
+    progress: bool | None = None,
     **options: Any,
 ) -> tuple[TokenDFA, Path | None, bool]:
     """Compiles ``schema`` for ``vocab``, reusing an artifact from ``cache_dir`` if present.
@@ -137,6 +139,9 @@ def compile_schema_cached(
       vocab: the `automata_compile.Vocabulary` of the model.
       cache_dir: where artifacts live (created if needed); None disables the cache.
       name: a readable prefix for the artifact file name.
+      timeout_s: compile wall-clock limit (`CompileTimeoutError` past it); not in the key.
+      progress: show a spinner on stderr while a compile runs past a second (None: only
+        when stderr is a terminal); see `automata_compile._cli.progress`.
       **options: passed to `automata_compile.compile_json_schema` and hashed into the key.
 
     Returns:
@@ -145,7 +150,7 @@ def compile_schema_cached(
     Raises:
       The compiler's errors (`UnsupportedSchemaError`, `InvalidSchemaError`, ...).
     """
-    from automata_compile import compile_json_schema
+    from automata_compile import _cli, compile_json_schema
 
     artifact = None
     if cache_dir is not None:
@@ -158,7 +163,8 @@ def compile_schema_cached(
             except AutomataError as e:  # corrupt or stale: compile again and overwrite
                 print(f"warning: ignoring cached tables ({e}); recompiling", file=sys.stderr)
     # Lenient mode warns about each keyword it drops; the job prints them (`plain_warnings`).
-    dfa = compile_json_schema(schema, vocab, **options)
+    with _cli.progress(f"compiling the schema {name}", enabled=progress):
+        dfa = compile_json_schema(schema, vocab, timeout_s=timeout_s, **options)
     if artifact is not None:
         try:
             artifact.parent.mkdir(parents=True, exist_ok=True)

@@ -109,6 +109,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument(
+        "--compile-timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="give up compiling the schema after S seconds (default: none)",
+    )
+    p.add_argument(
         "--no-fast-forward",
         dest="fast_forward",
         action="store_false",
@@ -118,6 +125,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for name in ("batch_size", "max_new_tokens", "max_prompt_tokens"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')}: expected >= 1, got {getattr(args, name)}")
+    if args.compile_timeout is not None and not args.compile_timeout > 0:
+        p.error(f"--compile-timeout: expected > 0, got {args.compile_timeout}")
     if args.temperature < 0:
         p.error(f"--temperature: expected >= 0, got {args.temperature}")
     if args.model == "tiny" and args.checkpoint:
@@ -192,7 +201,13 @@ def _run(args: argparse.Namespace) -> int:
         None if args.no_cache else Path(args.cache_dir or output_path.parent / ".automata_cache")
     )
     dfa, artifact, hit = _extract_prep.compile_schema_cached(
-        schema, vocab, cache_dir, name=schema_path.stem, strict=not args.lenient
+        schema,
+        vocab,
+        cache_dir,
+        name=schema_path.stem,
+        strict=not args.lenient,
+        timeout_s=args.compile_timeout,
+        progress=False if args.no_progress else None,
     )
     t_compile = time.perf_counter()
     if cache_dir is not None:

@@ -27,6 +27,7 @@ _EXPORTS = {
     "UnsupportedPatternError": "_errors",
     "EmptyLanguageError": "_errors",
     "StateBudgetExceededError": "_errors",
+    "CompileTimeoutError": "_errors",
     "UnsupportedSchemaError": "_errors",
     "InvalidSchemaError": "_errors",
     "VocabularyError": "_errors",

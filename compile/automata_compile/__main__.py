@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from automata_compile._cli import error_line, plain_warnings
+from automata_compile._cli import error_line, plain_warnings, progress
 from automata_compile._errors import AutomataError, VocabularyError
 
 DEFAULT_TOKENIZER = "default"
@@ -108,7 +108,31 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument(
             "--max-states", type=int, default=None, help="byte-DFA state budget (default 100000)"
         )
+        p.add_argument(
+            "--timeout",
+            type=_seconds,
+            default=None,
+            metavar="S",
+            help="give up (exit 2, naming where) after S seconds of compiling (default: none)",
+        )
+        p.add_argument(
+            "--progress",
+            action="store_true",
+            default=None,
+            help="show progress on stderr for compiles over a second even when stderr is not "
+            "a terminal (default: only on a terminal)",
+        )
     return parser
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,8 +143,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(args: argparse.Namespace) -> int:
-    from automata_compile import Vocabulary, compile_grammar, compile_json_schema, compile_regex
-    from automata_compile.frontends.grammar._compile import BUILTIN_GRAMMARS
+    from automata_compile import Vocabulary
 
     try:
         t0 = time.perf_counter()
@@ -129,19 +152,8 @@ def _main(args: argparse.Namespace) -> int:
         )
         vocab = Vocabulary.from_file(tokenizer)
         t1 = time.perf_counter()
-        if args.kind == "regex":
-            dfa = compile_regex(args.pattern, vocab, max_states=args.max_states)
-        elif args.kind == "grammar":
-            if args.grammar in BUILTIN_GRAMMARS:
-                text = args.grammar
-            else:
-                text = sys.stdin.read() if args.grammar == "-" else _read(args.grammar)
-            dfa = compile_grammar(text, vocab, start=args.start, max_states=args.max_states)
-        else:
-            text = sys.stdin.read() if args.schema == "-" else _read(args.schema)
-            dfa = compile_json_schema(
-                text, vocab, strict=not args.lenient, max_states=args.max_states
-            )
+        with progress(f"compiling the {args.kind}", enabled=args.progress):
+            dfa = _compile(args, vocab)
         t2 = time.perf_counter()
         dfa.save(args.output)
     except (AutomataError, OSError) as e:
@@ -162,6 +174,24 @@ def _main(args: argparse.Namespace) -> int:
         )
     )
     return 0
+
+
+def _compile(args: argparse.Namespace, vocab):
+    from automata_compile import compile_grammar, compile_json_schema, compile_regex
+    from automata_compile.automata import _fsa
+    from automata_compile.frontends.grammar._compile import BUILTIN_GRAMMARS
+
+    with _fsa.limits(args.timeout, f"the {args.kind}"):
+        if args.kind == "regex":
+            return compile_regex(args.pattern, vocab, max_states=args.max_states)
+        elif args.kind == "grammar":
+            if args.grammar in BUILTIN_GRAMMARS:
+                text = args.grammar
+            else:
+                text = sys.stdin.read() if args.grammar == "-" else _read(args.grammar)
+            return compile_grammar(text, vocab, start=args.start, max_states=args.max_states)
+        text = sys.stdin.read() if args.schema == "-" else _read(args.schema)
+        return compile_json_schema(text, vocab, strict=not args.lenient, max_states=args.max_states)
 
 
 def _read(path: str) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from automata_compile.automata import _byte_dfa
+from automata_compile.automata import _byte_dfa, _fsa
 from automata_compile.frontends import _regex
 from automata_compile.tokens import _compose, _forced
 from automata_compile.tokens._forced import DEFAULT_MAX_TOKENS
@@ -20,6 +20,7 @@ def compile_regex(
     spec_kind: str = "regex",
     spec: str | None = None,
     max_forced_tokens: int = DEFAULT_MAX_TOKENS,
+    timeout_s: float | None = None,
 ) -> TokenDFA:
     """Compiles a regex (Python ``re`` syntax, full-match semantics) for a vocabulary.
 
@@ -32,13 +33,16 @@ def compile_regex(
       spec_kind, spec: recorded in the artifact (e.g. "json_schema" and the schema text).
       max_forced_tokens: F, the most forced tokens stored per state (see `tokens._forced`);
         0 stores none (the runtime's fast-forward then never fires).
+      timeout_s: optional wall-clock limit in seconds, checked at the automaton core's
+        budget checkpoints (subset construction, products, minimization, composition
+        levels); past it, `CompileTimeoutError`.
 
     Returns:
       A minimal `TokenDFA` whose states can all still reach acceptance with this vocabulary.
 
     Raises:
       InvalidPatternError, UnsupportedPatternError, EmptyLanguageError,
-      StateBudgetExceededError.
+      StateBudgetExceededError, CompileTimeoutError.
 
     Example:
       >>> import automata_compile as ac
@@ -60,6 +64,7 @@ def compile_regex(
         max_forced_tokens=max_forced_tokens,
         spec_kind=spec_kind,
         spec=pattern if spec is None else spec,
+        timeout_s=timeout_s,
     )
 
 
@@ -74,6 +79,7 @@ def compile_ir(
     spec_kind: str,
     spec: str,
     what: str = "the pattern",
+    timeout_s: float | None = None,
 ) -> TokenDFA:
     """Compiles an IR tree (any front end's output) for a vocabulary.
 
@@ -81,8 +87,26 @@ def compile_ir(
       ir: an `automata._ir` tree; ``Terminal(k)`` uses ``predicates[k]``.
       predicates, terminal_names: the terminal labels (regex extensions).
       max_states, max_forced_tokens, spec_kind, spec: as in `compile_regex`.
-      what: names the input in budget and empty-language errors.
+      what: names the input in budget, timeout and empty-language errors.
+      timeout_s: as in `compile_regex` (``None`` keeps an enclosing `_fsa.limits`).
     """
+    with _fsa.limits(timeout_s, what):
+        return _compile_ir(
+            ir,
+            vocab,
+            predicates,
+            terminal_names,
+            max_states,
+            max_forced_tokens,
+            spec_kind,
+            spec,
+            what,
+        )
+
+
+def _compile_ir(
+    ir, vocab, predicates, terminal_names, max_states, max_forced_tokens, spec_kind, spec, what
+) -> TokenDFA:
     byte_dfa = _byte_dfa.build_byte_dfa(ir, len(predicates), max_states=max_states, what=what)
     trie = trie_for(vocab)
     token_class, next_state, accepting, start, byte_state = _compose.compose(

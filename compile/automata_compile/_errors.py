@@ -40,6 +40,13 @@ class StateBudgetExceededError(AutomataError):
     """An automaton grew past the configured state budget."""
 
 
+class CompileTimeoutError(AutomataError, TimeoutError):
+    """A compile ran past its ``timeout_s`` (checked at the automaton core's budget
+    checkpoints); the message names the step and, where known, the schema location.
+    A sibling of `StateBudgetExceededError`, not a subclass: front ends that turn a
+    too-large automaton into a refusal (``strict=False`` drops it) must not swallow it."""
+
+
 class UnsupportedSchemaError(AutomataError, ValueError):
     """A JSON Schema keyword cannot be enforced exactly (strict mode refuses it)."""
 

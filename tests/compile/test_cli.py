@@ -154,3 +154,23 @@ def test_help_is_plain_text(argv):
     assert "``" not in proc.stdout and ":func:" not in proc.stdout and "`" not in proc.stdout
     if argv[0] == "json-schema":
         assert "--lenient" in proc.stdout and "'default'" in proc.stdout
+
+
+def test_timeout_option_names_the_step(mistral_sp_path, tmp_path):
+    """A timeout that has already passed at the first checkpoint: exit 2, a message that
+    names the limit and the step; no output file, and no spinner on a non-terminal stderr."""
+    out = tmp_path / "x.npz"
+    proc = run_cli(
+        "regex", "[a-z]{3,9}@[a-z]+", "--tokenizer", mistral_sp_path, "-o", out, "--timeout", 1e-9
+    )
+    assert proc.returncode == 2 and not out.exists()
+    assert proc.stderr.startswith("error: compiling the regex ran past timeout_s=1e-09 s in ")
+    assert "raise timeout_s" in proc.stderr and "..." not in proc.stderr
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "soon"])
+def test_timeout_option_must_be_positive(value, mistral_sp_path, tmp_path):
+    proc = run_cli(
+        "regex", "a", "--tokenizer", mistral_sp_path, "-o", tmp_path / "x.npz", "--timeout", value
+    )
+    assert proc.returncode == 2 and "--timeout" in proc.stderr and "positive" in proc.stderr

@@ -14,6 +14,7 @@ import automata_compile
 
 EXPECTED_ALL = [
     "AutomataError",
+    "CompileTimeoutError",
     "EmptyLanguageError",
     "GrammarConflictError",
     "IncompatibleVocabularyError",

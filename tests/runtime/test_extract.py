@@ -438,3 +438,17 @@ def test_result_lines_check_objects_against_the_schema():
     assert extract._result(good, vocab, validator) == {"ok": True, "object": [0], "tokens": 4}
     cut = RowOutput(tokens=(0, 2), num_tokens=2, finished=False)
     assert extract._result(cut, vocab, validator)["error"] == extract.LIMIT_ERROR
+
+
+def test_compile_timeout_is_a_clear_error(tmp_path, capsys):
+    """--compile-timeout bounds the schema compile: a timeout that has passed at the first
+    checkpoint exits 2 with an error line naming the limit; no output, no spinner on a pipe."""
+    schema = tmp_path / "s.json"
+    schema.write_text(json.dumps({"type": "object", "properties": {"n": {"type": "integer"}}}))
+    inp, out = tmp_path / "docs.jsonl", tmp_path / "o.jsonl"
+    _docs(inp, 1)
+    args = ["--schema", str(schema), "--input", str(inp), "--output", str(out), "--no-cache"]
+    assert extract.main([*args, "--compile-timeout", "1e-9", *BATCH]) == 2
+    err = capsys.readouterr().err
+    assert "error: compiling the schema ran past timeout_s=1e-09 s" in err and "..." not in err
+    assert not out.exists() or out.read_text() == ""

@@ -67,7 +67,9 @@ def _closure(seeds, src, dst, q) -> np.ndarray:
     return seen
 
 
-def minimize(trans: np.ndarray, accepting: np.ndarray, start: int, max_work: int | None = None):
+def minimize(
+    trans: np.ndarray, accepting: np.ndarray, start: int, max_work: int | None = None, tick=None
+):
     """Moore partition refinement with incremental random hashing, then verified exactly.
 
     Each state's signature is a random linear form of its successors' block ids. When
@@ -79,6 +81,7 @@ def minimize(trans: np.ndarray, accepting: np.ndarray, start: int, max_work: int
       accepting: bool[Q].
       start: initial state.
       max_work: optional cap on rounds × states (a chain of n states needs n rounds).
+      tick: optional callable run once per round (a deadline check; it may raise).
 
     Returns:
       (trans, accepting, start, block) of the minimal DFA; ``block`` int32[Q] maps
@@ -110,6 +113,8 @@ def minimize(trans: np.ndarray, accepting: np.ndarray, start: int, max_work: int
         work += q
         if max_work is not None and work > max_work:
             raise WorkBudgetExceeded(work)
+        if tick is not None:
+            tick()
         order = np.lexsort((sig, block))
         b_sorted, s_sorted = block[order], sig[order]
         starts_block = np.ones(q, dtype=bool)

@@ -10,22 +10,86 @@ subset construction; a `DFA` is a dense table ``int32[Q, S]`` (-1 = no edge) on 
 Every construction has a budget: a number of states and a number of work units (NFA
 states and edges visited by the subset construction, pairs explored by a product).
 Past it, `StateBudgetExceededError` names what grew, instead of running for minutes.
+A compile may also carry a wall-clock deadline (`limits`), checked at the same
+checkpoints (each new state, each subset/product/minimization round), raising
+`CompileTimeoutError`; front ends record the input location being built (`location`,
+e.g. a schema's JSON pointer) so both errors can name it.
 """
 
 from __future__ import annotations
 
 import bisect
+import contextlib
+import contextvars
 import dataclasses
+import time
 
 import numpy as np
 
-from automata_compile._errors import StateBudgetExceededError
+from automata_compile._errors import CompileTimeoutError, StateBudgetExceededError
 from automata_compile.automata import _dfa_ops
 
 DEAD = -1
 DEFAULT_MAX_STATES = 100_000
 DEFAULT_MAX_WORK = 4_000_000
 MINIMIZE_WORK_FACTOR = 5
+
+
+@dataclasses.dataclass(frozen=True)
+class _Deadline:
+    at: float
+    timeout_s: float
+    what: str
+
+
+_DEADLINE: contextvars.ContextVar[_Deadline | None] = contextvars.ContextVar(
+    "automata_deadline", default=None
+)
+_WHERE: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar(
+    "automata_where", default=()
+)
+
+
+@contextlib.contextmanager
+def limits(timeout_s: float | None, what: str):
+    """While open, constructions past ``timeout_s`` seconds (from now) raise
+    `CompileTimeoutError` naming ``what``. ``None`` keeps an enclosing deadline (or none)."""
+    if timeout_s is None:
+        yield
+        return
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or timeout_s <= 0:
+        raise ValueError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
+    token = _DEADLINE.set(_Deadline(time.monotonic() + timeout_s, float(timeout_s), what))
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+@contextlib.contextmanager
+def location(where: str):
+    """While open, budget and timeout errors say they happened while building ``where``."""
+    token = _WHERE.set((*_WHERE.get(), where))
+    try:
+        yield
+    finally:
+        _WHERE.reset(token)
+
+
+def _where() -> str:
+    stack = _WHERE.get()
+    return f" (while building {stack[-1]})" if stack else ""
+
+
+def check_time(step: str, what: str = "") -> None:
+    """Raises `CompileTimeoutError` if the open `limits` deadline has passed."""
+    d = _DEADLINE.get()
+    if d is not None and time.monotonic() > d.at:
+        inner = f" of {what}" if what else ""
+        raise CompileTimeoutError(
+            f"compiling {d.what} ran past timeout_s={d.timeout_s:g} s in {step}{inner}"
+            f"{_where()}; simplify it or raise timeout_s"
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,13 +102,13 @@ class Budget:
 
     def states_exceeded(self, step: str) -> StateBudgetExceededError:
         return StateBudgetExceededError(
-            f"{step} of {self.what} exceeds max_states={self.max_states} states; simplify it "
+            f"{step} of {self.what}{_where()} exceeds max_states={self.max_states} states; simplify it "
             "(large bounded repeats and intersections multiply states) or raise max_states"
         )
 
     def work_exceeded(self, step: str) -> StateBudgetExceededError:
         return StateBudgetExceededError(
-            f"{step} of {self.what} exceeds its work budget ({self.max_work:,} units; large "
+            f"{step} of {self.what}{_where()} exceeds its work budget ({self.max_work:,} units; large "
             "sets of NFA states or long chains of states, as large or stacked bounded "
             "repeats like (.{0,100}){100} produce); simplify it or raise max_states"
         )
@@ -61,9 +125,12 @@ class NFA:
         self.max_states = max_states
 
     def state(self) -> int:
-        if len(self.edges) >= self.max_states:
+        n = len(self.edges)
+        if n & 1023 == 0:
+            check_time("the NFA construction", self.budget.what)
+        if n >= self.max_states:
             raise StateBudgetExceededError(
-                f"{self.budget.what} needs more than {self.max_states} NFA states; simplify it "
+                f"{self.budget.what}{_where()} needs more than {self.max_states} NFA states; simplify it "
                 "(large bounded repeats multiply states) or raise max_states"
             )
         self.edges.append([])
@@ -154,6 +221,7 @@ def determinize(nfa: NFA, start: int, final: int, num_symbols: int) -> DFA:
                 row[points[k] : points[k + 1]] = d
         if work > budget.max_work:
             raise budget.work_exceeded("the subset construction")
+        check_time("the subset construction", budget.what)
         rows.append(row)
     accepting = np.array([final in s for s in order], dtype=bool)
     return DFA(np.stack(rows), accepting, 0)
@@ -210,7 +278,10 @@ def minimize(dfa: DFA, budget: Budget | None = None) -> DFA | None:
         return None
     cap = None if budget is None else MINIMIZE_WORK_FACTOR * budget.max_work
     try:
-        trans, accepting, start, _ = _dfa_ops.minimize(t.trans, t.accepting, t.start, cap)
+        what = "" if budget is None else budget.what
+        trans, accepting, start, _ = _dfa_ops.minimize(
+            t.trans, t.accepting, t.start, cap, tick=lambda: check_time("the minimization", what)
+        )
     except _dfa_ops.WorkBudgetExceeded:
         raise budget.work_exceeded("the minimization") from None
     return DFA(trans, accepting, start)
@@ -268,6 +339,7 @@ def product(a: DFA, b: DFA, op: str, budget: Budget) -> DFA:
             targets[k] = _intern(ids, order, code, divmod(code, qb), budget, "a product")
         row[live] = targets[inv.reshape(-1)]
         rows.append(row)
+        check_time("a product", budget.what)
     pa = np.array([p for p, _ in order])
     pb = np.array([q for _, q in order])
     acc_a = np.append(a.accepting, False)[pa]
@@ -304,6 +376,7 @@ def bounded(dfa: DFA, max_len: int, budget: Budget) -> DFA:
             rows.append(row)
             accepting.append(bool(dfa.accepting[q]))
         states.extend(nxt)
+        check_time("a length bound", budget.what)
         layer = nxt
         if not layer:
             break

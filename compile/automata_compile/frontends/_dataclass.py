@@ -447,10 +447,17 @@ def dataclass_to_regex(cls, format: str = "json", **options) -> str:
 
 
 def compile_dataclass(
-    cls, vocab, format: str = "json", *, max_states: int | None = None, **options
+    cls,
+    vocab,
+    format: str = "json",
+    *,
+    max_states: int | None = None,
+    timeout_s: float | None = None,
+    **options,
 ):
     """Compiles a dataclass's instance language (see `dataclass_to_regex`) to a `TokenDFA`;
-    the IR goes to the byte automaton directly."""
+    the IR goes to the byte automaton directly. ``max_states`` and ``timeout_s`` are the
+    compile budgets of `compile_regex`."""
     from automata_compile._compile import compile_ir
 
     node = _dataclass_ir(cls, format, options)
@@ -464,6 +471,7 @@ def compile_dataclass(
         spec_kind="dataclass",
         spec=json.dumps(spec),
         what=f"dataclass {cls.__qualname__}",
+        timeout_s=timeout_s,
     )
 
 

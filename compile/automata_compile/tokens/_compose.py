@@ -30,6 +30,7 @@ import numpy as np
 from automata_compile._errors import EmptyLanguageError
 from automata_compile.automata import _dfa_ops
 from automata_compile.automata._byte_dfa import NUM_BYTES, ByteDFA
+from automata_compile.automata._fsa import check_time
 from automata_compile.tokens._token_trie import TokenTrie
 
 # A state is wide when tokens whose first byte it allows exceed this share of the vocabulary.
@@ -88,7 +89,9 @@ def compose(dfa: ByteDFA, trie: TokenTrie, predicates=(), *, return_byte_states:
             "(the pattern matches something, but not with these tokens)"
         )
     ns, acc, st, kept = trimmed
-    ns, acc, st, block = _dfa_ops.minimize(ns, acc, st)
+    ns, acc, st, block = _dfa_ops.minimize(
+        ns, acc, st, tick=lambda: check_time("the token DFA's minimization")
+    )
     # Minimization can make columns equal: merge them, keeping the dead class first.
     dead = np.full((ns.shape[0], 1), -1, dtype=np.int32)
     first, col_id = _dfa_ops.unique_columns(np.concatenate([dead, ns], axis=1))
@@ -123,6 +126,7 @@ def _sparse_walk(byte_trans: np.ndarray, trie: TokenTrie, starts0: np.ndarray):
     cur = start.copy()
     groups, starts, ends = [], [], []
     for d in range(1, trie.depth + 1):
+        check_time("the composition with the vocabulary")
         if node.size == 0:
             break
         rep, child = trie.children(d, node)

@@ -7,6 +7,7 @@ from importlib import resources
 import numpy as np
 
 from automata_compile._errors import InvalidGrammarError
+from automata_compile.automata import _fsa
 from automata_compile.frontends.grammar._byte_pda import build_byte_pda
 from automata_compile.frontends.grammar._lark_reader import read_grammar
 from automata_compile.tokens._pda_compose import compose_pda
@@ -36,6 +37,7 @@ def compile_grammar(
     *,
     start: str = "start",
     max_states: int | None = None,
+    timeout_s: float | None = None,
 ) -> TokenDFA:
     """Compiles a deterministic context-free grammar in Lark's EBNF for a vocabulary.
 
@@ -51,6 +53,8 @@ def compile_grammar(
       vocab: an `automata_compile.Vocabulary` that can spell every byte with one token.
       start: the start rule.
       max_states: budget for the byte-level automaton (all rules together).
+      timeout_s: optional wall-clock limit, checked at the automaton core's checkpoints
+        while the rules' automata are built (`CompileTimeoutError`, naming the rule).
 
     Returns:
       A `TokenDFA` with the PDA block (``is_pda``); it shares its format with DFAs, so the
@@ -73,8 +77,9 @@ def compile_grammar(
       (True, False, True)
     """
     spec = builtin_grammar(text) if text in BUILTIN_GRAMMARS else text
-    grammar = read_grammar(spec, vocab, start=start)
-    pda = build_byte_pda(grammar, max_states=max_states)
+    with _fsa.limits(timeout_s, "the grammar"):
+        grammar = read_grammar(spec, vocab, start=start)
+        pda = build_byte_pda(grammar, max_states=max_states)
     tables = compose_pda(pda, trie_for(vocab), vocab)
     return TokenDFA(
         token_class=tables.pop("token_class").astype(np.int32),

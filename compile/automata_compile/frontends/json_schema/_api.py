@@ -26,8 +26,8 @@ Accepted surface syntax (a restriction of JSON's spelling, never of the values):
     defined meaning) can parse, last value winning, to an invalid instance.
   * ``enum``/``const`` objects keep the key order of the literal.
   * numbers: an unconstrained ``number`` accepts the full JSON grammar; an unconstrained
-    ``integer`` accepts ``12``, ``12.0``/``12.00`` (a float with zero fraction is an integer
-    per the specification) and exponent forms from 1e16 to 1.7e308 (``1e+16``, as
+    ``integer`` accepts ``12``, ``12.0``/``12.00`` up to ``max_filler`` zeros (a float with
+    zero fraction is an integer per the specification) and exponent forms from 1e16 to 1.7e308 (``1e+16``, as
     ``json.dumps`` writes large floats; larger ones overflow a double); a number with any
     numeric keyword (bounds, ``multipleOf``, ``not``) accepts plain decimals only (no
     exponent). ``enum``/``const`` numbers accept every plain spelling (``1``, ``1.0``,
@@ -43,6 +43,11 @@ Options (all keyword-only):
     ``json.dumps(indent=...)`` writes, within that bound).
   max_whitespace: bound of each whitespace run in ``"pretty"`` mode (default 20), so a
     model cannot loop on whitespace.
+  max_filler: bound of each run of value-neutral zeros in numbers (default 20): trailing
+    zeros of a fraction (``12.`` and at most 20 zeros is an integer) and leading zeros of
+    an exponent, so a model cannot loop on zeros either. ``json.dumps`` writes at most one
+    such zero (``12.0``), so every instance keeps its ``json.dumps`` spelling for any
+    ``max_filler >= 1``; ``0`` accepts no filler at all (then ``12.0`` is refused).
   max_nesting_depth: schema-free values (under ``{}``, ``true``, absent
     ``additionalProperties``, ``items``, ...) nest at most this many levels of arrays and
     objects (default 2). Each level multiplies the automaton of every free value by about
@@ -147,7 +152,7 @@ def _options(kw) -> _Options:
         raise ValueError(
             f"leap_seconds must be 'utc', 'exact' or 'none', got {opts.leap_seconds!r}"
         )
-    for name in ("max_whitespace", "max_nesting_depth", "max_recursion_depth"):
+    for name in ("max_whitespace", "max_filler", "max_nesting_depth", "max_recursion_depth"):
         v = getattr(opts, name)
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
             raise ValueError(f"{name} must be a non-negative int, got {v!r}")
@@ -214,9 +219,19 @@ def json_schema_to_regex(schema, **options) -> str:
         ) from None
 
 
-def compile_json_schema(schema, vocab, *, max_states: int | None = None, **options):
+def compile_json_schema(
+    schema, vocab, *, max_states: int | None = None, timeout_s: float | None = None, **options
+):
     """Compiles a JSON Schema into a `TokenDFA` for ``vocab`` (see `json_schema_to_regex`
     for the options); the schema's IR goes to the byte automaton directly.
+
+    Compile budgets: ``max_states`` bounds the byte DFA (default 100,000; its work budget
+    scales with it) and string/``multipleOf`` automata have their own fixed budgets; past
+    one, `StateBudgetExceededError` (or, for a string constraint, `UnsupportedSchemaError`
+    with the budget in its message). ``timeout_s`` (default none) bounds the whole compile's
+    wall-clock time, checked at the automaton core's checkpoints; past it,
+    `CompileTimeoutError`. Both messages name the subschema's JSON pointer when the
+    translation was building one (``while building #/properties/x``).
 
     Example:
       >>> import automata_compile as ac
@@ -227,10 +242,18 @@ def compile_json_schema(schema, vocab, *, max_states: int | None = None, **optio
       (True, False)
     """
     from automata_compile._compile import compile_ir
+    from automata_compile.automata import _fsa
 
     schema = _load(schema)
-    node = schema_ir(schema, _options(options))
-    spec = json.dumps(schema, ensure_ascii=False, separators=(",", ":"))
-    return compile_ir(
-        node, vocab, max_states=max_states, spec_kind="json_schema", spec=spec, what="the schema"
-    )
+    opts = _options(options)
+    with _fsa.limits(timeout_s, "the schema"):
+        node = schema_ir(schema, opts)
+        spec = json.dumps(schema, ensure_ascii=False, separators=(",", ":"))
+        return compile_ir(
+            node,
+            vocab,
+            max_states=max_states,
+            spec_kind="json_schema",
+            spec=spec,
+            what="the schema",
+        )

@@ -8,10 +8,10 @@ from automata_compile.automata._ir import NEVER, Automaton
 from automata_compile.frontends.json_schema import _content as sf
 from automata_compile.frontends.json_schema import _strings
 from automata_compile.frontends.json_schema._numbers import (
-    _INTEGER,
-    _NUMBER,
     _constrained_number,
     _number_literal,
+    integer_text,
+    number_text,
 )
 from automata_compile.frontends.json_schema._resolver import _Refuse
 from automata_compile.frontends.json_schema._translator import _Options
@@ -72,7 +72,7 @@ class _Emitter:
             sf.lit("null"),
             sf.lit("true"),
             sf.lit("false"),
-            _NUMBER,
+            number_text(self.opts.max_filler),
             self.string(sf.ANY_STRING),
         ]
         if depth > 0:
@@ -113,9 +113,9 @@ class _Emitter:
 
     def number(self, n: _Num):
         if n.values is not None:
-            return sf.alt(*(_number_literal(v) for v in sorted(n.values)))
+            return sf.alt(*(_number_literal(v, self.opts.max_filler) for v in sorted(n.values)))
         if n.is_free():
-            return _NUMBER
+            return number_text(self.opts.max_filler)
         if (
             n.lo is None
             and n.hi is None
@@ -123,8 +123,8 @@ class _Emitter:
             and not n.excluded
             and n.mults == {Fraction(1)}
         ):
-            return _INTEGER
-        return _constrained_number(n)
+            return integer_text(self.opts.max_filler)
+        return _constrained_number(n, self.opts.max_filler)
 
     def array(self, a: _Arr):
         if a.contains:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from decimal import Decimal, localcontext
@@ -23,40 +24,47 @@ def _digits(lo: int, hi: int):
 
 
 _UINT = sf.alt(_ZERO, sf.seq(_DIGIT19, sf.star(_DIGIT)))
-_FRAC_ANY = sf.opt(sf.seq(_DOT, sf.rep(_DIGIT, 1, None)))
-_FRAC_ZERO = sf.opt(sf.seq(_DOT, sf.rep(_ZERO, 1, None)))
-_EXP = sf.seq(
-    sf.chars([(0x45, 0x45), (0x65, 0x65)]),
-    sf.opt(sf.chars([(0x2B, 0x2B), (0x2D, 0x2D)])),
-    sf.rep(_DIGIT, 1, None),
-)
-_NUMBER = sf.seq(sf.opt(_MINUS), _UINT, _FRAC_ANY, sf.opt(_EXP))
-# Integral floats written as json.dumps writes them (1e+16 <= |x| < 1.7e308): at most 16
-# fraction digits and an exponent of at least 16, so the value is an integer; the bound
-# keeps it a finite double (parsers turn larger ones into infinity).
+# Canonical fraction digit strings: no trailing zero (C may be empty, C1 may not).
+_C1 = sf.seq(sf.star(_DIGIT), _DIGIT19)
+_C = sf.opt(_C1)
 _E = sf.chars([(0x45, 0x45), (0x65, 0x65)])
-_BIG_EXP = sf.alt(
-    sf.seq(
-        _DIGIT19,
-        sf.opt(sf.seq(_DOT, sf.rep(_DIGIT, 1, 16))),
-        _E,
-        sf.opt(sf.char("+")),
-        sf.alt(
-            sf.seq(sf.char("1"), _digits(6, 9)),
-            sf.seq(_digits(2, 9), _DIGIT),
-            sf.seq(_digits(1, 2), _DIGIT, _DIGIT),
-            sf.seq(sf.lit("30"), _digits(0, 7)),
-        ),
-    ),
-    sf.seq(
-        sf.char("1"),
-        sf.opt(sf.seq(_DOT, _digits(0, 6), sf.rep(_DIGIT, 0, 15))),
-        _E,
-        sf.opt(sf.char("+")),
-        sf.lit("308"),
-    ),
-)
-_INTEGER = sf.seq(sf.opt(_MINUS), sf.alt(sf.seq(_UINT, _FRAC_ZERO), _BIG_EXP))
+
+
+# Filler runs (zeros that do not change the value) are bounded by ``max_filler`` = k, as
+# whitespace runs are by ``max_whitespace``: at most k trailing zeros in a fraction
+# (``12.`` + k zeros is the longest integer spelling of 12) and at most k leading zeros in
+# an exponent, so a model cannot loop on zeros.
+@functools.cache
+def frac_zero(k: int):
+    """'' or '.0…0' with 1..k zeros (the fraction of an integer)."""
+    return sf.opt(sf.seq(_DOT, sf.rep(_ZERO, 1, k))) if k > 0 else sf.EPS
+
+
+@functools.cache
+def frac_any(k: int):
+    """'' or '.digits' with at most k trailing zeros."""
+    zeros = sf.rep(_ZERO, 1, k) if k > 0 else NEVER
+    return sf.opt(sf.seq(_DOT, sf.alt(sf.seq(_C1, sf.rep(_ZERO, 0, k)), zeros)))
+
+
+@functools.cache
+def _exp(k: int):
+    digits = sf.alt(
+        sf.seq(sf.rep(_ZERO, 0, k), _DIGIT19, sf.star(_DIGIT)), sf.rep(_ZERO, 1, k) if k else NEVER
+    )
+    return sf.seq(_E, sf.opt(sf.chars([(0x2B, 0x2B), (0x2D, 0x2D)])), digits)
+
+
+@functools.cache
+def number_text(k: int):
+    """Every JSON number (RFC 8259 grammar) with filler runs of at most k zeros."""
+    return sf.seq(sf.opt(_MINUS), _UINT, frac_any(k), sf.opt(_exp(k)))
+
+
+@functools.cache
+def plain_text(k: int):
+    """Plain decimals (no exponent) with at most k trailing fraction zeros."""
+    return sf.seq(sf.opt(_MINUS), _UINT, frac_any(k))
 
 
 def _uint_fixed(lo: str, hi: str):
@@ -85,6 +93,50 @@ def _uint_fixed(lo: str, hi: str):
     if b0 != b:
         parts.append(tail)
     return sf.alt(*parts)
+
+
+# The fraction digits of mantissas 1.x with 1.x e308 <= DBL_MAX = 1.7976931348623157e308
+# (at most 16 digits: json.dumps writes 17 significant digits at most).
+def _max_frac(f: str, i: int):
+    """Digit strings g of 1..len(f)-i digits with 0.g <= 0.f[i:]."""
+    d = int(f[i])
+    rest = len(f) - i - 1
+    same = sf.seq(sf.char(f[i]), sf.opt(_max_frac(f, i + 1)) if rest else sf.EPS)
+    return sf.alt(sf.seq(_digits(0, d - 1), sf.rep(_DIGIT, 0, rest)), same)
+
+
+_MAX_DOUBLE_FRAC = _max_frac("7976931348623157", 0)
+
+# Integral floats written as json.dumps writes them (1e+16 <= |x| < 1.7e308): at most 16
+# fraction digits and an exponent of at least 16, so the value is an integer; the bound
+# keeps it a finite double (parsers turn larger ones into infinity).
+_BIG_EXP = sf.alt(
+    sf.seq(
+        _DIGIT19,
+        sf.opt(sf.seq(_DOT, sf.rep(_DIGIT, 1, 16))),
+        _E,
+        sf.opt(sf.char("+")),
+        sf.alt(
+            sf.seq(sf.char("1"), _digits(6, 9)),
+            sf.seq(_digits(2, 9), _DIGIT),
+            sf.seq(_digits(1, 2), _DIGIT, _DIGIT),
+            sf.seq(sf.lit("30"), _digits(0, 7)),
+        ),
+    ),
+    sf.seq(
+        sf.char("1"),
+        sf.opt(sf.seq(_DOT, _MAX_DOUBLE_FRAC)),
+        _E,
+        sf.opt(sf.char("+")),
+        sf.lit("308"),
+    ),
+)
+
+
+@functools.cache
+def integer_text(k: int):
+    """Unconstrained integers: '12', '12.0…0' (1..k zeros) and json.dumps's '1e+16' forms."""
+    return sf.seq(sf.opt(_MINUS), sf.alt(sf.seq(_UINT, frac_zero(k)), _BIG_EXP))
 
 
 def _uint_range(lo: int, hi: int | None):
@@ -121,40 +173,47 @@ def _split_dec(d: Decimal) -> tuple[int, str]:
     return int(ip), fp.rstrip("0")
 
 
-def _frac_cmp(f: str, op: str):
-    """Digit strings g (possibly empty) with 0.g <op> 0.f, op in le lt ge gt."""
+def _lead(lo: int, hi: int):
+    """Canonical digit strings whose first digit is in [lo, hi]."""
+    return sf.alt(sf.seq(_digits(max(lo, 1), hi), _C), sf.seq(_digits(lo, hi), _C1))
+
+
+def _frac_cmp(f: str, op: str, nonempty: bool = False):
+    """Canonical digit strings g (no trailing zero; non-empty if ``nonempty``) with
+    0.g <op> 0.f, op in le lt ge gt; f has no trailing zero. The values' spellings are
+    these followed by zeros (bounded in `_frac_text`)."""
     if not f:
         if op == "le":
-            return sf.star(_ZERO)
+            return NEVER if nonempty else sf.EPS
         if op == "lt":
             return NEVER
         if op == "ge":
-            return sf.star(_DIGIT)
-        return sf.seq(sf.star(_DIGIT), _DIGIT19, sf.star(_DIGIT))
+            return _C1 if nonempty else _C
+        return _C1
     d, rest = int(f[0]), f[1:]
+    same = sf.seq(sf.char(f[0]), _frac_cmp(rest, op, nonempty=f[0] == "0"))
     if op in ("le", "lt"):
-        return sf.alt(
-            sf.EPS,
-            sf.seq(_digits(0, d - 1), sf.star(_DIGIT)),
-            sf.seq(sf.char(f[0]), _frac_cmp(rest, op)),
-        )
-    return sf.alt(
-        sf.seq(_digits(d + 1, 9), sf.star(_DIGIT)), sf.seq(sf.char(f[0]), _frac_cmp(rest, op))
-    )
+        parts = [] if nonempty else [sf.EPS]
+        return sf.alt(*parts, _lead(0, d - 1), same)
+    return sf.alt(_lead(d + 1, 9), same)
 
 
-def _frac_text(g, integer: bool):
-    """The fraction part text ('' or '.digits') for a digit-string language g."""
-    if integer:
-        g = sf.intersect(g, sf.star(_ZERO))
-    nonempty = sf.intersect(g, sf.rep(_DIGIT, 1, None))
-    parts = [sf.seq(_DOT, nonempty)]
-    if sf.nullable(g):
-        parts.append(sf.EPS)
+def _zero_ok(f: str, op: str) -> bool:
+    """Whether 0.0 <op> 0.f (f without trailing zeros)."""
+    return op == "le" or (op == "lt" and bool(f)) or (op == "ge" and not f)
+
+
+def _frac_text(conds, k: int):
+    """The fraction part texts ('' or '.digits', at most k trailing zeros) of the values
+    0.g meeting every (f, op) in ``conds``."""
+    ne = sf.intersect(*(_frac_cmp(f, op, nonempty=True) for f, op in conds))
+    parts = [sf.seq(_DOT, ne, sf.rep(_ZERO, 0, k))]
+    if all(_zero_ok(f, op) for f, op in conds):
+        parts.append(frac_zero(k))
     return sf.alt(*parts)
 
 
-def _nonneg_range(lo, lo_incl, hi, hi_incl, integer: bool):
+def _nonneg_range(lo, lo_incl, hi, hi_incl, integer: bool, k: int):
     """Plain decimals 'I' or 'I.F' with value in the interval (lo >= 0)."""
     if integer:  # 'I' or 'I.000': the integers of the interval
         a = math.ceil(lo)
@@ -165,25 +224,23 @@ def _nonneg_range(lo, lo_incl, hi, hi_incl, integer: bool):
             b = math.floor(hi)
             if b == hi and not hi_incl:
                 b -= 1
-        return sf.seq(_uint_range(a, b), _FRAC_ZERO)
+        return sf.seq(_uint_range(a, b), frac_zero(k))
     li, lf = _split_dec(lo)
-    anyfrac = _FRAC_ZERO if integer else _FRAC_ANY
+    anyfrac = frac_any(k)
+    lo_cond = (lf, "ge" if lo_incl else "gt")
     if hi is None:
-        parts = [sf.seq(_uint_range(li + 1, None), anyfrac)]
-        parts.append(
-            sf.seq(sf.lit(str(li)), _frac_text(_frac_cmp(lf, "ge" if lo_incl else "gt"), integer))
+        return sf.alt(
+            sf.seq(_uint_range(li + 1, None), anyfrac),
+            sf.seq(sf.lit(str(li)), _frac_text([lo_cond], k)),
         )
-        return sf.alt(*parts)
     hi_i, hf = _split_dec(hi)
+    hi_cond = (hf, "le" if hi_incl else "lt")
     if li == hi_i:
-        g = sf.intersect(
-            _frac_cmp(lf, "ge" if lo_incl else "gt"), _frac_cmp(hf, "le" if hi_incl else "lt")
-        )
-        return sf.seq(sf.lit(str(li)), _frac_text(g, integer))
+        return sf.seq(sf.lit(str(li)), _frac_text([lo_cond, hi_cond], k))
     parts = [
-        sf.seq(sf.lit(str(li)), _frac_text(_frac_cmp(lf, "ge" if lo_incl else "gt"), integer)),
+        sf.seq(sf.lit(str(li)), _frac_text([lo_cond], k)),
         sf.seq(_uint_range(li + 1, hi_i - 1), anyfrac) if hi_i - 1 >= li + 1 else NEVER,
-        sf.seq(sf.lit(str(hi_i)), _frac_text(_frac_cmp(hf, "le" if hi_incl else "lt"), integer)),
+        sf.seq(sf.lit(str(hi_i)), _frac_text([hi_cond], k)),
     ]
     return sf.alt(*parts)
 
@@ -192,7 +249,7 @@ def _interval_nonempty(a, a_incl, b, b_incl) -> bool:
     return b is None or b > a or (b == a and a_incl and b_incl)
 
 
-def _range_node(n: _Num, integer: bool):
+def _range_node(n: _Num, integer: bool, k: int):
     lo, hi = n.lo, n.hi
     zero = Decimal(0)
     parts = []
@@ -202,7 +259,7 @@ def _range_node(n: _Num, integer: bool):
     else:
         a, a_incl = lo, not n.lo_excl
     if _interval_nonempty(a, a_incl, hi, not n.hi_excl):
-        parts.append(_nonneg_range(a, a_incl, hi, not n.hi_excl, integer))
+        parts.append(_nonneg_range(a, a_incl, hi, not n.hi_excl, integer, k))
     # negative texts '-y' (x = -y): y in [max(-hi, 0), -lo]
     if hi is None or hi > zero:
         b, b_incl = zero, True
@@ -210,14 +267,15 @@ def _range_node(n: _Num, integer: bool):
         b, b_incl = -hi, not n.hi_excl
     top, top_incl = (None, True) if lo is None else (-lo, not n.lo_excl)
     if _interval_nonempty(b, b_incl, top, top_incl):
-        parts.append(sf.seq(_MINUS, _nonneg_range(b, b_incl, top, top_incl, integer)))
+        parts.append(sf.seq(_MINUS, _nonneg_range(b, b_incl, top, top_incl, integer, k)))
     return sf.alt(*parts)
 
 
-def _number_literal(v: Decimal):
+def _number_literal(v: Decimal, k: int):
     sign = v < 0
     ip, fp = _split_dec(abs(v))
-    body = sf.seq(sf.lit(str(ip)), sf.seq(_DOT, sf.lit(fp), sf.star(_ZERO)) if fp else _FRAC_ZERO)
+    frac = sf.seq(_DOT, sf.lit(fp), sf.rep(_ZERO, 0, k)) if fp else frac_zero(k)
+    body = sf.seq(sf.lit(str(ip)), frac)
     parts = [sf.seq(_MINUS, body) if sign else body]
     if v == 0:
         parts.append(sf.seq(_MINUS, body))
@@ -314,13 +372,13 @@ def _mult_automaton(m: Fraction, negate: bool):
     )
 
 
-def _constrained_number(n: _Num):
+def _constrained_number(n: _Num, k: int):
     integer = n.integer
-    node = _range_node(n, integer)
+    node = _range_node(n, integer, k)
     mults = [_mult_automaton(m, False) for m in n.mults if m != 1]
     mults += [_mult_automaton(m, True) for m in n.not_mults]
-    if mults:
-        node = sf.intersect(node, *mults)
+    if mults:  # the remainder automata loop on zeros: bound their filler runs too
+        node = sf.intersect(node, *mults, plain_text(k))
     if n.excluded:
-        node = sf.difference(node, sf.alt(*(_number_literal(v) for v in n.excluded)))
+        node = sf.difference(node, sf.alt(*(_number_literal(v, k) for v in n.excluded)))
     return node

@@ -8,6 +8,7 @@ import warnings
 from fractions import Fraction
 
 from automata_compile._errors import InvalidSchemaError, UnsupportedSchemaError
+from automata_compile.automata import _fsa
 from automata_compile.automata._ir import NEVER
 from automata_compile.frontends.json_schema import _content as sf
 from automata_compile.frontends.json_schema._content import (
@@ -95,6 +96,7 @@ _DEFAULT_BASE = "https://automata-jax.invalid/schema.json"
 class _Options:
     whitespace: str = "default"
     max_whitespace: int = 20
+    max_filler: int = 20
     max_nesting_depth: int = 2
     max_recursion_depth: int = 3
     strict: bool = True
@@ -137,6 +139,10 @@ class _Translator(_Keywords):
     # -- entry -----------------------------------------------------------------------------------
 
     def schema(self, node, base: str, ptr: str) -> _T:
+        with _fsa.location(_loc(ptr)):
+            return self._entry(node, base, ptr)
+
+    def _entry(self, node, base: str, ptr: str) -> _T:
         if node is True:
             return _TOP
         if node is False:

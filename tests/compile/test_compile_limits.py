@@ -1,0 +1,167 @@
+"""Compile budgets and deadlines (issue 11, item 3): `StateBudgetExceededError` and
+`CompileTimeoutError` name what grew and where; the `_cli.progress` spinner."""
+
+from __future__ import annotations
+
+import io
+import threading
+import time
+
+import pytest
+
+import automata_compile as ac
+from automata_compile import _cli
+from automata_compile._errors import (
+    AutomataError,
+    CompileTimeoutError,
+    StateBudgetExceededError,
+    UnsupportedSchemaError,
+)
+from automata_compile.automata import _char_dfa
+
+# A case of /work/wt/core's benchmarks/schema_automata_bench.py: a pattern with maxLength
+# is an intersection of string automata, built while translating #/properties/url.
+URL = r"^https?://[A-Za-z0-9.-]+(?::[0-9]+)?(?:/[A-Za-z0-9._~%!$&'()*+,;=:@/-]*)?$"
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "url": {"type": "string", "pattern": URL, "maxLength": 64},
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def vocab():
+    return ac.Vocabulary.from_bytes(
+        [bytes([i]) for i in range(256)] + [b"<eos>"], eos_ids=[256], special_ids=[256]
+    )
+
+
+def test_timeout_names_the_schema_location(vocab):
+    # 1e-9 s has passed at the first checkpoint: deterministic, no wall-clock assertion.
+    with pytest.raises(CompileTimeoutError) as info:
+        ac.compile_json_schema(SCHEMA, vocab, timeout_s=1e-9)
+    msg = str(info.value)
+    assert msg.startswith("compiling the schema ran past timeout_s=1e-09 s in ")
+    assert "(while building #/properties/url)" in msg and msg.endswith("raise timeout_s")
+    assert isinstance(info.value, AutomataError) and isinstance(info.value, TimeoutError)
+    assert not isinstance(info.value, StateBudgetExceededError)
+
+
+def test_timeout_is_not_dropped_in_lenient_mode(vocab):
+    """Lenient mode turns too-large string automata into warnings; a timeout stays an error."""
+    with pytest.raises(CompileTimeoutError, match="#/properties/url"):
+        ac.compile_json_schema(SCHEMA, vocab, timeout_s=1e-9, strict=False)
+
+
+def test_timeout_in_the_byte_dfa_names_the_step(vocab):
+    # No string automaton under this schema: the first checkpoint is the byte DFA's.
+    with pytest.raises(CompileTimeoutError) as info:
+        ac.compile_json_schema(
+            {"type": "array", "items": {"type": "integer"}}, vocab, timeout_s=1e-9
+        )
+    assert "of the schema's byte DFA" in str(info.value)
+    assert "while building" not in str(info.value)
+
+
+def test_generous_timeout_compiles_the_same_tables(vocab):
+    a = ac.compile_json_schema(SCHEMA, vocab)
+    b = ac.compile_json_schema(SCHEMA, vocab, timeout_s=3600)
+    assert a.num_states == b.num_states and a.accepts(list(b'{"url": "http://a.b"}'))
+    assert b.accepts(list(b'{"url": "http://a.b"}'))
+
+
+def test_regex_timeout(vocab):
+    with pytest.raises(
+        CompileTimeoutError, match=r"compiling the pattern ran past timeout_s=1e-09 s"
+    ):
+        ac.compile_regex("[a-z]{1,30}@[a-z]{1,30}", vocab, timeout_s=1e-9)
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, "1"])
+def test_timeout_must_be_positive(vocab, bad):
+    with pytest.raises(ValueError, match="timeout_s must be a positive number"):
+        ac.compile_regex("a", vocab, timeout_s=bad)
+
+
+def test_tiny_state_budget(vocab):
+    with pytest.raises(StateBudgetExceededError) as info:
+        ac.compile_json_schema(SCHEMA, vocab, max_states=5)
+    assert str(info.value).startswith(
+        "the subset construction of the schema's byte DFA exceeds max_states=5 states"
+    )
+
+
+def test_string_automaton_budget_names_the_location(vocab, monkeypatch):
+    monkeypatch.setattr(_char_dfa, "MAX_STATES", 10)
+    # maxLength 63, not 64: string automata are cached, and SCHEMA's are built already.
+    schema = {"properties": {"url": {"type": "string", "pattern": URL, "maxLength": 63}}}
+    with pytest.raises(UnsupportedSchemaError) as info:
+        ac.compile_json_schema(schema, vocab)
+    msg = str(info.value)
+    assert "exceeds max_states=10 states" in msg and "(while building #/properties/url)" in msg
+
+
+# -- the progress helper ----------------------------------------------------------------------
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def _wait_for_output(stream, cap: float = 60.0) -> None:
+    """The fake slow function: runs until the helper has printed (or a generous cap)."""
+    end = time.monotonic() + cap
+    while not stream.getvalue() and time.monotonic() < end:
+        time.sleep(0.005)
+
+
+def test_progress_prints_after_its_delay():
+    out = io.StringIO()
+    with _cli.progress("compiling the schema", enabled=True, delay=0.01, interval=0.01, stream=out):
+        _wait_for_output(out)
+    assert out.getvalue().startswith("compiling the schema ... still running after ")
+    assert out.getvalue().count("\n") == 1  # a non-terminal gets a line every 10 s, not a spinner
+
+
+def test_progress_silent_before_its_delay():
+    out = _Tty()
+    started = threading.Event()
+    with _cli.progress("compiling", enabled=True, delay=600, stream=out):
+        started.set()  # a fast compile: done long before the delay
+    assert started.is_set() and out.getvalue() == ""
+
+
+def test_progress_spinner_on_a_terminal_is_cleared():
+    out = _Tty()
+    with _cli.progress("compiling", delay=0.01, interval=0.01, stream=out):  # enabled: a tty
+        _wait_for_output(out)
+    text = out.getvalue()
+    assert text.startswith("\r") and " compiling ... " in text and text.endswith("\r\x1b[K")
+
+
+def test_progress_off_unless_a_terminal_or_asked():
+    out = io.StringIO()
+    with _cli.progress("compiling", delay=0, interval=0.001, stream=out):
+        time.sleep(0.05)
+    assert out.getvalue() == ""
+
+
+def test_grammar_and_dataclass_timeouts(vocab):
+    import dataclasses
+
+    with pytest.raises(CompileTimeoutError, match=r"^rule '[^']+': compiling the grammar ran past"):
+        ac.compile_grammar('start: /[a-z]{1,20}@[a-z]{1,20}/ ("," start)?', vocab, timeout_s=1e-9)
+
+    @dataclasses.dataclass
+    class Point:
+        x: int
+        y: int
+
+    with pytest.raises(
+        CompileTimeoutError,
+        match=r"^compiling dataclass \S*Point ran past timeout_s=1e-09 s in the NFA construction",
+    ):
+        ac.compile_dataclass(Point, vocab, timeout_s=1e-9)
