@@ -128,7 +128,6 @@ def test_compile_cli_section_commands_run(tmp_path):
     """The compile CLI's README commands (with `--tokenizer default`, the bundled tokenizer) run
     as written and write the tables files they name."""
     import shlex
-    import shutil
     import subprocess
     import sys
 
@@ -137,9 +136,10 @@ def test_compile_cli_section_commands_run(tmp_path):
     commands = [shlex.split(c) for c in block.splitlines() if c.startswith("python -m automata_")]
     assert len(commands) >= 2 and all("default" in c for c in commands)
     assert "automata-compile" in block and "--lenient" in section
-    (tmp_path / "automata_jax" / "data").mkdir(parents=True)
-    shutil.copy(ROOT / "automata_jax" / "data" / "person.json", tmp_path / "automata_jax" / "data")
+    # The README's relative `automata_jax/data/...` paths point into the checkout. (A folder named
+    # automata_jax in the working directory would shadow the installed package.)
     for argv in commands:
+        argv[:] = [str(ROOT / a) if a.startswith("automata_jax/data/") else a for a in argv]
         proc = subprocess.run(
             [sys.executable, *argv[1:]], cwd=tmp_path, capture_output=True, text=True, timeout=300
         )
