@@ -373,13 +373,7 @@ def _generate_loop(
             rng=rng,
             pad_id=pad_id,
         )
-        return GenerateOutput(
-            tokens=buffer,
-            lengths=lengths,
-            states=state,
-            accepted=state.done & ~state.error,
-            model_calls=calls,
-        )
+        return _output(buffer, lengths, state, calls)
     token, emitted, state, counted = sample(0, logits[:, -1], state)
     buffer = jnp.full((b, capacity), pad_id, jnp.int32).at[:, 0].set(token)
     calls = jnp.ones((b,), jnp.int32)  # the prefill
@@ -400,13 +394,7 @@ def _generate_loop(
         return (i + 1, buffer, token, emitted, state, cache, lengths + counted, calls)
 
     _, buffer, _, _, state, _, lengths, calls = jax.lax.while_loop(cond, body, carry)
-    return GenerateOutput(
-        tokens=buffer,
-        lengths=lengths,
-        states=state,
-        accepted=state.done & ~state.error,
-        model_calls=calls,
-    )
+    return _output(buffer, lengths, state, calls)
 
 
 _generate_jit = jax.jit(
@@ -420,3 +408,14 @@ _generate_jit = jax.jit(
         "fast_forward",
     ),
 )
+
+
+def _output(buffer, lengths, state: ConstraintState, calls) -> GenerateOutput:
+    """The loop's result; a row is accepted when it finished without an error."""
+    return GenerateOutput(
+        tokens=buffer,
+        lengths=lengths,
+        states=state,
+        accepted=state.done & ~state.error,
+        model_calls=calls,
+    )
