@@ -172,26 +172,33 @@ SCHEMAS = {
 
 
 @pytest.mark.parametrize("ff", [False, True], ids=["single", "fast_forward"])
-@pytest.mark.parametrize("name", sorted(SCHEMAS))
-def test_random_model_json_schema_round_trip(name, mistral_sp_vocab, ff):
-    """Finished generations parse with json.loads and validate with jsonschema."""
+def test_random_model_json_schema_round_trip(mistral_sp_vocab, ff):
+    """Finished generations parse with json.loads and validate with jsonschema; every schema
+    shares one batch (one XLA compilation per mode), ``ROWS`` rows each."""
     jsonschema = pytest.importorskip("jsonschema")
-    schema = SCHEMAS[name]
+    names = sorted(SCHEMAS)
     vocab = mistral_sp_vocab
     model, params = testing.tiny_model(vocab.size)
-    dfa = ac.compile_json_schema(schema, vocab, whitespace="compact", max_recursion_depth=2)
+    dfas = [
+        ac.compile_json_schema(SCHEMAS[n], vocab, whitespace="compact", max_recursion_depth=2)
+        for n in names
+    ]
+    ids = [k for k in range(len(names)) for _ in range(ROWS)]
     out = _sample(
-        model, params, vocab, [dfa], [0] * 16, max_new_tokens=160, seed=3, prompt="JSON: ", ff=ff
+        model, params, vocab, dfas, ids, max_new_tokens=160, seed=3, prompt="JSON: ", ff=ff
     )
     assert not out.states.error.any()
-    finished = 0
-    for row in range(16):
+    finished = dict.fromkeys(names, 0)
+    for row, k in enumerate(ids):
         n = int(out.lengths[row])
         text = vocab.decode(out.tokens[row, :n]).decode("utf-8", errors="replace")
         if out.accepted[row]:
-            finished += 1
-            jsonschema.validate(json.loads(text), schema)
-    assert finished > 0, f"no row of {name!r} finished within 160 tokens"
+            finished[names[k]] += 1
+            jsonschema.validate(json.loads(text), SCHEMAS[names[k]])
+    assert all(finished.values()), f"schemas with no row finished within 160 tokens: {finished}"
+
+
+ROWS = 8
 
 
 class Color(enum.Enum):
@@ -215,50 +222,51 @@ class Owner:
 
 
 @pytest.mark.parametrize("ff", [False, True], ids=["single", "fast_forward"])
-@pytest.mark.parametrize("fmt", ["json", "call"])
-def test_random_model_dataclass_round_trip(fmt, mistral_sp_vocab, ff):
-    """Finished generations parse back into dataclass instances."""
+def test_random_model_dataclass_round_trip(mistral_sp_vocab, ff):
+    """Finished generations parse back into dataclass instances (both formats in one batch)."""
     vocab = mistral_sp_vocab
     model, params = testing.tiny_model(vocab.size)
-    dfa = ac.compile_dataclass(Owner, vocab, format=fmt)
+    fmts = ["json", "call"]
+    dfas = [ac.compile_dataclass(Owner, vocab, format=fmt) for fmt in fmts]
+    ids = [k for k in range(len(fmts)) for _ in range(12)]
     out = _sample(
-        model, params, vocab, [dfa], [0] * 12, max_new_tokens=160, seed=5, prompt="Owner: ", ff=ff
+        model, params, vocab, dfas, ids, max_new_tokens=160, seed=5, prompt="Owner: ", ff=ff
     )
     assert not out.states.error.any()
-    for row in range(12):
+    for row, k in enumerate(ids):
         if out.accepted[row]:
             text = vocab.decode(out.tokens[row, : int(out.lengths[row])]).decode("utf-8")
-            owner = ac.parse(Owner, text)
+            owner = ac.parse(Owner, text, format=fmts[k])
             assert isinstance(owner, Owner) and isinstance(owner.color, Color)
             assert all(isinstance(p, Pet) for p in owner.pets)
 
 
-@pytest.mark.parametrize(
-    "pattern",
-    [
-        r"Summary:(\n\* (?P<PARAGRAPH_TOKEN>)+){3,5}",  # Koo et al.'s example
-        r"Summary:(\n\* (?P<PARAGRAPH_TOKEN>){1,6}){3,5}",  # bounded bullets: a random model finishes
-    ],
-)
+BULLETS = [
+    r"Summary:(\n\* (?P<PARAGRAPH_TOKEN>)+){3,5}",  # Koo et al.'s example
+    r"Summary:(\n\* (?P<PARAGRAPH_TOKEN>){1,6}){3,5}",  # bounded bullets: a random model finishes
+]
+
+
 @pytest.mark.parametrize("ff", [False, True], ids=["single", "fast_forward"])
-def test_random_model_bullets_paragraph_token(pattern, mistral_sp_vocab, ff):
-    """Three to five bullets of newline-free tokens, always (a prefix of that while unfinished)."""
+def test_random_model_bullets_paragraph_token(mistral_sp_vocab, ff):
+    """Three to five bullets of newline-free tokens, always (a prefix of that while unfinished);
+    both patterns share one batch, 16 rows each."""
     vocab = mistral_sp_vocab
     model, params = testing.tiny_model(vocab.size)
-    dfa = ac.compile_regex(pattern, vocab)
+    dfas = [ac.compile_regex(pattern, vocab) for pattern in BULLETS]
+    ids = [k for k in range(len(BULLETS)) for _ in range(16)]
     out = _sample(
-        model, params, vocab, [dfa], [0] * 16, max_new_tokens=64, seed=11, prompt="Notes: ", ff=ff
+        model, params, vocab, dfas, ids, max_new_tokens=64, seed=11, prompt="Notes: ", ff=ff
     )
     assert not out.states.error.any()
-    finished = 0
-    for row in range(16):
+    finished = [0] * len(BULLETS)
+    for row, k in enumerate(ids):
         n = int(out.lengths[row])
         text = vocab.decode(np.asarray(out.tokens[row, :n])).decode("utf-8", errors="replace")
         assert text.startswith("Summary:") or "Summary:".startswith(text), text
         bullets = text[len("Summary:") :].split("\n* ")
         assert bullets[0] == "" and len(bullets) - 1 <= 5, text
         if out.accepted[row]:
-            finished += 1
+            finished[k] += 1
             assert 3 <= len(bullets) - 1 and all(bullets[1:]), text
-    if "{1,6}" in pattern:
-        assert finished == 16, "bounded bullets must finish within 64 tokens"
+    assert finished[1] == 16, "bounded bullets must finish within 64 tokens"
