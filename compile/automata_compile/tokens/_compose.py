@@ -267,11 +267,7 @@ def _classes(num_states: int, trie: TokenTrie, walk: _Walk):
 def _sum_by(keys: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
     """uint64[size]: sum (mod 2**64) of ``values`` per key."""
     out = np.zeros(size, dtype=np.uint64)
-    if keys.size:
-        order = np.argsort(keys, kind="stable")
-        k = keys[order]
-        uniq, first = np.unique(k, return_index=True)
-        out[uniq] = np.add.reduceat(values[order], first, dtype=np.uint64)
+    np.add.at(out, keys, values)  # unbuffered, wraps mod 2**64; no sort
     return out
 
 
