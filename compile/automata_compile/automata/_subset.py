@@ -87,7 +87,7 @@ def determinize(nfa, start: int, final: int, num_symbols: int, check_time):
             g_hash = np.add.reduceat(weights[mem], starts, dtype=np.uint64)
             uniq, rep, inv = np.unique(g_hash, return_index=True, return_inverse=True)
             inv = inv.reshape(-1)
-            if not _same_sets(mem, starts, g_len, rep[inv]):  # pragma: no cover - 2**-64
+            if not _same_sets(mem, starts, g_len, rep[inv]):  # a 64-bit collision: 2**-64
                 rep, inv = _exact_groups(mem, starts, g_len)
             # Number new sets by their first (parent, class), as the FIFO construction does.
             set_id = np.empty(rep.shape[0], np.int32)
@@ -135,27 +135,42 @@ def _ranges(lo: np.ndarray, counts: np.ndarray) -> np.ndarray:
 
 def _closures(eps, targets: np.ndarray, important: np.ndarray, n: int):
     """CSR epsilon closures (important states only, sorted) of ``targets``: (off, len, mem)
-    indexed by NFA state; states not in ``targets`` have length 0."""
+    indexed by NFA state; states not in ``targets`` have length 0.
+
+    A search stops at a state whose closure is already known and takes that closure whole
+    (it is complete, cycles or not), so shared tails of epsilon paths are walked once.
+    """
     imp = important.tolist()
     off = np.zeros(n, np.int64)
     length = np.zeros(n, np.int64)
     out: list[int] = []
-    for t in np.unique(targets).tolist():
+    memo: dict[int, tuple] = {}
+    for t in np.unique(targets)[::-1].tolist():
         off[t] = len(out)
         if not eps[t]:
             if imp[t]:
                 out.append(t)
                 length[t] = 1
+                memo[t] = (t,)
+            else:
+                memo[t] = ()
             continue
+        members = {t} if imp[t] else set()
         seen, stack = {t}, [t]
         while stack:
             for z in eps[stack.pop()]:
                 if z not in seen:
                     seen.add(z)
-                    stack.append(z)
-        members = sorted(y for y in seen if imp[y])
-        out.extend(members)
-        length[t] = len(members)
+                    known = memo.get(z)
+                    if known is not None:
+                        members.update(known)
+                    else:
+                        if imp[z]:
+                            members.add(z)
+                        stack.append(z)
+        closure = memo[t] = tuple(sorted(members))
+        out.extend(closure)
+        length[t] = len(closure)
     return off, length, np.array(out, np.int64)
 
 
@@ -167,7 +182,7 @@ def _same_sets(mem, starts, g_len, rep_start_of) -> bool:
     return bool((mem[_ranges(starts, g_len)] == mem[_ranges(other, g_len)]).all())
 
 
-def _exact_groups(mem, starts, g_len):  # pragma: no cover - only after a hash collision
+def _exact_groups(mem, starts, g_len):
     """(first group of each distinct set, set of each group), by exact member bytes."""
     seen: dict[bytes, int] = {}
     rep, inv = [], []
