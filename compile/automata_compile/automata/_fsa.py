@@ -184,6 +184,22 @@ def determinize(nfa: NFA, start: int, final: int, num_symbols: int) -> DFA:
     return DFA(trans, accepting, 0)
 
 
+def minimal_dfa(nfa: NFA, start: int, final: int, num_symbols: int) -> DFA | None:
+    """``minimize(determinize(...), nfa.budget)``, the same table, computed over symbol
+    classes (intervals no NFA edge splits): trimming and minimization then work on a
+    table a few times narrower, widened once at the end."""
+    what = nfa.budget.what
+    table, accepting, symbol_class = _subset.determinize(
+        nfa, start, final, num_symbols, lambda step: check_time(step, what), classes=True
+    )
+    weights = np.zeros(table.shape[1], np.uint64)
+    np.add.at(weights, symbol_class, _dfa_ops.symbol_weights(num_symbols))
+    out = _minimize_table(table, accepting, 0, nfa.budget, weights)
+    if out is None:
+        return None
+    return DFA(np.ascontiguousarray(out.trans[:, symbol_class]), out.accepting, out.start)
+
+
 def nfa_accepts(nfa: NFA, start: int, final: int, symbols) -> bool:
     """Whether the NFA accepts the symbol sequence (on-the-fly subset simulation: no
     determinization, so it also judges automata too large to determinize)."""
@@ -230,14 +246,23 @@ def minimize(dfa: DFA, budget: Budget | None = None) -> DFA | None:
       StateBudgetExceededError: partition refinement past ``5 * budget.max_work`` states
         times rounds (a long chain, e.g. ``.{0,10000}``, needs one round per link).
     """
-    t = trim(dfa)
+    return _minimize_table(dfa.trans, dfa.accepting, dfa.start, budget)
+
+
+def _minimize_table(trans, accepting, start, budget: Budget | None, weights=None) -> DFA | None:
+    t = trim(DFA(trans, accepting, start))
     if t is None:
         return None
     cap = None if budget is None else MINIMIZE_WORK_FACTOR * budget.max_work
     try:
         what = "" if budget is None else budget.what
         trans, accepting, start, _ = _dfa_ops.minimize(
-            t.trans, t.accepting, t.start, cap, tick=lambda: check_time("the minimization", what)
+            t.trans,
+            t.accepting,
+            t.start,
+            cap,
+            tick=lambda: check_time("the minimization", what),
+            weights=weights,
         )
     except _dfa_ops.WorkBudgetExceeded:
         raise budget.work_exceeded("the minimization") from None

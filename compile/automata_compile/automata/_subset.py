@@ -23,8 +23,11 @@ import numpy as np
 DEAD = -1
 
 
-def determinize(nfa, start: int, final: int, num_symbols: int, check_time):
+def determinize(nfa, start: int, final: int, num_symbols: int, check_time, *, classes=False):
     """(trans int32[Q, S], accepting bool[Q]): the subset construction from ``start``.
+
+    With ``classes``, (table int32[Q, K], accepting, symbol_class int64[S]) instead: the
+    table over symbol classes, ``trans = table[:, symbol_class]``.
 
     ``check_time(step)`` is called once per level. Work (members, moves and closure members
     visited) is checked after each level's new states are numbered (so a state budget is
@@ -118,6 +121,8 @@ def determinize(nfa, start: int, final: int, num_symbols: int, check_time):
         check_time(step)
     table = np.concatenate(rows)
     symbol_class = np.searchsorted(points, np.arange(num_symbols), side="right") - 1
+    if classes:
+        return table, np.array(accepting, bool), symbol_class
     return np.ascontiguousarray(table[:, symbol_class]), np.array(accepting, bool)
 
 
