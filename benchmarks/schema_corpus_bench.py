@@ -99,8 +99,10 @@ def _compile_one(vocab, schema, strict: bool, profile: bool) -> dict:
         tables.next_state.block_until_ready()
         table_s = time.perf_counter() - t1
     digest = hashlib.sha256()
-    for a in (dfa.token_class, dfa.next_state, dfa.accepting, np.int64(dfa.start)):
-        digest.update(np.ascontiguousarray(a).tobytes())
+    forced = (dfa.forced_tokens, dfa.forced_len, dfa.forced_next)
+    for a in (dfa.token_class, dfa.next_state, dfa.accepting, np.int64(dfa.start), *forced):
+        if a is not None:
+            digest.update(np.ascontiguousarray(a).tobytes())
     result = {
         "digest": digest.hexdigest()[:16],
         "compile_s": compile_s,
