@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import hashlib
 import io
 import json
 import multiprocessing as mp
@@ -37,6 +38,7 @@ import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import numpy as np  # noqa: E402
 from _bench_util import ROOT, machine, write_md_section  # noqa: E402
 
 TOKENIZERS = ROOT.parent / "shared" / "tokenizers"
@@ -96,7 +98,13 @@ def _compile_one(vocab, schema, strict: bool, profile: bool) -> dict:
         tables = aj.ConstraintTables.from_dfas(dfa, vocab_size=vocab.size)
         tables.next_state.block_until_ready()
         table_s = time.perf_counter() - t1
+    digest = hashlib.sha256()
+    forced = (dfa.forced_tokens, dfa.forced_len, dfa.forced_next)
+    for a in (dfa.token_class, dfa.next_state, dfa.accepting, np.int64(dfa.start), *forced):
+        if a is not None:
+            digest.update(np.ascontiguousarray(a).tobytes())
     result = {
+        "digest": digest.hexdigest()[:16],
         "compile_s": compile_s,
         "table_s": table_s,
         "first_mask_s": compile_s + table_s,
@@ -112,7 +120,9 @@ def _compile_one(vocab, schema, strict: bool, profile: bool) -> dict:
     return result
 
 
-def _worker(conn, tokenizer_path: str):
+def _worker(conn, tokenizer_path: str, checkout: str | None = None):
+    if checkout:  # compile with another checkout's code (an A/B run, `first_mask_ab.py`)
+        sys.path[:0] = [checkout, str(Path(checkout) / "compile")]
     import automata_compile as ac
     import automata_jax as aj  # noqa: F401 (import cost paid once, not in the first timing)
 
@@ -130,14 +140,17 @@ def _worker(conn, tokenizer_path: str):
 class Worker:
     """One compile process with the vocabulary loaded; killed and restarted after a timeout."""
 
-    def __init__(self, tokenizer_path: Path, timeout: float):
+    def __init__(self, tokenizer_path: Path, timeout: float, checkout: str | None = None):
         self.path, self.timeout, self.proc = str(tokenizer_path), timeout, None
+        self.checkout = checkout
 
     def run(self, schema, *, strict: bool = True, profile: bool = False) -> dict:
         if self.proc is None:
             ctx = mp.get_context("spawn")
             self.conn, child = ctx.Pipe()
-            self.proc = ctx.Process(target=_worker, args=(child, self.path), daemon=True)
+            self.proc = ctx.Process(
+                target=_worker, args=(child, self.path, self.checkout), daemon=True
+            )
             self.proc.start()
             self.conn.recv()
         self.conn.send((schema, strict, profile))

@@ -17,7 +17,7 @@ from automata_compile._errors import (
     StateBudgetExceededError,
     UnsupportedSchemaError,
 )
-from automata_compile.automata import _char_dfa
+from automata_compile.automata import _char_dfa, _fsa
 
 # A case of /work/wt/core's benchmarks/schema_automata_bench.py: a pattern with maxLength
 # is an intersection of string automata, built while translating #/properties/url.
@@ -165,3 +165,53 @@ def test_grammar_and_dataclass_timeouts(vocab):
         match=r"^compiling dataclass \S*Point ran past timeout_s=1e-09 s in the NFA construction",
     ):
         ac.compile_dataclass(Point, vocab, timeout_s=1e-9)
+
+
+# -- checkpoints of the PDA composition and of the forced-run extraction ------------------------
+# Each step is run alone under a deadline already past (1e-9 s), so the first checkpoint it
+# meets raises: no wall-clock assertion.
+
+
+def test_pda_composition_has_timeout_checkpoints(vocab):
+    from automata_compile.frontends.grammar._compile import build_byte_pda, read_grammar
+    from automata_compile.tokens._pda_compose import compose_pda
+    from automata_compile.tokens._token_trie import trie_for
+
+    pda = build_byte_pda(read_grammar('start: "[" start? "]"', vocab, start="start"))
+    compose_pda(pda, trie_for(vocab), vocab)  # no deadline: composes
+    with _fsa.limits(1e-9, "the grammar"), pytest.raises(CompileTimeoutError) as info:
+        compose_pda(pda, trie_for(vocab), vocab)
+    assert "in the composition of the grammar with the vocabulary" in str(info.value)
+
+
+def test_grammar_timeout_covers_the_composition(vocab, monkeypatch):
+    """compile_grammar's timeout_s is open while the grammar is composed with the vocabulary."""
+    from automata_compile.frontends.grammar import _compile as gc
+
+    build = gc.build_byte_pda
+
+    def build_then_expire(*args, **kwargs):
+        pda = build(*args, **kwargs)
+        monkeypatch.setattr(_fsa.time, "monotonic", lambda: float("inf"))
+        return pda
+
+    monkeypatch.setattr(gc, "build_byte_pda", build_then_expire)
+    with pytest.raises(CompileTimeoutError, match="composition of the grammar"):
+        ac.compile_grammar('start: "[" start? "]"', vocab, timeout_s=3600)
+
+
+def test_forced_run_extraction_has_timeout_checkpoints(vocab):
+    from automata_compile.automata import _byte_dfa
+    from automata_compile.frontends import _regex
+    from automata_compile.tokens import _compose, _forced
+    from automata_compile.tokens._token_trie import trie_for
+
+    byte_dfa = _byte_dfa.build_byte_dfa(_regex.parse(r'\{"name": "[a-z]+"\}', None))
+    token_class, next_state, accepting, _, byte_state = _compose.compose(
+        byte_dfa, trie_for(vocab), return_byte_states=True
+    )
+    args = (byte_dfa, byte_state, token_class, next_state, accepting, vocab)
+    assert _forced.forced_runs(*args).length.any()  # no deadline: forced text found
+    with _fsa.limits(1e-9, "the pattern"), pytest.raises(CompileTimeoutError) as info:
+        _forced.forced_runs(*args)
+    assert "in the forced-run extraction" in str(info.value)

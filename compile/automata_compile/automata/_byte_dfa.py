@@ -75,7 +75,7 @@ def build_byte_dfa(
         construction its work budget (both scale with ``max_states``).
     """
     nfa, s, e = byte_nfa(ir, max_states=max_states, what=what)
-    dfa = _fsa.minimize(_fsa.determinize(nfa, s, e, NUM_BYTES + num_terminals), nfa.budget)
+    dfa = _fsa.minimal_dfa(nfa, s, e, NUM_BYTES + num_terminals)
     if dfa is None:
         raise EmptyLanguageError(f"{what} matches no string (its language is empty)")
     return ByteDFA(trans=dfa.trans, accepting=dfa.accepting, start=dfa.start)

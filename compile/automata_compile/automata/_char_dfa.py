@@ -116,7 +116,7 @@ def dfas(*nodes, universe=cs.ALL, what: str = "a string constraint"):
         s, e = nfa.state(), nfa.state()
         _Atoms(nfa, part).build(n, s, e)
         # Minimal operands keep products small (a product explores pairs of states).
-        d = _fsa.minimize(_fsa.determinize(nfa, s, e, len(part.atoms)), budget)
+        d = _fsa.minimal_dfa(nfa, s, e, len(part.atoms))
         out.append(d if d is not None else _empty(len(part.atoms)))
     return part, out
 

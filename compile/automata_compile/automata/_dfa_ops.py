@@ -68,7 +68,12 @@ def _closure(seeds, src, dst, q) -> np.ndarray:
 
 
 def minimize(
-    trans: np.ndarray, accepting: np.ndarray, start: int, max_work: int | None = None, tick=None
+    trans: np.ndarray,
+    accepting: np.ndarray,
+    start: int,
+    max_work: int | None = None,
+    tick=None,
+    weights: np.ndarray | None = None,
 ):
     """Moore partition refinement with incremental random hashing, then verified exactly.
 
@@ -82,6 +87,9 @@ def minimize(
       start: initial state.
       max_work: optional cap on rounds × states (a chain of n states needs n rounds).
       tick: optional callable run once per round (a deadline check; it may raise).
+      weights: optional uint64[S], the symbols' hash weights (default: `symbol_weights`);
+        a table over symbol classes passes each class's sum of its symbols' weights, which
+        gives the same signatures, so the same blocks, as the full table.
 
     Returns:
       (trans, accepting, start, block) of the minimal DFA; ``block`` int32[Q] maps
@@ -93,8 +101,8 @@ def minimize(
     q, s = trans.shape
     if q == 0:
         return trans, accepting, start, np.zeros(0, np.int32)
-    rng = np.random.default_rng(0x5EED)
-    weights = rng.integers(1, 2**63, size=s, dtype=np.uint64) | np.uint64(1)
+    if weights is None:
+        weights = symbol_weights(s)
     # Reverse edges grouped by target: (source, symbol weight) of every edge into each state.
     src, sym = np.nonzero(trans >= 0)
     dst = trans[src, sym]
@@ -147,6 +155,12 @@ def minimize(
     out = trans[rep]
     out = np.where(out >= 0, block[np.maximum(out, 0)], DEAD).astype(np.int32)
     return out, accepting[rep].copy(), int(block[start]), block.astype(np.int32)
+
+
+def symbol_weights(num_symbols: int) -> np.ndarray:
+    """uint64[S]: `minimize`'s random hash weight of each symbol (fixed seed)."""
+    rng = np.random.default_rng(0x5EED)
+    return rng.integers(1, 2**63, size=num_symbols, dtype=np.uint64) | np.uint64(1)
 
 
 def _verify_or_refine(trans, accepting, block):

@@ -18,7 +18,6 @@ e.g. a schema's JSON pointer) so both errors can name it.
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import contextvars
 import dataclasses
@@ -27,7 +26,7 @@ import time
 import numpy as np
 
 from automata_compile._errors import CompileTimeoutError, StateBudgetExceededError
-from automata_compile.automata import _dfa_ops
+from automata_compile.automata import _dfa_ops, _subset
 
 DEAD = -1
 DEFAULT_MAX_STATES = 100_000
@@ -171,60 +170,34 @@ class DFA:
 
 
 def determinize(nfa: NFA, start: int, final: int, num_symbols: int) -> DFA:
-    """Subset construction from ``start`` to the single accepting NFA state ``final``.
+    """Subset construction from ``start`` to the single accepting NFA state ``final``
+    (vectorized per BFS level, see `_subset`).
 
     Raises:
       StateBudgetExceededError: more than ``budget.max_states`` DFA states, or more than
-        ``budget.max_work`` NFA states and edges visited in total.
+        ``budget.max_work`` NFA states, moves and closure members visited in total.
     """
-    budget = nfa.budget
-    closures: dict[int, frozenset] = {}
+    what = nfa.budget.what
+    trans, accepting = _subset.determinize(
+        nfa, start, final, num_symbols, lambda step: check_time(step, what)
+    )
+    return DFA(trans, accepting, 0)
 
-    def closure(x: int) -> frozenset:
-        c = closures.get(x)
-        if c is None:
-            stack, seen = [x], {x}
-            while stack:
-                y = stack.pop()
-                for z in nfa.eps[y]:
-                    if z not in seen:
-                        seen.add(z)
-                        stack.append(z)
-            c = frozenset(y for y in seen if nfa.edges[y] or y == final)
-            closures[x] = c
-        return c
 
-    first = closure(start)
-    ids = {first: 0}
-    order = [first]
-    rows: list[np.ndarray] = []
-    work = 0
-    i = 0
-    while i < len(order):
-        cur = order[i]
-        i += 1
-        row = np.full(num_symbols, DEAD, dtype=np.int32)
-        edges = [edge for x in cur for edge in nfa.edges[x]]
-        work += len(cur) + len(edges)
-        if edges:
-            points = sorted({lo for lo, _, _ in edges} | {hi + 1 for _, hi, _ in edges})
-            targets: list[set] = [set() for _ in points]
-            for lo, hi, t in edges:
-                for k in range(bisect.bisect_left(points, lo), bisect.bisect_left(points, hi + 1)):
-                    targets[k].add(t)
-            for k in range(len(points) - 1):
-                if not targets[k]:
-                    continue
-                key = frozenset().union(*(closure(t) for t in targets[k]))
-                work += len(key)
-                d = _intern(ids, order, key, key, budget, "the subset construction")
-                row[points[k] : points[k + 1]] = d
-        if work > budget.max_work:
-            raise budget.work_exceeded("the subset construction")
-        check_time("the subset construction", budget.what)
-        rows.append(row)
-    accepting = np.array([final in s for s in order], dtype=bool)
-    return DFA(np.stack(rows), accepting, 0)
+def minimal_dfa(nfa: NFA, start: int, final: int, num_symbols: int) -> DFA | None:
+    """``minimize(determinize(...), nfa.budget)``, the same table, computed over symbol
+    classes (intervals no NFA edge splits): trimming and minimization then work on a
+    table a few times narrower, widened once at the end."""
+    what = nfa.budget.what
+    table, accepting, symbol_class = _subset.determinize(
+        nfa, start, final, num_symbols, lambda step: check_time(step, what), classes=True
+    )
+    weights = np.zeros(table.shape[1], np.uint64)
+    np.add.at(weights, symbol_class, _dfa_ops.symbol_weights(num_symbols))
+    out = _minimize_table(table, accepting, 0, nfa.budget, weights)
+    if out is None:
+        return None
+    return DFA(np.ascontiguousarray(out.trans[:, symbol_class]), out.accepting, out.start)
 
 
 def nfa_accepts(nfa: NFA, start: int, final: int, symbols) -> bool:
@@ -273,14 +246,23 @@ def minimize(dfa: DFA, budget: Budget | None = None) -> DFA | None:
       StateBudgetExceededError: partition refinement past ``5 * budget.max_work`` states
         times rounds (a long chain, e.g. ``.{0,10000}``, needs one round per link).
     """
-    t = trim(dfa)
+    return _minimize_table(dfa.trans, dfa.accepting, dfa.start, budget)
+
+
+def _minimize_table(trans, accepting, start, budget: Budget | None, weights=None) -> DFA | None:
+    t = trim(DFA(trans, accepting, start))
     if t is None:
         return None
     cap = None if budget is None else MINIMIZE_WORK_FACTOR * budget.max_work
     try:
         what = "" if budget is None else budget.what
         trans, accepting, start, _ = _dfa_ops.minimize(
-            t.trans, t.accepting, t.start, cap, tick=lambda: check_time("the minimization", what)
+            t.trans,
+            t.accepting,
+            t.start,
+            cap,
+            tick=lambda: check_time("the minimization", what),
+            weights=weights,
         )
     except _dfa_ops.WorkBudgetExceeded:
         raise budget.work_exceeded("the minimization") from None

@@ -174,11 +174,11 @@ def _dense_walk(byte_trans: np.ndarray, trie: TokenTrie, wide: np.ndarray):
         if sel.size == 0:
             break
         key = node_row[parent[sel]] * num_classes + byte_class[trie.byte[d][sel]]
-        ukey, key_of = np.unique(key, return_inverse=True)
+        ukey, key_of = _unique_small(key, rows.shape[0] * num_classes)
         cur = table[rows[ukey // num_classes], first_byte[ukey % num_classes][:, None]]
         rows, row_of_key = _unique_rows(cur)
         live = ~(rows == q).all(axis=1)
-        ids = row_of_key[key_of.reshape(-1)]
+        ids = row_of_key[key_of]
         ids = np.where(live[ids], ids, -1)
         node_row = np.full(parent.shape[0], -1, dtype=np.int64)
         node_row[sel] = ids
@@ -191,6 +191,17 @@ def _dense_walk(byte_trans: np.ndarray, trie: TokenTrie, wide: np.ndarray):
     canon, canon_of = _unique_rows(np.concatenate(levels))
     group_row = np.where(group_row >= 0, canon_of[np.maximum(group_row, 0)], -1)
     return canon, group_row
+
+
+def _unique_small(key: np.ndarray, bound: int):
+    """(sorted distinct values, index of each value among them) of ``key`` in ``[0, bound)``:
+    by counting when the range is small (no sort), else `np.unique`."""
+    if bound > 4 * key.shape[0] + (1 << 16):
+        ukey, inverse = np.unique(key, return_inverse=True)
+        return ukey, inverse.reshape(-1)
+    present = np.bincount(key, minlength=bound) > 0
+    rank = np.cumsum(present) - 1
+    return np.flatnonzero(present), rank[key]
 
 
 def _unique_rows(a: np.ndarray):
@@ -267,11 +278,7 @@ def _classes(num_states: int, trie: TokenTrie, walk: _Walk):
 def _sum_by(keys: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
     """uint64[size]: sum (mod 2**64) of ``values`` per key."""
     out = np.zeros(size, dtype=np.uint64)
-    if keys.size:
-        order = np.argsort(keys, kind="stable")
-        k = keys[order]
-        uniq, first = np.unique(k, return_index=True)
-        out[uniq] = np.add.reduceat(values[order], first, dtype=np.uint64)
+    np.add.at(out, keys, values)  # unbuffered, wraps mod 2**64; no sort
     return out
 
 

@@ -50,6 +50,7 @@ import numpy as np
 
 from automata_compile._errors import VocabularyError
 from automata_compile.automata._byte_dfa import NUM_BYTES, ByteDFA
+from automata_compile.automata._fsa import check_time
 
 DEFAULT_MAX_TOKENS = 16
 MAX_FORCED_BYTES = 512
@@ -92,6 +93,9 @@ def forced_runs(
       token_class, next_state, accepting: the token DFA's tables.
       vocab: the `Vocabulary` (its `encode` is the tokenizer's canonical encoding).
       max_tokens: F, the most tokens per run (>= 1).
+
+    Raises:
+      CompileTimeoutError: an open `_fsa.limits` deadline passed (checked per state).
     """
     q = next_state.shape[0]
     f = max(int(max_tokens), 1)
@@ -110,6 +114,7 @@ def forced_runs(
     candidates = np.flatnonzero(~accepting & single[byte_state])
     paths = _shortest_paths(byte_dfa) if candidates.size else None
     for j in candidates:
+        check_time("the forced-run extraction")
         s = int(byte_state[j])
         w = _utf8_prefix(_forced_bytes(byte_dfa, s))
         if not w:

@@ -26,12 +26,14 @@ from __future__ import annotations
 import numpy as np
 
 from automata_compile._errors import StateBudgetExceededError, UnsupportedGrammarError
+from automata_compile.automata._fsa import check_time
 from automata_compile.frontends.grammar._byte_pda import CALL, RETURN, SHIFT, BytePDA
 from automata_compile.tokens._token_trie import TokenTrie
 
 # Outcomes of one (state, token) beyond this mean the walk is enumerating stack contexts
 # combinatorially: refuse rather than run away.
 MAX_OUTCOMES = 4096
+STEP = "the composition of the grammar with the vocabulary"
 
 
 def compose_pda(pda: BytePDA, trie: TokenTrie, vocab) -> dict:
@@ -44,6 +46,8 @@ def compose_pda(pda: BytePDA, trie: TokenTrie, vocab) -> dict:
     Raises:
       UnsupportedGrammarError: the vocabulary cannot spell some byte the grammar uses on
         its own (masks could not be exact), or a token's outcomes explode.
+      CompileTimeoutError: an open `_fsa.limits` deadline passed (checked per state walked,
+        per trie level and every few thousand nodes of a Python walk).
     """
     _check_bytes(pda, vocab)
     walker = _Walker(pda, trie)
@@ -51,6 +55,7 @@ def compose_pda(pda: BytePDA, trie: TokenTrie, vocab) -> dict:
     walked: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # state -> (groups, outcome ids)
     todo, seen = [start], {start}
     while todo:
+        check_time(STEP)
         q = todo.pop()
         groups, ids = walked[q] = walker.walk(q)
         for oid in np.unique(ids).tolist():
@@ -261,6 +266,7 @@ class _Walker:
         cur = np.array([q0], np.int64)
         ctx = np.zeros(1, np.int64)
         for d in range(1, trie.depth + 1):
+            check_time(STEP)
             if node.size == 0:
                 break
             rep, child = trie.children(d, node)
@@ -325,7 +331,11 @@ class _Walker:
             out_o.append(self.intern(configs0))
         todo = [(d0, node0, configs0)]
         depth = self.depth
+        visited = 0
         while todo:
+            visited += 1
+            if visited & 4095 == 0:
+                check_time(STEP)
             d, node, configs = todo.pop()
             if d >= depth:
                 continue

@@ -80,7 +80,7 @@ def compile_grammar(
     with _fsa.limits(timeout_s, "the grammar"):
         grammar = read_grammar(spec, vocab, start=start)
         pda = build_byte_pda(grammar, max_states=max_states)
-    tables = compose_pda(pda, trie_for(vocab), vocab)
+        tables = compose_pda(pda, trie_for(vocab), vocab)
     return TokenDFA(
         token_class=tables.pop("token_class").astype(np.int32),
         next_state=tables.pop("next_state"),

@@ -38,6 +38,10 @@ _DATE = (
     r"|(?:0[13-9]|1[0-2])-(?:29|30)|(?:0[13578]|1[02])-31)"
     rf"|{_LEAP}-02-29)"
 )
+# RFC 3339 ``time-secfrac = "." 1*DIGIT``: any number of digits, exactly. Not bounded by
+# ``max_filler``: the digits are the string's content (``.5`` and ``.50`` are different
+# strings, and a longer fraction is a different instant), as unbounded as any string; a
+# schema bounds it with ``maxLength``.
 _FRAC = r"(?:\.[0-9]+)?"
 _NUMOFFSET = r"[+-](?:[01][0-9]|2[0-3]):[0-5][0-9]"
 _OFFSET = rf"(?:[Zz]|{_NUMOFFSET})"

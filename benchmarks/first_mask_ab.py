@@ -1,0 +1,92 @@
+"""Time to first mask, before/after: two checkouts side by side on the same schemas.
+
+Each schema of the official JSON Schema Test Suite (and the SchemaStore schemas that
+compile, see `schema_corpus_bench.py`) is compiled on Llama-3 by two worker processes, one
+importing ``--baseline`` (a checkout, e.g. ``git worktree add /tmp/perf-base <commit>``) and
+one this checkout, alternating which goes first, so load on a shared machine hits both
+alike. Time to first mask = `compile_json_schema` + `ConstraintTables.from_dfas`, as in
+`schema_corpus_bench.py`. Each result carries a digest of its tables (token classes, next
+states, accepting, start): equal digests mean the same token DFA, state for state.
+
+Run: ``python benchmarks/first_mask_ab.py --baseline /tmp/perf-base [--suite-limit N]``.
+Writes ``benchmarks/results/first_mask_ab.json`` and prints a summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import schema_corpus_bench as scb  # noqa: E402
+from _bench_util import ROOT, machine  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results" / "first_mask_ab.json"
+SCHEMASTORE = ("changie.json", "github-discussion.json", "github-issue-config.json",
+               "readthedocs.json", "github-actions.json", "cloudbuild.json")  # fmt: skip
+
+
+def _stats(xs: list[float]) -> dict:
+    xs = sorted(xs)
+    return {"p50": statistics.median(xs), "p90": scb._pct(xs, 0.9), "max": xs[-1], "n": len(xs)}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline", required=True, help="checkout to compare with")
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per compile")
+    parser.add_argument("--suite-limit", type=int, default=None, help="first N suite groups")
+    parser.add_argument("--no-schemastore", action="store_true")
+    args = parser.parse_args(argv)
+    tok = scb.TOKENIZERS / "llama3" / "tokenizer.json"
+    corpora = {"test-suite": scb.suite_schemas(args.suite_limit)}
+    if not args.no_schemastore:
+        store = scb.schemastore_schemas()
+        corpora["schemastore"] = {n: store[n] for n in SCHEMASTORE}
+    workers = {"before": scb.Worker(tok, args.timeout, args.baseline),
+               "after": scb.Worker(tok, args.timeout, str(ROOT))}  # fmt: skip
+    results = {"machine": machine(), "baseline": args.baseline, "corpora": {}}
+    try:
+        i = 0
+        for corpus, schemas in corpora.items():
+            rows = results["corpora"][corpus] = {}
+            for name, schema in schemas.items():
+                order = ("before", "after") if i % 2 == 0 else ("after", "before")
+                rows[name] = {w: workers[w].run(schema) for w in order}
+                i += 1
+                b, a = rows[name]["before"], rows[name]["after"]
+                print(f"{corpus:11} {name:45} {b.get('first_mask_s', -1):7.3f} "
+                      f"{a.get('first_mask_s', -1):7.3f}", file=sys.stderr)  # fmt: skip
+    finally:
+        for w in workers.values():
+            w.close()
+    summary = {}
+    for corpus, rows in results["corpora"].items():
+        both = [r for r in rows.values() if "first_mask_s" in r["before"] and "first_mask_s" in r["after"]]
+        before = _stats([r["before"]["first_mask_s"] for r in both])
+        after = _stats([r["after"]["first_mask_s"] for r in both])
+        ratios = [r["before"]["first_mask_s"] / r["after"]["first_mask_s"] for r in both]
+        summary[corpus] = {
+            "before": before,
+            "after": after,
+            "speedup_p50": before["p50"] / after["p50"],
+            "speedup_p90": before["p90"] / after["p90"],
+            "speedup_max": before["max"] / after["max"],
+            "median_per_schema_speedup": statistics.median(ratios),
+            "same_tables": sum(r["before"]["digest"] == r["after"]["digest"] for r in both),
+            "compiled_both": len(both),
+            "outcome_differs": [n for n, r in rows.items()
+                                if ("first_mask_s" in r["before"]) != ("first_mask_s" in r["after"])],
+        }  # fmt: skip
+    results["summary"] = summary
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(results, indent=1))
+    print(json.dumps(summary, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,201 @@
+"""The subset construction (`_fsa.determinize`), vectorized one BFS level at a time.
+
+The symbols are first cut into *classes*: maximal intervals that no NFA edge splits
+(a JSON-Schema byte NFA has a few dozen). Each NFA state's edges become (class, target)
+moves, and each edge target's epsilon closure (restricted to the states that matter: those
+with edges, and the final state) is computed once. Then the DFA is built level by level:
+for all states of a BFS level together, NumPy expands members → moves → closures into
+(state, class, member) triples, groups them into the successor sets, and hashes each set
+(a sum of random 64-bit weights), verified exactly against one representative per hash.
+Python touches only the distinct sets of a level, to look them up by their exact member
+bytes and number the new ones.
+
+New states are numbered as the one-state-at-a-time construction numbers them (FIFO order,
+successors in increasing symbol order), so the DFA is the same table, state for state.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+DEAD = -1
+
+
+def determinize(nfa, start: int, final: int, num_symbols: int, check_time, *, classes=False):
+    """(trans int32[Q, S], accepting bool[Q]): the subset construction from ``start``.
+
+    With ``classes``, (table int32[Q, K], accepting, symbol_class int64[S]) instead: the
+    table over symbol classes, ``trans = table[:, symbol_class]``.
+
+    ``check_time(step)`` is called once per level. Work (members, moves and closure members
+    visited) is checked after each level's new states are numbered (so a state budget is
+    met first, as in a one-state-at-a-time construction), and also, at twice the budget,
+    before a level's arrays are built, so a blow-up stops before its memory is spent.
+
+    Raises:
+      StateBudgetExceededError: more than ``nfa.budget.max_states`` DFA states, or more than
+        ``nfa.budget.max_work`` units of work.
+    """
+    budget = nfa.budget
+    n = len(nfa.edges)
+    counts = np.fromiter(map(len, nfa.edges), np.int64, n)
+    flat = np.array(list(itertools.chain.from_iterable(nfa.edges)), np.int64).reshape(-1, 3)
+    src = np.repeat(np.arange(n, dtype=np.int64), counts)
+    lo, hi, tgt = flat[:, 0], flat[:, 1], flat[:, 2]
+    points = np.unique(np.concatenate([lo, hi + 1, [0, num_symbols]]))
+    k = points.shape[0] - 1  # classes [points[c], points[c + 1])
+    c0 = np.searchsorted(points, lo)
+    span = np.searchsorted(points, hi + 1) - c0
+    move_src = np.repeat(src, span)
+    move_cls = _ranges(c0, span)
+    move_tgt = np.repeat(tgt, span)
+    order = np.argsort(move_src, kind="stable")
+    move_cls, move_tgt = move_cls[order], move_tgt[order]
+    move_off = np.searchsorted(move_src[order], np.arange(n + 1))
+
+    important = counts > 0
+    important[final] = True
+    clo_off, clo_len, clo_mem = _closures(nfa.eps, np.append(tgt, start), important, n)
+    weights = np.random.default_rng(0x5B5E7).integers(1, 2**63, size=n, dtype=np.uint64)
+
+    first = clo_mem[clo_off[start] : clo_off[start] + clo_len[start]]
+    ids = {first.tobytes(): 0}
+    accepting = [bool((first == final).any())]
+    rows: list[np.ndarray] = []
+    fr_mem, fr_len = first, np.array([first.shape[0]])
+    work = 0
+    step = "the subset construction"
+    while fr_len.shape[0]:
+        f = fr_len.shape[0]
+        m_cnt = move_off[fr_mem + 1] - move_off[fr_mem]
+        work += fr_mem.shape[0] + int(m_cnt.sum())
+        if work > 2 * budget.max_work:  # a guard before the arrays: the budget is checked below
+            raise budget.work_exceeded(step)
+        idx = _ranges(move_off[fr_mem], m_cnt)
+        fc = np.repeat(np.repeat(np.arange(f, dtype=np.int64), fr_len), m_cnt) * k + move_cls[idx]
+        key = _sorted_unique(fc * n + move_tgt[idx])
+        fc, t = key // n, key % n
+        c_cnt = clo_len[t]
+        work += int(c_cnt.sum())
+        if work > 2 * budget.max_work:
+            raise budget.work_exceeded(step)
+        key = _sorted_unique(np.repeat(fc, c_cnt) * n + clo_mem[_ranges(clo_off[t], c_cnt)])
+        grp, mem = key // n, key % n
+        row = np.full(f * k, DEAD, np.int32)
+        if grp.shape[0]:
+            starts = np.flatnonzero(np.concatenate([[True], grp[1:] != grp[:-1]]))
+            g_len = np.diff(np.append(starts, grp.shape[0]))
+            g_hash = np.add.reduceat(weights[mem], starts, dtype=np.uint64)
+            uniq, rep, inv = np.unique(g_hash, return_index=True, return_inverse=True)
+            inv = inv.reshape(-1)
+            if not _same_sets(mem, starts, g_len, rep[inv]):  # a 64-bit collision: 2**-64
+                rep, inv = _exact_groups(mem, starts, g_len)
+            # Number new sets by their first (parent, class), as the FIFO construction does.
+            set_id = np.empty(rep.shape[0], np.int32)
+            new = []
+            for j in np.argsort(rep, kind="stable").tolist():
+                s = int(starts[rep[j]])
+                members = mem[s : s + int(g_len[rep[j]])]
+                b = members.tobytes()
+                d = ids.get(b)
+                if d is None:
+                    d = len(ids)
+                    if d >= budget.max_states:
+                        raise budget.states_exceeded(step)
+                    ids[b] = d
+                    new.append(j)
+                set_id[j] = d
+            row[grp[starts]] = set_id[inv]
+            new = np.array(new, np.int64)
+            new_start, fr_len = starts[rep[new]], g_len[rep[new]]
+            fr_mem = mem[_ranges(new_start, fr_len)]
+            has_final = np.add.reduceat((mem == final).astype(np.int64), starts) > 0
+            accepting.extend(has_final[rep[new]].tolist())
+        else:
+            fr_len = np.zeros(0, np.int64)
+        rows.append(row.reshape(f, k))
+        if work > budget.max_work:  # after the level's states, as a state budget comes first
+            raise budget.work_exceeded(step)
+        check_time(step)
+    table = np.concatenate(rows)
+    symbol_class = np.searchsorted(points, np.arange(num_symbols), side="right") - 1
+    if classes:
+        return table, np.array(accepting, bool), symbol_class
+    return np.ascontiguousarray(table[:, symbol_class]), np.array(accepting, bool)
+
+
+def _sorted_unique(a: np.ndarray) -> np.ndarray:
+    """The distinct values of ``a``, sorted (a plain sort: faster than `np.unique` here)."""
+    a = np.sort(a)
+    return a[np.concatenate([[True], a[1:] != a[:-1]])] if a.shape[0] else a
+
+
+def _ranges(lo: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The concatenation of ``arange(lo[i], lo[i] + counts[i])`` over i."""
+    total = int(counts.sum())
+    return np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(total)
+
+
+def _closures(eps, targets: np.ndarray, important: np.ndarray, n: int):
+    """CSR epsilon closures (important states only, sorted) of ``targets``: (off, len, mem)
+    indexed by NFA state; states not in ``targets`` have length 0.
+
+    A search stops at a state whose closure is already known and takes that closure whole
+    (it is complete, cycles or not), so shared tails of epsilon paths are walked once.
+    """
+    imp = important.tolist()
+    off = np.zeros(n, np.int64)
+    length = np.zeros(n, np.int64)
+    out: list[int] = []
+    memo: dict[int, tuple] = {}
+    for t in np.unique(targets)[::-1].tolist():
+        off[t] = len(out)
+        if not eps[t]:
+            if imp[t]:
+                out.append(t)
+                length[t] = 1
+                memo[t] = (t,)
+            else:
+                memo[t] = ()
+            continue
+        members = {t} if imp[t] else set()
+        seen, stack = {t}, [t]
+        while stack:
+            for z in eps[stack.pop()]:
+                if z not in seen:
+                    seen.add(z)
+                    known = memo.get(z)
+                    if known is not None:
+                        members.update(known)
+                    else:
+                        if imp[z]:
+                            members.add(z)
+                        stack.append(z)
+        closure = memo[t] = tuple(sorted(members))
+        out.extend(closure)
+        length[t] = len(closure)
+    return off, length, np.array(out, np.int64)
+
+
+def _same_sets(mem, starts, g_len, rep_start_of) -> bool:
+    """Whether every group equals the group its hash picked as representative."""
+    other = starts[rep_start_of]
+    if not (g_len == g_len[rep_start_of]).all():
+        return False
+    return bool((mem[_ranges(starts, g_len)] == mem[_ranges(other, g_len)]).all())
+
+
+def _exact_groups(mem, starts, g_len):
+    """(first group of each distinct set, set of each group), by exact member bytes."""
+    seen: dict[bytes, int] = {}
+    rep, inv = [], []
+    for g, (s, m) in enumerate(zip(starts.tolist(), g_len.tolist())):
+        b = mem[s : s + m].tobytes()
+        j = seen.get(b)
+        if j is None:
+            j = seen[b] = len(rep)
+            rep.append(g)
+        inv.append(j)
+    return np.array(rep, np.int64), np.array(inv, np.int64)
