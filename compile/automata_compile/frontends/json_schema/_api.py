@@ -148,6 +148,8 @@ def _options(kw) -> _Options:
         raise ValueError(
             f"string_escapes must be 'standard', 'any' or 'minimal', got {opts.string_escapes!r}"
         )
+    if opts.property_order not in ("any", "declared"):
+        raise ValueError(f"property_order must be 'any' or 'declared', got {opts.property_order!r}")
     if opts.leap_seconds not in ("utc", "exact", "none"):
         raise ValueError(
             f"leap_seconds must be 'utc', 'exact' or 'none', got {opts.leap_seconds!r}"

@@ -27,15 +27,18 @@ _MAX_DNF = 256
 
 
 class _Hashed:
-    """Frozen record with a cached structural hash (records nest deeply)."""
+    """Frozen record with a cached structural hash (records nest deeply). Fields named in
+    ``_quiet`` ride along (``replace`` keeps them) but are no part of the identity."""
 
     __slots__ = ("_h",)
     _fields: tuple[str, ...] = ()
+    _quiet: tuple[str, ...] = ()
 
     def _init(self, **kw):
         for k in self._fields:
             object.__setattr__(self, k, kw[k])
-        object.__setattr__(self, "_h", hash((type(self).__name__, *(kw[k] for k in self._fields))))
+        key = (kw[k] for k in self._fields if k not in self._quiet)
+        object.__setattr__(self, "_h", hash((type(self).__name__, *key)))
 
     def __setattr__(self, k, v):
         raise AttributeError("immutable")
@@ -48,7 +51,9 @@ class _Hashed:
             return True
         if type(other) is not type(self) or other._h != self._h:
             return False
-        return all(getattr(self, k) == getattr(other, k) for k in self._fields)
+        return all(
+            getattr(self, k) == getattr(other, k) for k in self._fields if k not in self._quiet
+        )
 
     def replace(self, **kw):
         d = {k: getattr(self, k) for k in self._fields}
@@ -190,13 +195,23 @@ class _Obj(_Hashed):
     key languages are disjoint; a name no rule matches is forbidden), witness rules of
     which at least one other property must match, and count bounds. ``None`` = any.
     ``ev`` records the evaluated names (for ``unevaluatedProperties``): ``(names, key
-    language, all names, exact)``."""
+    language, all names, exact)``. ``at`` is the JSON pointer of the schema that made the
+    object (for messages; None if unknown; no part of the identity)."""
 
-    __slots__ = ("props", "required", "rest", "need", "min", "max", "ev")
+    __slots__ = ("props", "required", "rest", "need", "min", "max", "ev", "at")
     _fields = __slots__
+    _quiet = ("at",)
 
     def __init__(
-        self, props=(), required=frozenset(), rest=None, need=(), min=0, max=None, ev=None
+        self,
+        props=(),
+        required=frozenset(),
+        rest=None,
+        need=(),
+        min=0,
+        max=None,
+        ev=None,
+        at=None,
     ):
         ev = _OBJ_EV0 if ev is None else ev
         if rest is None:
@@ -214,6 +229,7 @@ class _Obj(_Hashed):
             min=min,
             max=max,
             ev=ev,
+            at=at,
         )
 
     def schema_for(self, name: str):
@@ -460,6 +476,7 @@ def _obj_meet(a: _Obj, b: _Obj):
         max(a.min, b.min),
         mx,
         _obj_ev_union(a.ev, b.ev),
+        min((p for p in (a.at, b.at) if p is not None), key=len, default=None),
     )
 
 
@@ -581,7 +598,7 @@ def _literal(v, ptr: str) -> _T:
         return _T(arrays=(_Arr(tuple(_literal(x, ptr) for x in v), _BOTTOM, len(v), len(v)),))
     if isinstance(v, dict):
         props = tuple((k, _literal(x, ptr)) for k, x in v.items())
-        return _T(objects=(_Obj(props, frozenset(v), rest=()),))
+        return _T(objects=(_Obj(props, frozenset(v), rest=(), at=ptr),))
     raise InvalidSchemaError(f"{_loc(ptr)}: {v!r} is not a JSON value", pointer=ptr)
 
 
