@@ -27,18 +27,15 @@ _MAX_DNF = 256
 
 
 class _Hashed:
-    """Frozen record with a cached structural hash (records nest deeply). Fields named in
-    ``_quiet`` ride along (``replace`` keeps them) but are no part of the identity."""
+    """Frozen record with a cached structural hash (records nest deeply)."""
 
     __slots__ = ("_h",)
     _fields: tuple[str, ...] = ()
-    _quiet: tuple[str, ...] = ()
 
     def _init(self, **kw):
         for k in self._fields:
             object.__setattr__(self, k, kw[k])
-        key = (kw[k] for k in self._fields if k not in self._quiet)
-        object.__setattr__(self, "_h", hash((type(self).__name__, *key)))
+        object.__setattr__(self, "_h", hash((type(self).__name__, *(kw[k] for k in self._fields))))
 
     def __setattr__(self, k, v):
         raise AttributeError("immutable")
@@ -51,9 +48,7 @@ class _Hashed:
             return True
         if type(other) is not type(self) or other._h != self._h:
             return False
-        return all(
-            getattr(self, k) == getattr(other, k) for k in self._fields if k not in self._quiet
-        )
+        return all(getattr(self, k) == getattr(other, k) for k in self._fields)
 
     def replace(self, **kw):
         d = {k: getattr(self, k) for k in self._fields}
@@ -196,11 +191,10 @@ class _Obj(_Hashed):
     which at least one other property must match, and count bounds. ``None`` = any.
     ``ev`` records the evaluated names (for ``unevaluatedProperties``): ``(names, key
     language, all names, exact)``. ``at`` is the JSON pointer of the schema that made the
-    object (for messages; None if unknown; no part of the identity)."""
+    object, for messages (None if unknown, and on the free object, which is one object)."""
 
     __slots__ = ("props", "required", "rest", "need", "min", "max", "ev", "at")
     _fields = __slots__
-    _quiet = ("at",)
 
     def __init__(
         self,
@@ -221,6 +215,9 @@ class _Obj(_Hashed):
         for name in dict.fromkeys(required):  # keeps the order of `required`
             if name not in names:
                 props.append((name, _rest_schema(rest, name)))
+        free = not props and not need and min == 0 and max is None and ev == _OBJ_EV0
+        if free and tuple(rest) == ((sf.ANY_STRING, None),):
+            at = None
         self._init(
             props=tuple(props),
             required=frozenset(required),
