@@ -56,6 +56,20 @@ def cases() -> dict:
         out[f"{n} properties, closed"] = extraction_object(n, True)
     for n in (4, 6):
         out[f"{n} properties, open"] = extraction_object(n, False)
+    out["issue 11 item (4 declared, open)"] = {
+        "type": "object",
+        "properties": {
+            "run": {"type": "string"},
+            "parameters": {"type": "object"},
+            "cache": {"type": "boolean"},
+            "validate": {"type": "boolean"},
+        },
+    }
+    out["6 booleans/enums, closed"] = {
+        "type": "object",
+        "properties": {f"f{i}": POOL["active" if i % 2 else "role"] for i in range(6)},
+        "additionalProperties": False,
+    }
     return out
 
 
@@ -66,9 +80,9 @@ def run_case(schema, vocab, order: str, repeats: int) -> dict:
     costs = []
     charge = _emitter._OrderBudget.charge
 
-    def recording(self, sets, nexts, w):
+    def recording(self, sets, nexts, w, room):
         try:
-            charge(self, sets, nexts, w)
+            charge(self, sets, nexts, w, room)
         finally:
             costs.append((sets, self.states))
 
@@ -78,10 +92,12 @@ def run_case(schema, vocab, order: str, repeats: int) -> dict:
         for _ in range(repeats):
             costs.clear()
             t0 = time.perf_counter()
-            dfa = ac.compile_json_schema(schema, vocab, property_order=order, timeout_s=120)
+            try:
+                dfa = ac.compile_json_schema(schema, vocab, property_order=order, timeout_s=120)
+            except ac.AutomataError as e:
+                took = time.perf_counter() - t0
+                return {"error": f"{type(e).__name__}: {e}"[:200], "error_s": took, **_cost(costs)}
             times.append(time.perf_counter() - t0)
-    except ac.AutomataError as e:
-        return {"error": f"{type(e).__name__}: {e}"[:300], **_cost(costs)}
     finally:
         _emitter._OrderBudget.charge = charge
     return {"states": dfa.num_states, "compile_s": statistics.median(times), **_cost(costs)}

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -324,3 +326,22 @@ def test_issue_example_on_llama3(llama3_vocab):
     assert mask[vocab.encode('"run')[0]] and not dfa.accepts(
         vocab.encode(prefix + '"cache": true}')
     )
+
+
+def test_cli_property_order(mistral_sp_path, tmp_path):
+    out = tmp_path / "o.npz"
+    cli = [sys.executable, "-m", "automata_compile", "json-schema", "-", "--tokenizer"]
+    cli += [str(mistral_sp_path), "-o", str(out)]
+
+    def run(*flags):
+        return subprocess.run(
+            [*cli, *flags], input=json.dumps(MANY), capture_output=True, text=True, timeout=300
+        )
+
+    proc = run()
+    assert proc.returncode == 2 and not out.exists()
+    assert "object at # has 24 properties" in proc.stderr
+    assert "--property-order declared" in proc.stderr and "--lenient" in proc.stderr
+    proc = run("--property-order", "declared")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["states"] > 1 and ac.TokenDFA.load(out).num_states > 1

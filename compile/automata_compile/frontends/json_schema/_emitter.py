@@ -338,11 +338,12 @@ class _Emitter:
                     continue  # the required properties no longer fit
                 g.add(key, tgt, label)
             if budget is not None:
-                budget.charge(len(g.states), nexts, w)
+                budget.charge(len(g.states), nexts, w, room)
         return g.automaton()
 
     def _minimal(self, label):
-        """``label`` as a minimal character automaton (as is if that outgrows its budget)."""
+        """``label`` as a minimal character automaton; as is where that outgrows its budget
+        or the label holds what character automata cannot (a terminal, e.g. a rule call)."""
         hit = self.minimal.get(id(label))
         if hit is None:
             out = label
@@ -350,7 +351,7 @@ class _Emitter:
                 try:
                     part, (dfa,) = _char_dfa.dfas(label, what="a property")
                     out = _char_dfa.to_ir(part, dfa)
-                except sf.TooComplexError:
+                except (sf.TooComplexError, TypeError):
                     pass
             hit = self.minimal[id(label)] = (label, out)
         return hit[1]
@@ -397,11 +398,11 @@ MAX_ORDER_STATES = 20_000
 
 
 class _OrderBudget(Exception):
-    """The budget of one any-order object, raised past it: the sets of properties written
-    (states of the counting automaton, ``MAX_ORDER_SETS``) and the byte-DFA states their
-    edges add (``MAX_ORDER_STATES``): the byte automaton copies each edge's label, and
-    the minimal DFA keeps a copy of a property value's states per set, so the estimate is
-    the sum of the labels' minimal byte-DFA sizes over the edges."""
+    """The budget of one any-order object, raised past it: the states of its counting
+    automaton (sets of properties written, with counts: ``MAX_ORDER_SETS``) and the
+    byte-DFA states their edges add (``MAX_ORDER_STATES``): the byte automaton copies each
+    edge's label, and the minimal DFA keeps a copy of a property value's states per set,
+    so the estimate is the sum of the labels' minimal byte-DFA sizes over the edges."""
 
     def __init__(self, sizes, rest_size, wit_sizes):
         super().__init__()
@@ -409,13 +410,14 @@ class _OrderBudget(Exception):
         self.states = 0
         self.sizes, self.rest_size, self.wit_sizes = sizes, rest_size, wit_sizes
 
-    def charge(self, sets: int, nexts, w: bool) -> None:
-        """Adds the labels of one state's edges (``nexts``: its declared-property edges)."""
-        self.states += self.rest_size + sum(
+    def charge(self, states: int, nexts, w: bool, room: bool) -> None:
+        """Adds the labels of one state's edges (``nexts``: its declared-property edges;
+        ``room``: whether it has room for another property); ``states`` counting states."""
+        self.states += (self.rest_size if room else 0) + sum(
             self.sizes[i] + (0 if w else self.wit_sizes[i]) for _, i in nexts
         )
-        if sets > MAX_ORDER_SETS:
-            self.reason = f"more than {MAX_ORDER_SETS:,} sets"
+        if states > MAX_ORDER_SETS:
+            self.reason = f"more than {MAX_ORDER_SETS:,} states counting the properties written"
         elif self.states > MAX_ORDER_STATES:
             self.reason = f"more than {MAX_ORDER_STATES:,} automaton states"
         else:
