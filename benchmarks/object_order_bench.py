@@ -7,7 +7,8 @@ and open (undeclared properties allowed, the default). Each is compiled with
 ``property_order="any"`` and ``"declared"`` side by side in one run for the Llama-3
 vocabulary (trie prebuilt); the result is the token DFA's states and the median compile
 time, or the error that refused it (the any-order budget). ``--no-budget`` lifts the
-any-order budget to show what it prevents.
+any-order budget to show what it prevents. First it prints the budget's estimate for 1..10
+properties (no compile), which shows where the budget bites.
 
   python benchmarks/object_order_bench.py [--repeats 3] [--no-budget]
 """
@@ -109,12 +110,45 @@ def _cost(costs) -> dict:
     return {"sets": max(s for s, _ in costs), "estimated_states": max(c for _, c in costs)}
 
 
+def estimates() -> dict:
+    """The any-order budget's estimate (byte-DFA states) for 1..10 properties of the
+    extraction object, closed and open, with the budget lifted (no compile)."""
+    from automata_compile.frontends.json_schema import _api, _emitter
+
+    saved = _emitter.MAX_ORDER_SETS, _emitter.MAX_ORDER_STATES
+    _emitter.MAX_ORDER_SETS = _emitter.MAX_ORDER_STATES = 10**12
+    charge = _emitter._OrderBudget.charge
+    seen = []
+
+    def recording(self, *args):
+        charge(self, *args)
+        seen.append(self.states)
+
+    _emitter._OrderBudget.charge = recording
+    out = {}
+    try:
+        for closed in (True, False):
+            for n in range(1, 11):
+                seen.clear()
+                _api.schema_ir(extraction_object(n, closed), _api._options({}))
+                out[f"{n} {'closed' if closed else 'open'}"] = max(seen, default=0)
+    finally:
+        _emitter._OrderBudget.charge = charge
+        _emitter.MAX_ORDER_SETS, _emitter.MAX_ORDER_STATES = saved
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--no-budget", action="store_true")
     ap.add_argument("--output", type=Path, default=RESULTS)
+    ap.add_argument("--estimates-only", action="store_true", help="print the estimates, exit")
     args = ap.parse_args()
+    est = estimates()
+    print(json.dumps({"estimated_states": est}), flush=True)
+    if args.estimates_only:
+        return
     import automata_compile as ac
     from automata_compile.frontends.json_schema import _emitter
     from automata_compile.tokens._token_trie import trie_for
@@ -138,6 +172,7 @@ def main() -> None:
             "max_order_states": _emitter.MAX_ORDER_STATES,
         },
         "rows": rows,
+        "estimated_states": est,
     }
     args.output.write_text(json.dumps(out, indent=1) + "\n")
 
