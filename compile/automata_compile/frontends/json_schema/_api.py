@@ -74,8 +74,9 @@ Options (all keyword-only):
   property_order: ``"any"`` (default) or ``"declared"`` (see above). Any order needs an
     automaton state per set of declared properties already written, each with its own
     copy of the property values' automata: an object of n properties costs about
-    ``2**(n-1)`` times the states of its values (``"declared"``: once). Each object has a
-    budget of 20,000 estimated byte-automaton states (and 4,096 sets); past it, strict
+    ``2**(n-1)`` times the states of its values (``"declared"``: once). Each object may
+    add at most 20,000 estimated byte-automaton states to what declared order needs
+    (and have 4,096 counting states); past that, strict
     mode raises `UnsupportedSchemaError` (keyword ``properties``, the object's pointer,
     its number of properties) and ``strict=False`` accepts that object in declared order
     with a warning. In practice: up to 4-5 properties with short values, fewer with long
