@@ -76,11 +76,11 @@ Options (all keyword-only):
     copy of the property values' automata: an object of n properties costs about
     ``2**(n-1)`` times the states of its values (``"declared"``: once). Each object may
     add at most 20,000 estimated byte-automaton states to what declared order needs
-    (and have 4,096 counting states); past that, strict
-    mode raises `UnsupportedSchemaError` (keyword ``properties``, the object's pointer,
-    its number of properties) and ``strict=False`` accepts that object in declared order
-    with a warning. In practice: up to 4-5 properties with short values, fewer with long
-    bounded strings or free ``additionalProperties`` (see BENCHMARKS.md).
+    (and have at most 4,096 counting states); past that, strict mode raises
+    `UnsupportedSchemaError` (keyword ``properties``, the object's pointer, its number of
+    properties) and ``strict=False`` accepts that object in declared order with a
+    warning. In practice: up to 4-5 properties with short values, fewer with long bounded
+    strings or free ``additionalProperties`` (see BENCHMARKS.md).
 
 Formats enforced exactly: ``date-time``, ``date``, ``time`` (see ``leap_seconds``),
 ``duration``, ``email`` (RFC 5321 mailbox, address literals included), ``ipv4``, ``ipv6``,
