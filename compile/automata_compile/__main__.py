@@ -89,6 +89,13 @@ def _parser() -> argparse.ArgumentParser:
         help="drop keywords that cannot be enforced exactly, with a warning, instead of "
         "refusing the schema",
     )
+    js.add_argument(
+        "--property-order",
+        choices=("any", "declared"),
+        default="any",
+        help="'any' (default): object properties in any order, as a validator accepts them; "
+        "'declared': in the schema's order only (a smaller automaton)",
+    )
     gr = sub.add_parser(
         "grammar",
         help="compile a Lark grammar file ('-' reads stdin) or a built-in: json, arithmetic",
@@ -191,7 +198,13 @@ def _compile(args: argparse.Namespace, vocab):
                 text = sys.stdin.read() if args.grammar == "-" else _read(args.grammar)
             return compile_grammar(text, vocab, start=args.start, max_states=args.max_states)
         text = sys.stdin.read() if args.schema == "-" else _read(args.schema)
-        return compile_json_schema(text, vocab, strict=not args.lenient, max_states=args.max_states)
+        return compile_json_schema(
+            text,
+            vocab,
+            strict=not args.lenient,
+            property_order=args.property_order,
+            max_states=args.max_states,
+        )
 
 
 def _read(path: str) -> str:

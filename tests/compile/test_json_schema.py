@@ -255,21 +255,20 @@ CASES = [
             "required": ["a"],
             "additionalProperties": False,
         },
-        [{"a": 1}, {"a": 1, "b": "x"}],
+        [{"a": 1}, {"a": 1, "b": "x"}, Raw('{"b":"x","a":1}')],
         [
             {},
             {"b": "x"},
             {"a": 1, "c": 2},
             {"a": "1"},
             Raw('{"a": 1, "a": 2}'),
-            Raw('{"b":"x","a":1}'),
             Raw('{"a":1,}'),
         ],
     ),
     (
         {"type": "object", "properties": {"a": {"type": "integer"}}},
-        [{}, {"a": 1}, {"a": 1, "z": [1, {"q": None}]}, {"zz": "x"}],
-        [{"a": "x"}, Raw('{"a": 1, "a": 1}'), Raw('{"z": 1, "a": 1}')],
+        [{}, {"a": 1}, {"a": 1, "z": [1, {"q": None}]}, {"zz": "x"}, Raw('{"z": 1, "a": 1}')],
+        [{"a": "x"}, Raw('{"a": 1, "a": 1}')],
     ),
     (
         {
@@ -288,8 +287,10 @@ CASES = [
             {"r": True},
             {"p": True, "r": False},
             {"p": True, "q": True, "r": True},
+            Raw('{"q": true, "p": true}'),
+            Raw('{"r": true, "p": false, "q": true}'),
         ],
-        [Raw("{,}"), Raw('{, "p": true}'), Raw('{"p": true,}'), Raw('{"q": true, "p": true}')],
+        [Raw("{,}"), Raw('{, "p": true}'), Raw('{"p": true,}'), Raw('{"q": true, "q": true}')],
     ),
     (
         {
@@ -454,6 +455,46 @@ def test_table(schema, accepts, rejects):
     _check(rx, accepts, rejects, dfa)
     if dfa is not None:
         assert dfa.spec_kind == "json_schema" and json.loads(dfa.spec) == schema
+
+
+# property_order="declared": declared properties in definition order, then the others
+DECLARED_ORDER_CASES = [
+    (
+        {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+            "required": ["a"],
+            "additionalProperties": False,
+        },
+        [{"a": 1}, {"a": 1, "b": "x"}],
+        [{}, {"b": "x"}, Raw('{"a": 1, "a": 2}'), Raw('{"b":"x","a":1}'), Raw('{"a":1,}')],
+    ),
+    (
+        {"type": "object", "properties": {"a": {"type": "integer"}}},
+        [{}, {"a": 1}, {"a": 1, "z": [1, {"q": None}]}, {"zz": "x"}],
+        [{"a": "x"}, Raw('{"a": 1, "a": 1}'), Raw('{"z": 1, "a": 1}')],
+    ),
+    (
+        {
+            "type": "object",
+            "properties": {
+                "p": {"type": "boolean"},
+                "q": {"type": "boolean"},
+                "r": {"type": "boolean"},
+            },
+            "additionalProperties": False,
+        },
+        [{}, {"p": True}, {"r": True}, {"p": True, "r": False}, {"p": True, "q": True, "r": True}],
+        [Raw("{,}"), Raw('{"p": true,}'), Raw('{"q": true, "p": true}')],
+    ),
+]
+
+
+@pytest.mark.parametrize("schema,accepts,rejects", DECLARED_ORDER_CASES)
+def test_table_declared_order(schema, accepts, rejects):
+    rx = re.compile(json_schema_to_regex(schema, property_order="declared"))
+    dfa = ac.compile_json_schema(schema, byte_vocab(), property_order="declared")
+    _check(rx, accepts, rejects, dfa)
 
 
 def test_false_schema_is_unsatisfiable():
@@ -790,8 +831,9 @@ _RX: dict = {}
 
 
 def realistic_rx(name, schema):
+    """The declared-order regex (`canonical` spells instances in that order)."""
     if name not in _RX:
-        _RX[name] = rx_for(schema)
+        _RX[name] = rx_for(schema, property_order="declared")
     return _RX[name]
 
 
@@ -875,7 +917,7 @@ def sample_texts(dfa, n: int, seed: int, max_len: int = 400) -> list[str]:
 
 @pytest.mark.parametrize("name,schema,strategy", REALISTIC, ids=[r[0] for r in REALISTIC])
 def test_everything_the_automaton_generates_is_valid(name, schema, strategy):
-    dfa = ac.compile_json_schema(schema, byte_vocab())
+    dfa = ac.compile_json_schema(schema, byte_vocab(), property_order="declared")
     val = validator(schema)
     rx = realistic_rx(name, schema)
     texts = sample_texts(dfa, 25, seed=len(name))
@@ -940,8 +982,12 @@ def test_max_recursion_depth_unrolls_recursion():
     deep = leaf
     for _ in range(3):
         deep = {"value": 1, "children": [deep]}
-    assert rx_for(TREE, max_recursion_depth=3).fullmatch(json.dumps(deep))
-    assert not rx_for(TREE, max_recursion_depth=2).fullmatch(json.dumps(deep))
+    assert rx_for(TREE, max_recursion_depth=3, property_order="declared").fullmatch(
+        json.dumps(deep)
+    )
+    assert not rx_for(TREE, max_recursion_depth=2, property_order="declared").fullmatch(
+        json.dumps(deep)
+    )
     required_child = {
         "$defs": {
             "n": {
@@ -996,7 +1042,10 @@ def test_bad_options():
 
 def test_properties_in_definition_order_without_blowup():
     props = {f"p{i}": {"type": "boolean"} for i in range(30)}
-    rx = rx_for({"type": "object", "properties": props, "additionalProperties": False})
+    rx = rx_for(
+        {"type": "object", "properties": props, "additionalProperties": False},
+        property_order="declared",
+    )
     assert len(rx.pattern) < 4000
     assert rx.fullmatch(json.dumps({"p3": True, "p17": False, "p29": True}))
     assert not rx.fullmatch(json.dumps({"p17": False, "p3": True}))
@@ -1097,7 +1146,7 @@ def test_lenient_mode_warns_and_accepts_more():
     with pytest.warns(
         UserWarning, match=r"'uniqueItems' at #/properties/tags/uniqueItems is not enforced"
     ):
-        rx = re.compile(json_schema_to_regex(schema, strict=False))
+        rx = re.compile(json_schema_to_regex(schema, strict=False, property_order="declared"))
     assert rx.fullmatch('{"tags": ["a", "a"]}') and not rx.fullmatch('{"tags": [1]}')
     with pytest.warns(UserWarning, match=r"Punycode"):
         rx = re.compile(json_schema_to_regex({"format": "hostname"}, strict=False))
@@ -1107,7 +1156,7 @@ def test_lenient_mode_warns_and_accepts_more():
 def test_no_warnings_in_strict_mode():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        rx_for(ORDER)
+        rx_for(ORDER, property_order="declared")
 
 
 # ------------------------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 ``format="json"``: a JSON object with the dataclass's fields (``json.dumps(asdict(x))``),
 translated through the dataclass's JSON Schema (`dataclass_schema`) by
 `json_schema_to_regex`, so it accepts what that accepts (whitespace options, key order =
-field order, fields with defaults may be omitted, no other keys).
+field order: ``property_order="declared"`` unless passed, fields with defaults may be
+omitted, no other keys).
 
 ``format="call"``: a constructor call with keyword arguments in field order, values as
 Python literals: ``Person(name="Ada", age=36, tags=["x"], home=Address(city="Oslo"))``.
@@ -408,6 +409,7 @@ def _dataclass_ir(cls, format: str, options: dict):
     if format == "json":
         from automata_compile.frontends.json_schema import _api
 
+        options = {"property_order": "declared", **options}  # key order = field order
         return _api.schema_ir(_api._load(dataclass_schema(cls)), _api._options(options))
     unknown = set(options) - {"max_recursion_depth", "whitespace"}
     if unknown:
@@ -442,6 +444,7 @@ def dataclass_to_regex(cls, format: str = "json", **options) -> str:
         from automata_compile.frontends.json_schema import json_schema_to_regex
 
         _check_format(format)
+        options = {"property_order": "declared", **options}  # key order = field order
         return json_schema_to_regex(dataclass_schema(cls), **options)
     return sf.to_regex(_dataclass_ir(cls, format, options))
 

@@ -17,14 +17,18 @@ typed language as IR of JSON texts, strings through `_strings` (JSON escapes), `
 (ECMA-262 patterns) and `_formats`. No regex text is printed and parsed on the way.
 
 Accepted surface syntax (a restriction of JSON's spelling, never of the values):
-  * properties appear in schema order: the declared ``properties`` in definition order
-    (after merging ``allOf``), then required-but-undeclared names, then any other
-    properties (``additionalProperties``/``patternProperties``), in any order; a declared
-    name never repeats. Other names may repeat (a regex cannot rule it out): every
-    occurrence is validated, but ``minProperties`` counts occurrences and ``not``/``oneOf``/
-    ``if`` judge each one, so a text with a repeated name (which RFC 8259 leaves without a
-    defined meaning) can parse, last value winning, to an invalid instance.
-  * ``enum``/``const`` objects keep the key order of the literal.
+  * property order (option ``property_order``): ``"any"`` (default) accepts the declared
+    ``properties`` (after merging ``allOf``; required-but-undeclared names count as
+    declared) in any order and the other properties (``additionalProperties``/
+    ``patternProperties``) anywhere between them, as a validator does, ``enum``/``const``
+    objects included. ``"declared"`` accepts the declared properties in definition order,
+    then the others in any order, and ``enum``/``const`` objects in the literal's key
+    order: predictable field order and a much smaller automaton (as Outlines and XGrammar
+    do). Either way a declared name never repeats. Other names may repeat (a regex cannot
+    rule it out): every occurrence is validated, but ``minProperties`` counts occurrences
+    and ``not``/``oneOf``/``if`` judge each one, so a text with a repeated name (which RFC
+    8259 leaves without a defined meaning) can parse, last value winning, to an invalid
+    instance.
   * numbers: an unconstrained ``number`` accepts the full JSON grammar; an unconstrained
     ``integer`` accepts ``12``, ``12.0``/``12.00`` up to ``max_filler`` zeros (a float with
     zero fraction is an integer per the specification) and exponent forms from 1e16 to 1.7e308 (``1e+16``, as
@@ -67,6 +71,16 @@ Options (all keyword-only):
   assert_format: ``True`` (default) enforces ``format`` (the specification's optional
     format-assertion behaviour); ``False`` treats it as an annotation, as a 2020-12
     validator does by default. Unknown format names are annotations either way.
+  property_order: ``"any"`` (default) or ``"declared"`` (see above). Any order needs an
+    automaton state per set of declared properties already written, each with its own
+    copy of the property values' automata: an object of n properties costs about
+    ``2**(n-1)`` times the states of its values (``"declared"``: once). Each object may
+    add at most 20,000 estimated byte-automaton states to what declared order needs
+    (and have at most 4,096 counting states); past that, strict mode raises
+    `UnsupportedSchemaError` (keyword ``properties``, the object's pointer, its number of
+    properties) and ``strict=False`` accepts that object in declared order with a
+    warning. In practice: up to 4-5 properties with short values, fewer with long bounded
+    strings or free ``additionalProperties`` (see BENCHMARKS.md).
 
 Formats enforced exactly: ``date-time``, ``date``, ``time`` (see ``leap_seconds``),
 ``duration``, ``email`` (RFC 5321 mailbox, address literals included), ``ipv4``, ``ipv6``,
@@ -91,12 +105,15 @@ with backreferences, lookaround or ``\\b``, ``format`` values without an exact r
 some undeclared property), ``unevaluated*`` under an ``anyOf`` of more than four annotated
 branches, and constraints whose automaton outgrows a budget (``multipleOf`` whose
 remainder automaton needs more than 400 states, string intersections or complements past
-20,000 states; a byte automaton past ``max_states`` raises `StateBudgetExceededError`).
+20,000 states, objects in any property order past their budget; a byte automaton past
+``max_states`` raises `StateBudgetExceededError`).
 `json_schema_to_regex` also raises `UnsupportedSchemaError` (with no keyword) for a schema
 whose IR holds an automaton node, which it cannot print: ``pattern``/``format`` with
 ``minLength``/``maxLength`` or with each other, ``allOf`` of patterns, ``not``,
-``propertyNames``, ``patternProperties`` overlaps, ``multipleOf``, counted ``contains`` and
-``minProperties``/``maxProperties``; `compile_json_schema` accepts them.
+``propertyNames``, ``patternProperties`` overlaps, ``multipleOf``, counted ``contains``,
+``minProperties``/``maxProperties`` and objects in any property order (two or more declared
+properties, or one beside other allowed properties: pass ``property_order="declared"``
+for a regex); `compile_json_schema` accepts them.
 Bad schemas raise `InvalidSchemaError` with the JSON pointer: non-schema values,
 unresolvable local ``$ref``, ``$ref`` cycles, an empty ``enum``, contradictory bounds
 (``minimum > maximum``, ``minLength > maxLength``, ``minItems > maxItems``, ...), and a
@@ -148,6 +165,8 @@ def _options(kw) -> _Options:
         raise ValueError(
             f"string_escapes must be 'standard', 'any' or 'minimal', got {opts.string_escapes!r}"
         )
+    if opts.property_order not in ("any", "declared"):
+        raise ValueError(f"property_order must be 'any' or 'declared', got {opts.property_order!r}")
     if opts.leap_seconds not in ("utc", "exact", "none"):
         raise ValueError(
             f"leap_seconds must be 'utc', 'exact' or 'none', got {opts.leap_seconds!r}"
@@ -204,16 +223,23 @@ def json_schema_to_regex(schema, **options) -> str:
         the schema's language needs an automaton node (an intersection or complement of
         string languages: ``pattern`` with ``maxLength`` or ``format``, ``allOf`` of
         patterns, ``not``, ``propertyNames``; ``multipleOf``; counted ``contains``,
-        ``minProperties``/``maxProperties``), which has no regex spelling here.
+        ``minProperties``/``maxProperties``, objects in any property order), which has no
+        regex spelling here.
     """
     schema = _load(schema)
-    node = schema_ir(schema, _options(options))
+    opts = _options(options)
+    node = schema_ir(schema, opts)
     try:
         return sf.to_regex(node)
     except sf.NotPrintableError as e:
+        hint = (
+            '; objects in any property order need one: pass property_order="declared" for a regex'
+            if opts.property_order == "any"
+            else ""
+        )
         raise UnsupportedSchemaError(
             f"#: this schema compiles to an automaton but has no regular-expression spelling: {e} "
-            "(use compile_json_schema, which accepts it)",
+            f"(use compile_json_schema, which accepts it{hint})",
             keyword=None,
             pointer="",
         ) from None

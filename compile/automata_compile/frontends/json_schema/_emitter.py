@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import warnings
 from fractions import Fraction
 
+from automata_compile._errors import EmptyLanguageError, UnsupportedSchemaError
+from automata_compile.automata import _byte_dfa, _char_dfa
 from automata_compile.automata._ir import NEVER, Automaton
 from automata_compile.frontends.json_schema import _content as sf
 from automata_compile.frontends.json_schema import _strings
@@ -13,7 +16,7 @@ from automata_compile.frontends.json_schema._numbers import (
     integer_text,
     number_text,
 )
-from automata_compile.frontends.json_schema._resolver import _Refuse
+from automata_compile.frontends.json_schema._resolver import _loc, _Refuse
 from automata_compile.frontends.json_schema._translator import _Options
 from automata_compile.frontends.json_schema._types import _Arr, _meet, _negate, _Num, _Obj, _top
 
@@ -51,6 +54,9 @@ class _Emitter:
         self.memo: dict = {}
         self.keys: dict = {}
         self.free: dict = {}
+        # id(label) -> (label, its minimal automaton / its minimal byte DFA's states)
+        self.minimal: dict = {}
+        self.dfa_sizes: dict = {}
 
     def string(self, content):
         return _strings.encode_json_string(content, self.opts.string_escapes)
@@ -225,8 +231,16 @@ class _Emitter:
                 continue
             rest_nodes.append(sf.seq(self.string(kd), self.colon, self.value(s)))
         rest = sf.alt(*rest_nodes)
+        # with one kind of property the two orders are one language
+        if self.opts.property_order == "any" and len(items) + (not sf.is_never(rest)) > 1:
+            try:
+                return self.wrap(
+                    "{", self._object_counted(o, items, rest, declared, True), "}", True
+                )
+            except _OrderBudget as e:
+                self._order_refused(o, items, e)
         if o.need or o.min > 0 or o.max is not None:
-            return self.wrap("{", self._object_counted(o, items, rest, declared), "}", True)
+            return self.wrap("{", self._object_counted(o, items, rest, declared, False), "}", True)
         emitted = NEVER  # prefixes with at least one property
         empty_ok = True  # the empty prefix is possible
         for _, node, required, _ in items:
@@ -256,7 +270,12 @@ class _Emitter:
                 body = sf.opt(body)
         return self.wrap("{", body, "}", empty_ok)
 
-    def _object_counted(self, o: _Obj, items, rest, declared):
+    def _object_counted(self, o: _Obj, items, rest, declared, any_order: bool):
+        """Objects as an automaton over (position, count, witness seen) whose edges are
+        property languages (IR labels). The position is the index of the next declared
+        property (declared order: each is written or skipped, then the others) or the set
+        of declared properties written (any order: each at most once, the others anywhere).
+        In any order the construction stops with `_OrderBudget` past its budget."""
         cap = o.max if o.max is not None else max(o.min, 1)
         need_nodes = []
         for k, s in o.need:
@@ -266,37 +285,148 @@ class _Emitter:
         witness = sf.alt(*need_nodes)
         need = bool(o.need)
         n = len(items)
-        g = _Counting((0, 0, not need))
+        wits = []  # per declared property: its spellings that are also a witness
+        for name, _, _, schema in items:
+            wit = [
+                sf.seq(self.key(name), self.colon, self.value(_meet(schema, s)))
+                for k, s in o.need
+                if need and sf.content_matches(k, name) and not _meet(schema, s).is_bottom()
+            ]
+            wits.append(sf.alt(*wit))
+        required = frozenset(i for i, item in enumerate(items) if item[2])
+        budget = None
+        if any_order:
+            # each label is copied once per set: minimal copies keep the subset construction
+            # of the byte automaton near the size of its result
+            m = self._minimal
+            items = [(name, m(node), req, schema) for name, node, req, schema in items]
+            rest, witness, wits = m(rest), m(witness), [m(x) for x in wits]
+            size = self._dfa_size
+            budget = _OrderBudget(
+                [size(x[1]) for x in items], size(rest) + size(witness), [size(x) for x in wits]
+            )
+        g = _Counting((frozenset() if any_order else 0, 0, not need))
         while g.todo:
-            i, c, w = key = g.todo.pop()
+            pos, c, w = key = g.todo.pop()
             sep = self.comma if c > 0 else sf.EPS
             nc = c + 1 if o.max is not None else min(c + 1, cap)
+            room = o.max is None or c + 1 <= o.max
             targets = []
-            if i < n:
-                name, node, required, schema = items[i]
-                if not required:
-                    targets.append(((i + 1, c, w), sf.EPS))
-                if o.max is None or c + 1 <= o.max:
-                    targets.append(((i + 1, nc, w), sf.seq(sep, node)))
-                    if need and not w:
-                        wit = [
-                            sf.seq(self.key(name), self.colon, self.value(_meet(schema, s)))
-                            for k, s in o.need
-                            if sf.content_matches(k, name) and not _meet(schema, s).is_bottom()
-                        ]
-                        if wit:
-                            targets.append(((i + 1, nc, True), sf.seq(sep, sf.alt(*wit))))
+            if any_order:
+                if c >= o.min and w and required <= pos:
+                    g.final(key)
+                nexts = [(pos | {i}, i) for i in range(n) if i not in pos] if room else []
+            elif pos < n:
+                if not items[pos][2]:
+                    targets.append(((pos + 1, c, w), sf.EPS))
+                nexts = [(pos + 1, pos)] if room else []
             else:
                 if c >= o.min and w:
                     g.final(key)
-                if o.max is None or c + 1 <= o.max:
-                    if not sf.is_never(rest):
-                        targets.append(((n, nc, w), sf.seq(sep, rest)))
-                    if need and not sf.is_never(witness):
-                        targets.append(((n, nc, True), sf.seq(sep, witness)))
+                nexts = []
+            for nxt, i in nexts:
+                targets.append(((nxt, nc, w), sf.seq(sep, items[i][1])))
+                if not w and not sf.is_never(wits[i]):
+                    targets.append(((nxt, nc, True), sf.seq(sep, wits[i])))
+            if room and (any_order or pos == n):
+                if not sf.is_never(rest):
+                    targets.append(((pos, nc, w), sf.seq(sep, rest)))
+                if need and not sf.is_never(witness):
+                    targets.append(((pos, nc, True), sf.seq(sep, witness)))
             for tgt, label in targets:
+                if any_order and o.max is not None and tgt[1] + len(required - tgt[0]) > o.max:
+                    continue  # the required properties no longer fit
                 g.add(key, tgt, label)
+            if budget is not None:
+                budget.charge(len(g.states), nexts, w, room)
         return g.automaton()
+
+    def _minimal(self, label):
+        """``label`` as a minimal character automaton; as is where that outgrows its budget
+        or the label holds what character automata cannot (a terminal, e.g. a rule call)."""
+        hit = self.minimal.get(id(label))
+        if hit is None:
+            out = label
+            if not sf.is_never(label):
+                try:
+                    part, (dfa,) = _char_dfa.dfas(label, what="a property")
+                    out = _char_dfa.to_ir(part, dfa)
+                except (sf.TooComplexError, TypeError):
+                    pass
+            hit = self.minimal[id(label)] = (label, out)
+        return hit[1]
+
+    def _dfa_size(self, label) -> int:
+        """The states of ``label``'s minimal byte DFA (0 for the empty language)."""
+        hit = self.dfa_sizes.get(id(label))
+        if hit is None:
+            try:
+                n = 0 if sf.is_never(label) else _byte_dfa.build_byte_dfa(label).num_states
+            except EmptyLanguageError:
+                n = 0
+            hit = self.dfa_sizes[id(label)] = (label, n)
+        return hit[1]
+
+    def _order_refused(self, o: _Obj, items, e: _OrderBudget) -> None:
+        """Strict mode raises; lenient mode warns that the object falls back to declared order."""
+        ptr = o.at if o.at is not None else ""
+        msg = (
+            f"the object at {_loc(ptr)} has {len(items)} properties; accepting them in any "
+            f"order needs an automaton state per set of properties already written "
+            f"({2 ** len(items):,} sets, each with its own copy of the property values), past the "
+            f"budget of one object ({e.reason})"
+        )
+        if self.opts.strict:
+            raise UnsupportedSchemaError(
+                f'{msg}. Pass property_order="declared" (--property-order declared on the '
+                "command line) to accept the properties in the schema's order only, or "
+                "strict=False to do so for this object with a warning.",
+                keyword="properties",
+                pointer=ptr,
+            )
+        warnings.warn(
+            f"{msg}: its properties are accepted in the schema's declared order only "
+            "(valid instances in another order are rejected)",
+            stacklevel=5,
+        )
+
+
+# Budget of one any-order object (see `_OrderBudget`), measured in BENCHMARKS.md: about
+# 0.4 ms of compile time per state for Llama-3 on two loaded CPU cores.
+MAX_ORDER_SETS = 4096
+MAX_ORDER_STATES = 20_000
+
+
+class _OrderBudget(Exception):
+    """The budget of one any-order object, raised past it: the states of its counting
+    automaton (sets of properties written, with counts: ``MAX_ORDER_SETS``) and the
+    byte-DFA states their edges add beyond declared order (``MAX_ORDER_STATES``): the byte
+    automaton copies each edge's label, and the minimal DFA keeps a copy of a property
+    value's states per set, so the estimate is the sum of the labels' minimal byte-DFA
+    sizes over the edges (declared order: each label once). Nested objects count in
+    their parent's labels with their own size."""
+
+    def __init__(self, sizes, rest_size, wit_sizes):
+        super().__init__()
+        self.reason = ""
+        self.states = 0
+        self.sizes, self.rest_size, self.wit_sizes = sizes, rest_size, wit_sizes
+        # declared order copies each label once: the budget bounds what any order adds
+        self.declared = sum(sizes) + rest_size + sum(wit_sizes)
+
+    def charge(self, states: int, nexts, w: bool, room: bool) -> None:
+        """Adds the labels of one state's edges (``nexts``: its declared-property edges;
+        ``room``: whether it has room for another property); ``states`` counting states."""
+        self.states += (self.rest_size if room else 0) + sum(
+            self.sizes[i] + (0 if w else self.wit_sizes[i]) for _, i in nexts
+        )
+        if states > MAX_ORDER_SETS:
+            self.reason = f"more than {MAX_ORDER_SETS:,} states counting the properties written"
+        elif self.states - self.declared > MAX_ORDER_STATES:
+            self.reason = f"{MAX_ORDER_STATES:,} automaton states more than declared order"
+        else:
+            return
+        raise self
 
 
 class _Counting:

@@ -270,7 +270,7 @@ class _Keywords:
                 "additionalProperties" in s,
                 True,
             )
-            out.append(_only(objects=(_Obj(tuple(declared), rest=rest, ev=ev),)))
+            out.append(_only(objects=(_Obj(tuple(declared), rest=rest, ev=ev, at=ptr),)))
         req = s.get("required", [])
         if not isinstance(req, list) or not all(isinstance(x, str) for x in req):
             self.invalid(_ptr_join(ptr, "required"), "required must be an array of strings")
@@ -284,7 +284,7 @@ class _Keywords:
                 ptr, f"contradictory object bounds: minProperties {mn} > maxProperties {mx}"
             )
         if req or mn or mx is not None:
-            out.append(_only(objects=(_Obj(required=tuple(req), min=mn, max=mx),)))
+            out.append(_only(objects=(_Obj(required=tuple(req), min=mn, max=mx, at=ptr),)))
         if "propertyNames" in s:
             p = _ptr_join(ptr, "propertyNames")
             names = self.sub(s["propertyNames"], base, p, descend=False)

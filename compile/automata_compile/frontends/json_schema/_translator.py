@@ -103,6 +103,7 @@ class _Options:
     string_escapes: str = "standard"
     leap_seconds: str = "utc"
     assert_format: bool = True
+    property_order: str = "any"
 
 
 class _Translator(_Keywords):

@@ -190,13 +190,22 @@ class _Obj(_Hashed):
     key languages are disjoint; a name no rule matches is forbidden), witness rules of
     which at least one other property must match, and count bounds. ``None`` = any.
     ``ev`` records the evaluated names (for ``unevaluatedProperties``): ``(names, key
-    language, all names, exact)``."""
+    language, all names, exact)``. ``at`` is the JSON pointer of the schema that made the
+    object, for messages (None if unknown, and on the free object, which is one object)."""
 
-    __slots__ = ("props", "required", "rest", "need", "min", "max", "ev")
+    __slots__ = ("props", "required", "rest", "need", "min", "max", "ev", "at")
     _fields = __slots__
 
     def __init__(
-        self, props=(), required=frozenset(), rest=None, need=(), min=0, max=None, ev=None
+        self,
+        props=(),
+        required=frozenset(),
+        rest=None,
+        need=(),
+        min=0,
+        max=None,
+        ev=None,
+        at=None,
     ):
         ev = _OBJ_EV0 if ev is None else ev
         if rest is None:
@@ -206,6 +215,9 @@ class _Obj(_Hashed):
         for name in dict.fromkeys(required):  # keeps the order of `required`
             if name not in names:
                 props.append((name, _rest_schema(rest, name)))
+        free = not props and not need and min == 0 and max is None and ev == _OBJ_EV0
+        if free and tuple(rest) == ((sf.ANY_STRING, None),):
+            at = None
         self._init(
             props=tuple(props),
             required=frozenset(required),
@@ -214,6 +226,7 @@ class _Obj(_Hashed):
             min=min,
             max=max,
             ev=ev,
+            at=at,
         )
 
     def schema_for(self, name: str):
@@ -460,6 +473,7 @@ def _obj_meet(a: _Obj, b: _Obj):
         max(a.min, b.min),
         mx,
         _obj_ev_union(a.ev, b.ev),
+        min((p for p in (a.at, b.at) if p is not None), key=len, default=None),
     )
 
 
@@ -581,7 +595,7 @@ def _literal(v, ptr: str) -> _T:
         return _T(arrays=(_Arr(tuple(_literal(x, ptr) for x in v), _BOTTOM, len(v), len(v)),))
     if isinstance(v, dict):
         props = tuple((k, _literal(x, ptr)) for k, x in v.items())
-        return _T(objects=(_Obj(props, frozenset(v), rest=()),))
+        return _T(objects=(_Obj(props, frozenset(v), rest=(), at=ptr),))
     raise InvalidSchemaError(f"{_loc(ptr)}: {v!r} is not a JSON value", pointer=ptr)
 
 

@@ -1,0 +1,347 @@
+"""JSON Schema objects: property order (``property_order``), its budget, its refusals.
+
+Oracle: `jsonschema` (Draft 2020-12) on the parsed instance, against the compiled automaton
+walked byte by byte (`TokenDFA.accepts` over a byte vocabulary), on generated object
+schemas and generated texts whose properties come in any order, with extras interleaved,
+declared names repeated, required ones missing. A text whose object repeats an undeclared
+name is left out (its meaning is undefined; see the module docstring of `_api`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+import warnings
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+import automata_compile as ac
+from automata_compile import InvalidSchemaError, UnsupportedSchemaError, json_schema_to_regex
+
+jsonschema = pytest.importorskip("jsonschema")
+
+BYTES = ac.Vocabulary.from_bytes(
+    [bytes([i]) for i in range(256)] + [b"<eos>"], eos_ids=[256], special_ids=[256]
+)
+NAMES = ["a", "b", "c", "d"]
+OTHER_NAMES = ["e", "x1", "zz"]
+VALUE_SCHEMAS = [
+    {"type": "integer"},
+    {"type": "boolean"},
+    {"type": "string", "maxLength": 2},
+    {"enum": ["x", 1]},
+    {"type": "null"},
+]
+VALUES = [0, 7, True, False, None, "x", "ab", "abc", 1]
+_DFAS: dict = {}
+
+
+def compiled(schema, **options):
+    key = json.dumps([schema, options], sort_keys=True)
+    if key not in _DFAS:
+        _DFAS[key] = ac.compile_json_schema(schema, BYTES, max_nesting_depth=0, **options)
+    return _DFAS[key]
+
+
+def text_of(pairs, sep=", ", colon=": ") -> str:
+    return "{" + sep.join(f"{json.dumps(k)}{colon}{json.dumps(v)}" for k, v in pairs) + "}"
+
+
+def expected(schema, pairs) -> bool | None:
+    """Whether a validator accepts the object (declared names must not repeat); None where
+    an undeclared name repeats."""
+    declared = set(schema.get("properties", {})) | set(schema.get("required", []))
+    names = [k for k, _ in pairs]
+    repeated = {k for k in names if names.count(k) > 1}
+    if repeated - declared:
+        return None
+    if repeated:
+        return False
+    return jsonschema.Draft202012Validator(schema).is_valid(dict(pairs))
+
+
+def accepts(dfa, text: str) -> bool:
+    return bool(dfa.accepts(list(text.encode("utf-8"))))
+
+
+@st.composite
+def object_schemas(draw):
+    props = draw(
+        st.dictionaries(st.sampled_from(NAMES), st.sampled_from(VALUE_SCHEMAS), max_size=4)
+    )
+    schema = {"type": "object", "properties": props}
+    req = draw(st.lists(st.sampled_from(sorted(props) + ["e"]), unique=True, max_size=3))
+    if req:
+        schema["required"] = req
+    extra = draw(st.sampled_from([None, True, False, {"type": "integer"}]))
+    if extra is not None:
+        schema["additionalProperties"] = extra
+    if draw(st.booleans()):
+        schema["patternProperties"] = {"^x": {"type": "boolean"}}
+    if draw(st.booleans()):
+        schema["minProperties"] = draw(st.integers(0, 3))
+    if draw(st.booleans()):
+        schema["maxProperties"] = draw(st.integers(schema.get("minProperties", 1), 4))
+    return schema
+
+
+@st.composite
+def instances(draw, schema):
+    """Pairs in any order: mostly valid-looking (declared names, their value types), with
+    extras, repeats and missing required names mixed in."""
+    props = schema["properties"]
+    names = list(props) + list(schema.get("required", []))
+    pool = names * 3 + OTHER_NAMES if names else OTHER_NAMES
+    keys = draw(st.lists(st.sampled_from(pool), max_size=5))
+    pairs = [(k, draw(st.sampled_from(VALUES))) for k in keys]
+    return draw(st.permutations(pairs))
+
+
+@settings(  # no shrinking: each example compiles a schema
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+)
+@given(data=st.data(), schema=object_schemas())
+def test_any_order_is_what_a_validator_accepts(data, schema):
+    try:
+        dfa = compiled(schema)
+    except UnsupportedSchemaError as e:  # past the any-order budget (tested below)
+        assert e.keyword == "properties"
+        return
+    except InvalidSchemaError:  # unsatisfiable: e.g. a required name no rule allows
+        dfa = None
+    for _ in range(25):
+        pairs = data.draw(instances(schema))
+        want = expected(schema, pairs)
+        if want is None:
+            continue
+        for sep, colon in ((", ", ": "), (",", ":")):
+            text = text_of(pairs, sep, colon)
+            got = dfa is not None and accepts(dfa, text)
+            assert got == want, (schema, text, want)
+
+
+def all_orders(pool, max_len=3):
+    """Every sequence of distinct pairs from ``pool`` up to ``max_len``, in every order."""
+    for n in range(max_len + 1):
+        for combo in itertools.combinations(pool, n):
+            yield from itertools.permutations(combo)
+
+
+FIXED = [
+    # the issue's shape: declared properties, undeclared ones allowed anywhere
+    {"properties": {"a": {"type": "integer"}, "b": {"type": "boolean"}, "c": {}}},
+    # required, closed
+    {
+        "properties": {"a": {"type": "integer"}, "b": {"type": "boolean"}, "c": {"type": "null"}},
+        "required": ["a", "c"],
+        "additionalProperties": False,
+    },
+    # counts, with patternProperties beside declared ones
+    {
+        "properties": {"a": {"type": "integer"}, "b": {"type": "boolean"}},
+        "patternProperties": {"^x": {"type": "integer"}},
+        "additionalProperties": False,
+        "minProperties": 2,
+        "maxProperties": 3,
+    },
+    # a witness: some property other than the declared ones must be a boolean
+    {
+        "properties": {"a": {"type": "integer"}, "b": {"type": "boolean"}},
+        "not": {"additionalProperties": {"not": {"type": "boolean"}}},
+    },
+    # propertyNames with a required name
+    {"propertyNames": {"maxLength": 1}, "required": ["a", "b"]},
+    # unevaluatedProperties sees in-place properties
+    {
+        "properties": {"a": {"type": "integer"}},
+        "allOf": [{"properties": {"b": {"type": "boolean"}}}],
+        "unevaluatedProperties": False,
+    },
+    # dependentRequired
+    {
+        "properties": {"a": {}, "b": {}, "c": {}},
+        "dependentRequired": {"a": ["b"]},
+        "additionalProperties": False,
+    },
+    # enum/const objects: any key order
+    {"enum": [{"a": 1, "b": True}, {"c": None}]},
+]
+FIXED_POOL = [("a", 1), ("a", True), ("b", True), ("b", 7), ("c", None), ("x1", 2), ("zz", True)]
+
+
+@pytest.mark.parametrize("schema", FIXED, ids=range(len(FIXED)))
+def test_any_order_fixed_cases(schema):
+    dfa = compiled(schema)
+    seen = {True: 0, False: 0}
+    for pairs in all_orders(FIXED_POOL):
+        want = expected(schema, list(pairs))
+        if want is None:
+            continue
+        assert accepts(dfa, text_of(pairs)) == want, (schema, text_of(pairs), want)
+        seen[want] += 1
+    assert seen[True] and seen[False]
+
+
+def test_declared_names_never_repeat():
+    schema = {"properties": {"a": {"type": "integer"}, "b": {}}}
+    dfa = compiled(schema)
+    assert accepts(dfa, '{"b": 1, "x": 2, "a": 3}')
+    assert not accepts(dfa, '{"a": 1, "b": 2, "a": 3}')
+    assert not accepts(dfa, '{"b": 1, "b": 2}')
+
+
+def test_declared_order_is_todays_language():
+    schema = {
+        "properties": {"a": {"type": "integer"}, "b": {"type": "boolean"}},
+        "required": ["b"],
+    }
+    dfa = compiled(schema, property_order="declared")
+    assert accepts(dfa, '{"a": 1, "b": true, "x": 2}') and accepts(dfa, '{"b": true}')
+    assert not accepts(dfa, '{"b": true, "a": 1}') and not accepts(dfa, '{"x": 2, "b": true}')
+    rx = json_schema_to_regex(schema, property_order="declared", max_nesting_depth=1)
+    assert rx  # declared order keeps a regex spelling
+    with pytest.raises(UnsupportedSchemaError, match='property_order="declared"'):
+        json_schema_to_regex(schema)
+
+
+def test_one_kind_of_property_keeps_a_regex():
+    """With one declared property and no others (or none declared) the orders coincide."""
+    assert json_schema_to_regex(
+        {"properties": {"a": {"type": "integer"}}, "additionalProperties": False}
+    )
+    assert json_schema_to_regex({"additionalProperties": {"type": "integer"}})
+
+
+def test_bad_property_order():
+    with pytest.raises(ValueError, match="property_order"):
+        ac.compile_json_schema({}, BYTES, property_order="sorted")
+
+
+def test_dataclasses_keep_field_order():
+    import dataclasses
+
+    @dataclasses.dataclass
+    class P:
+        a: int
+        b: bool = False
+
+    dfa = ac.compile_dataclass(P, BYTES)
+    assert accepts(dfa, '{"a": 1, "b": true}') and not accepts(dfa, '{"b": true, "a": 1}')
+
+
+# ------------------------------------------------------------------------------------------
+# the budget
+# ------------------------------------------------------------------------------------------
+
+MANY = {"type": "object", "properties": {f"p{i}": {"type": "boolean"} for i in range(24)}}
+
+
+@pytest.mark.parametrize(
+    "schema,pointer",
+    [
+        (
+            {"type": "object", "properties": {"inner": MANY}, "additionalProperties": False},
+            "#/properties/inner",
+        ),
+        (
+            {
+                "$defs": {"big": MANY},
+                "type": "object",
+                "properties": {"x": {"$ref": "#/$defs/big"}},
+                "additionalProperties": False,
+            },
+            "#/$defs/big",
+        ),
+    ],
+)
+def test_budget_error_names_the_object(schema, pointer):
+    with pytest.raises(UnsupportedSchemaError) as info:
+        ac.compile_json_schema(schema, BYTES)
+    e = info.value
+    assert e.keyword == "properties" and "#" + e.pointer == pointer
+    msg = str(e)
+    assert f"object at {pointer} has 24 properties" in msg
+    assert 'property_order="declared"' in msg and "--property-order declared" in msg
+    dfa = ac.compile_json_schema(schema, BYTES, property_order="declared")
+    assert accepts(
+        dfa, json.dumps({"x" if "$defs" in schema else "inner": {"p1": True, "p7": False}})
+    )
+
+
+def test_budget_lenient_falls_back_to_declared_order_with_a_warning():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dfa = ac.compile_json_schema(MANY, BYTES, strict=False)
+    assert any("declared order only" in str(w.message) for w in caught)
+    assert accepts(dfa, '{"p1": true, "p7": false}')
+    assert not accepts(dfa, '{"p7": false, "p1": true}')
+
+
+# ------------------------------------------------------------------------------------------
+# a real tokenizer: the issue's example
+# ------------------------------------------------------------------------------------------
+
+ISSUE_ITEM = {
+    "type": "object",
+    "properties": {
+        "run": {"type": "string"},
+        "parameters": {"type": "object", "additionalProperties": {"type": ["string", "number"]}},
+        "cache": {"type": "boolean"},
+        "validate": {"type": "boolean"},
+    },
+}
+ISSUE_TEXT = '{"flow": "f1", "parameters": {"n": 3, "mode": "fast"}, "cache": false}'
+
+
+def test_issue_example_on_llama3(llama3_vocab):
+    vocab = llama3_vocab
+    dfa = ac.compile_json_schema(ISSUE_ITEM, vocab, max_nesting_depth=1)
+    assert jsonschema.Draft202012Validator(ISSUE_ITEM).is_valid(json.loads(ISSUE_TEXT))
+    assert dfa.accepts(vocab.encode(ISSUE_TEXT))
+    assert not dfa.accepts(vocab.encode('{"cache": false, "flow": "f1", "cache": true}'))
+    assert not dfa.accepts(vocab.encode('{"run": 1}'))
+    # exact masks after "cache" was written: the byte-level automaton is the oracle
+    ref = ac.compile_json_schema(ISSUE_ITEM, BYTES, max_nesting_depth=1)
+    prefix = '{"flow": "f1", "cache": false, '
+    state = dfa.walk(vocab.encode(prefix))
+    ref_state = ref.walk(list(prefix.encode()))
+    assert state >= 0 and ref_state >= 0
+    mask = dfa.allowed(state)
+    for t in range(vocab.size):
+        if t in vocab.special_ids:
+            continue
+        s = ref_state
+        for b in vocab.decode([t]):
+            s = ref.advance(s, b)
+            if s < 0:
+                break
+        assert mask[t] == (s >= 0), vocab.decode([t])
+    assert mask[vocab.encode('"run')[0]] and not dfa.accepts(
+        vocab.encode(prefix + '"cache": true}')
+    )
+
+
+def test_cli_property_order(mistral_sp_path, tmp_path):
+    out = tmp_path / "o.npz"
+    cli = [sys.executable, "-m", "automata_compile", "json-schema", "-", "--tokenizer"]
+    cli += [str(mistral_sp_path), "-o", str(out)]
+
+    def run(*flags):
+        return subprocess.run(
+            [*cli, *flags], input=json.dumps(MANY), capture_output=True, text=True, timeout=300
+        )
+
+    proc = run()
+    assert proc.returncode == 2 and not out.exists()
+    assert "object at # has 24 properties" in proc.stderr
+    assert "--property-order declared" in proc.stderr and "--lenient" in proc.stderr
+    proc = run("--property-order", "declared")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["states"] > 1 and ac.TokenDFA.load(out).num_states > 1
