@@ -408,7 +408,9 @@ def _dataclass_ir(cls, format: str, options: dict):
     if format == "json":
         from automata_compile.frontends.json_schema import _api
 
-        return _api.schema_ir(_api._load(dataclass_schema(cls)), _api._options(options))
+        # a dataclass compiles to a DFA: recursive fields and free values are unrolled
+        opts = _api._options({"recursion": "unroll", **options})
+        return _api.schema_ir(_api._load(dataclass_schema(cls)), opts)
     unknown = set(options) - {"max_recursion_depth", "whitespace"}
     if unknown:
         raise TypeError(f"unexpected options for format='call': {', '.join(sorted(unknown))}")
@@ -429,7 +431,8 @@ def dataclass_to_regex(cls, format: str = "json", **options) -> str:
     Args:
       cls: a dataclass type (fields may nest other dataclasses).
       format: ``"json"`` (``json.dumps(asdict(x))``) or ``"call"`` (``Cls(field=value, ...)``).
-      **options: for ``"json"``, the options of `json_schema_to_regex`; for ``"call"``,
+      **options: for ``"json"``, the options of `json_schema_to_regex` (``recursion``
+        defaults to ``"unroll"``: a dataclass compiles to a DFA); for ``"call"``,
         ``max_recursion_depth`` (default 3) and ``whitespace`` (``"compact"`` forbids the
         space after commas).
 
@@ -442,7 +445,7 @@ def dataclass_to_regex(cls, format: str = "json", **options) -> str:
         from automata_compile.frontends.json_schema import json_schema_to_regex
 
         _check_format(format)
-        return json_schema_to_regex(dataclass_schema(cls), **options)
+        return json_schema_to_regex(dataclass_schema(cls), **{"recursion": "unroll", **options})
     return sf.to_regex(_dataclass_ir(cls, format, options))
 
 

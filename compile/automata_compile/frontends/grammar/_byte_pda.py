@@ -70,6 +70,26 @@ class BytePDA:
     def num_states(self) -> int:
         return int(self.rule_of.shape[0])
 
+    def matches(self, data: bytes) -> bool:
+        """Full match of ``data``, run byte by byte with a stack (for tests and the JSON
+        Schema suite runner)."""
+        q, stack = int(self.starts[0]), []
+        for b in data:
+            while True:
+                k = self.kind[q, b]
+                if k == SHIFT:
+                    q = int(self.arg[q, b])
+                    break
+                if k == CALL:
+                    if self.ret[q, b] >= 0:
+                        stack.append(int(self.ret[q, b]))
+                    q = int(self.starts[self.arg[q, b]])
+                elif k == RETURN and stack:
+                    q = stack.pop()
+                else:
+                    return False
+        return bool(self.ends[q]) and all(self.ends[r] for r in stack)
+
 
 def build_byte_pda(grammar, *, max_states: int | None = None) -> BytePDA:
     """Compiles every rule and checks determinism.

@@ -113,14 +113,25 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import warnings
 
-from automata_compile._errors import InvalidSchemaError, UnsupportedSchemaError
+import numpy as np
+
+from automata_compile._errors import GrammarConflictError, InvalidSchemaError, UnsupportedSchemaError
+from automata_compile.frontends.grammar._byte_pda import build_byte_pda
+from automata_compile.frontends.grammar._lark_reader import GrammarIR
 from automata_compile.frontends.json_schema import _content as sf
 from automata_compile.frontends.json_schema._content import TooComplexError
 from automata_compile.frontends.json_schema._emitter import _Emitter
 from automata_compile.frontends.json_schema._resolver import _DEFAULT_BASE, _loc, _Refuse
+from automata_compile.frontends.json_schema._rules import ROOT, Rules
 from automata_compile.frontends.json_schema._translator import _Options, _Translator
+from automata_compile.frontends.json_schema._types import _Unroll
+from automata_compile.tokens._pda_compose import compose_pda
+from automata_compile.tokens._token_dfa import TokenDFA
+from automata_compile.tokens._token_trie import trie_for
 
 
 def _load(schema):
@@ -148,6 +159,8 @@ def _options(kw) -> _Options:
         raise ValueError(
             f"string_escapes must be 'standard', 'any' or 'minimal', got {opts.string_escapes!r}"
         )
+    if opts.recursion not in ("stack", "unroll"):
+        raise ValueError(f"recursion must be 'stack' or 'unroll', got {opts.recursion!r}")
     if opts.leap_seconds not in ("utc", "exact", "none"):
         raise ValueError(
             f"leap_seconds must be 'utc', 'exact' or 'none', got {opts.leap_seconds!r}"
@@ -159,12 +172,14 @@ def _options(kw) -> _Options:
     return opts
 
 
-def schema_ir(schema, opts: _Options):
-    """The IR of the JSON texts valid under ``schema`` (parsed JSON data)."""
+def _translate(schema, opts: _Options) -> GrammarIR:
+    """The schema's language as grammar rules (rule 0 = the root value)."""
     tr = _Translator(schema, opts)
+    rules = Rules(tr.rule_types, tr.rule_ptrs) if opts.recursion == "stack" else None
     try:
         t = tr.schema(schema, _DEFAULT_BASE, "")
-        node = _Emitter(opts, tr.refuse).value(t)
+        node = _Emitter(opts, tr.refuse, rules).value(t)
+        grammar = rules.grammar(node) if rules else GrammarIR(names=(ROOT,), bodies=(node,))
     except _Refuse as e:
         raise UnsupportedSchemaError(
             f"{e.keyword!r} cannot be enforced exactly: {e.reason}", keyword=e.keyword, pointer=""
@@ -179,7 +194,7 @@ def schema_ir(schema, opts: _Options):
         raise UnsupportedSchemaError(
             "#: the schema nests too deeply to translate", keyword=None, pointer=""
         ) from None
-    if sf.is_never(node):
+    if sf.is_never(grammar.bodies[0]):
         where = tr.empty_at if tr.empty_at is not None else ""
         detail = f" (the first unsatisfiable subschema is at {_loc(where)})" if where else ""
         if tr.truncated is not None:
@@ -187,7 +202,67 @@ def schema_ir(schema, opts: _Options):
         raise InvalidSchemaError(
             f"the schema is unsatisfiable: no JSON value matches it{detail}", pointer=where
         )
-    return node
+    return grammar
+
+
+def _unrolled(opts: _Options, reason: str) -> _Options:
+    warnings.warn(
+        f"{reason}; the schema is compiled with recursion='unroll' instead (schema-free "
+        f"values nest at most max_nesting_depth={opts.max_nesting_depth} levels, recursive "
+        f"$ref is expanded max_recursion_depth={opts.max_recursion_depth} times)",
+        stacklevel=4,
+    )
+    return dataclasses.replace(opts, recursion="unroll")
+
+
+def schema_grammar(schema, opts: _Options) -> GrammarIR:
+    """The rules of the JSON texts valid under ``schema`` (parsed JSON data): one rule
+    (rule 0, the root) when nothing is called, e.g. with ``recursion="unroll"``. A
+    recursive ``$ref`` whose language an operation needs (see `_types._Unroll`) makes
+    the whole schema unrolled, with a warning."""
+    try:
+        return _translate(schema, opts)
+    except _Unroll as e:
+        return _translate(schema, _unrolled(opts, f"#: {e.reason}, which needs its expansion"))
+
+
+def schema_ir(schema, opts: _Options):
+    """The IR of the JSON texts valid under ``schema`` (parsed JSON data), for a schema
+    whose language needs no grammar rules.
+
+    Raises:
+      UnsupportedSchemaError: the schema needs rules (``recursion="stack"`` and a
+        schema-free value or a recursive ``$ref``); the message names them.
+    """
+    grammar = schema_grammar(schema, opts)
+    if len(grammar.bodies) > 1:
+        raise UnsupportedSchemaError(
+            f"#: the schema needs grammar rules ({', '.join(grammar.names[1:])}: schema-free "
+            "values or recursive $ref), which only a pushdown automaton can express; use "
+            "compile_json_schema, or pass recursion='unroll' to bound them by "
+            "max_nesting_depth/max_recursion_depth",
+            keyword=None,
+            pointer="",
+        )
+    return grammar.bodies[0]
+
+
+def byte_language(schema, opts: _Options, *, max_states: int | None = None):
+    """``(ir, None)`` for a schema with a regular IR, else ``(None, pda)``: its byte
+    pushdown automaton. A grammar the byte PDA cannot parse with one byte of lookahead
+    (see `_rules`) falls back to the unrolled IR, with a warning."""
+    grammar = schema_grammar(schema, opts)
+    if len(grammar.bodies) == 1:
+        return grammar.bodies[0], None
+    try:
+        return None, build_byte_pda(grammar, max_states=max_states)
+    except GrammarConflictError as e:
+        reason = (
+            f"#: at {e.example.decode('utf-8', 'replace')!r} (within rule {e.rules[0]}) a "
+            "union of alternatives calls a rule where another spells a value starting "
+            "with the same byte"
+        )
+        return schema_ir(schema, _unrolled(opts, reason)), None
 
 
 def json_schema_to_regex(schema, **options) -> str:
@@ -246,14 +321,27 @@ def compile_json_schema(
 
     schema = _load(schema)
     opts = _options(options)
+    spec = json.dumps(schema, ensure_ascii=False, separators=(",", ":"))
     with _fsa.limits(timeout_s, "the schema"):
-        node = schema_ir(schema, opts)
-        spec = json.dumps(schema, ensure_ascii=False, separators=(",", ":"))
-        return compile_ir(
-            node,
-            vocab,
-            max_states=max_states,
-            spec_kind="json_schema",
-            spec=spec,
-            what="the schema",
-        )
+        node, pda = byte_language(schema, opts, max_states=max_states)
+        if pda is None:
+            return compile_ir(
+                node,
+                vocab,
+                max_states=max_states,
+                spec_kind="json_schema",
+                spec=spec,
+                what="the schema",
+            )
+        tables = compose_pda(pda, trie_for(vocab), vocab)
+    return TokenDFA(
+        token_class=tables.pop("token_class").astype(np.int32),
+        next_state=tables.pop("next_state"),
+        accepting=tables.pop("accepting"),
+        start=tables.pop("start"),
+        eos_ids=tuple(vocab.eos_ids),
+        vocab_fingerprint=vocab.fingerprint,
+        spec_kind="json_schema",
+        spec=spec,
+        **tables,
+    )
