@@ -70,24 +70,31 @@ class BytePDA:
     def num_states(self) -> int:
         return int(self.rule_of.shape[0])
 
+    def step(self, state: int, stack: tuple, b: int):
+        """The configuration after byte ``b`` (stack bottom first); None if it is dead."""
+        q, stack = state, list(stack)
+        while True:
+            k = self.kind[q, b]
+            if k == SHIFT:
+                return int(self.arg[q, b]), tuple(stack)
+            if k == CALL:
+                if self.ret[q, b] >= 0:
+                    stack.append(int(self.ret[q, b]))
+                q = int(self.starts[self.arg[q, b]])
+            elif k == RETURN and stack:
+                q = stack.pop()
+            else:
+                return None
+
     def matches(self, data: bytes) -> bool:
         """Full match of ``data``, run byte by byte with a stack (for tests and the JSON
         Schema suite runner)."""
-        q, stack = int(self.starts[0]), []
+        config = (int(self.starts[0]), ())
         for b in data:
-            while True:
-                k = self.kind[q, b]
-                if k == SHIFT:
-                    q = int(self.arg[q, b])
-                    break
-                if k == CALL:
-                    if self.ret[q, b] >= 0:
-                        stack.append(int(self.ret[q, b]))
-                    q = int(self.starts[self.arg[q, b]])
-                elif k == RETURN and stack:
-                    q = stack.pop()
-                else:
-                    return False
+            config = self.step(*config, b)
+            if config is None:
+                return False
+        q, stack = config
         return bool(self.ends[q]) and all(self.ends[r] for r in stack)
 
 
