@@ -48,12 +48,24 @@ Options (all keyword-only):
     an exponent, so a model cannot loop on zeros either. ``json.dumps`` writes at most one
     such zero (``12.0``), so every instance keeps its ``json.dumps`` spelling for any
     ``max_filler >= 1``; ``0`` accepts no filler at all (then ``12.0`` is refused).
-  max_nesting_depth: schema-free values (under ``{}``, ``true``, absent
-    ``additionalProperties``, ``items``, ...) nest at most this many levels of arrays and
-    objects (default 2). Each level multiplies the automaton of every free value by about
-    two; prefer ``additionalProperties: false`` where extra properties are not wanted.
-  max_recursion_depth: a recursive ``$ref`` is expanded at most this many times inside
-    itself (default 3); deeper branches are cut (a recursive structure then has to end).
+  recursion: ``"stack"`` (default) compiles schema-free values (under ``{}``, ``true``,
+    absent ``additionalProperties``, ``items``, ...) and recursive ``$ref`` to grammar rules
+    (`_rules`): the schema becomes a pushdown automaton (a `TokenDFA` with ``is_pda``) whose
+    only depth bound is the runtime's stack; a schema without them keeps its DFA, table
+    for table. ``"unroll"`` asks for a pure DFA (no stack), bounded by the next two options.
+    Even with ``"stack"`` a schema is unrolled, with a warning, where a rule cannot be used:
+    a recursive ``$ref`` that meets sibling constraints (``allOf``, ``not``, keywords beside
+    it, ``unevaluated*``) needs its language expanded, and a union whose alternatives would
+    need more than one byte of lookahead to choose between a rule and an inline value
+    (``anyOf`` of objects where one declares a nested object and another allows any value)
+    cannot be parsed by the LL(1) byte automaton. ``$dynamicRef`` is always unrolled.
+  max_nesting_depth: with ``recursion="unroll"``, schema-free values nest at most this
+    many levels of arrays and objects (default 2). Each level multiplies the automaton of
+    every free value by about two; prefer ``additionalProperties: false`` where extra
+    properties are not wanted.
+  max_recursion_depth: with ``recursion="unroll"``, a recursive ``$ref`` is expanded at
+    most this many times inside itself (default 3); deeper branches are cut (a recursive
+    structure then has to end).
   strict: ``True`` (default) raises `UnsupportedSchemaError` for anything that cannot be
     enforced exactly; ``False`` drops it (accepting more) with a `warnings.warn` naming
     what is not enforced and where (``format: hostname`` is then enforced as its subset,
@@ -75,7 +87,7 @@ Formats enforced exactly: ``date-time``, ``date``, ``time`` (see ``leap_seconds`
 
 References: local ``$ref`` (JSON pointers, ``$anchor``, embedded ``$id`` resources,
 ``$defs``/``definitions``), and ``$dynamicRef``/``$dynamicAnchor`` resolved along the
-static evaluation path; recursion is unrolled to ``max_recursion_depth``. ``$schema``
+static evaluation path; recursion is a grammar rule (see ``recursion``). ``$schema``
 naming draft-04/06/07 makes ``$ref`` override its siblings; 2019-09, 2020-12 and the
 OpenAPI 3.1 dialect are 2020-12; any other meta-schema is refused (it may change which
 keywords apply). ``unevaluatedProperties``/``unevaluatedItems`` are exact: each object and
@@ -93,7 +105,8 @@ branches, and constraints whose automaton outgrows a budget (``multipleOf`` whos
 remainder automaton needs more than 400 states, string intersections or complements past
 20,000 states; a byte automaton past ``max_states`` raises `StateBudgetExceededError`).
 `json_schema_to_regex` also raises `UnsupportedSchemaError` (with no keyword) for a schema
-whose IR holds an automaton node, which it cannot print: ``pattern``/``format`` with
+that needs grammar rules (unless ``recursion="unroll"``; the message names the rules) and
+for one whose IR holds an automaton node, which it cannot print: ``pattern``/``format`` with
 ``minLength``/``maxLength`` or with each other, ``allOf`` of patterns, ``not``,
 ``propertyNames``, ``patternProperties`` overlaps, ``multipleOf``, counted ``contains`` and
 ``minProperties``/``maxProperties``; `compile_json_schema` accepts them.
@@ -276,7 +289,9 @@ def json_schema_to_regex(schema, **options) -> str:
     Raises:
       InvalidSchemaError: the schema is malformed, contradictory or unsatisfiable.
       UnsupportedSchemaError: strict mode, and a keyword cannot be enforced exactly; or
-        the schema's language needs an automaton node (an intersection or complement of
+        the schema needs grammar rules (schema-free values or recursive ``$ref``; pass
+        ``recursion="unroll"`` to bound them instead); or the schema's language needs an
+        automaton node (an intersection or complement of
         string languages: ``pattern`` with ``maxLength`` or ``format``, ``allOf`` of
         patterns, ``not``, ``propertyNames``; ``multipleOf``; counted ``contains``,
         ``minProperties``/``maxProperties``), which has no regex spelling here.
@@ -297,8 +312,10 @@ def json_schema_to_regex(schema, **options) -> str:
 def compile_json_schema(
     schema, vocab, *, max_states: int | None = None, timeout_s: float | None = None, **options
 ):
-    """Compiles a JSON Schema into a `TokenDFA` for ``vocab`` (see `json_schema_to_regex`
-    for the options); the schema's IR goes to the byte automaton directly.
+    """Compiles a JSON Schema into a `TokenDFA` for ``vocab`` (see the module docstring
+    for the options); the schema's IR goes to the byte automaton directly, or, where it
+    calls grammar rules (``recursion="stack"``), to a byte pushdown automaton composed
+    with the vocabulary (``is_pda``; no forced runs, as for grammars).
 
     Compile budgets: ``max_states`` bounds the byte DFA (default 100,000; its work budget
     scales with it) and string/``multipleOf`` automata have their own fixed budgets; past
