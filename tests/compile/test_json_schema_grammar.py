@@ -202,6 +202,49 @@ def test_recursive_list_with_free_items():
     assert not pda.matches(json.dumps({"head": 1, "tail": {"head": 2}}).encode())
 
 
+ADDRESS = {
+    "type": "object",
+    "properties": {
+        "street": {"type": "string", "maxLength": 40},
+        "zip": {"type": "string", "pattern": "^[0-9]{5}$"},
+        "since": {"type": "string", "format": "date"},
+    },
+    "required": ["street"],
+    "additionalProperties": False,
+}
+SHARED = {
+    "$defs": {"address": ADDRESS},
+    "type": "object",
+    "properties": {f"a{i}": {"$ref": "#/$defs/address"} for i in range(10)},
+    "additionalProperties": False,
+}
+addresses = st.fixed_dictionaries(
+    {"street": st.text(max_size=3)},
+    optional={"zip": st.from_regex(r"\A[0-9]{5}\Z"), "since": st.sampled_from(["2024-02-29", "2023-02-29"])},
+)
+
+
+def test_a_shared_definition_compiles_once():
+    pda = byte_pda(SHARED)
+    assert pda.names == ("<root>", "shared1")
+    dfa = _unrolled(SHARED, "default")
+    assert pda.num_states * 4 < dfa.num_states  # ten copies in the DFA, one rule here
+
+
+@SETTINGS
+@given(st.dictionaries(st.sampled_from([f"a{i}" for i in range(10)]), addresses, max_size=4))
+def test_shared_definition_language_is_unchanged(doc):
+    pda, dfa = byte_pda(SHARED), _unrolled(SHARED, "default")
+    validator = jsonschema.Draft202012Validator(SHARED, format_checker=jsonschema.FormatChecker())
+    order = list(ADDRESS["properties"])
+    doc = {  # schema order
+        k: {p: doc[k][p] for p in order if p in doc[k]} for k in sorted(doc, key=lambda k: int(k[1:]))
+    }
+    for text in texts(doc):
+        data = text.encode()
+        assert pda.matches(data) == dfa.matches(data) == validator.is_valid(doc), text
+
+
 # ------------------------------------------------------------------------------------------
 # options, refusals, fallbacks
 # ------------------------------------------------------------------------------------------

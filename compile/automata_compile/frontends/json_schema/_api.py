@@ -139,7 +139,7 @@ from automata_compile.frontends.json_schema import _content as sf
 from automata_compile.frontends.json_schema._content import TooComplexError
 from automata_compile.frontends.json_schema._emitter import _Emitter
 from automata_compile.frontends.json_schema._resolver import _DEFAULT_BASE, _loc, _Refuse
-from automata_compile.frontends.json_schema._rules import ROOT, Rules
+from automata_compile.frontends.json_schema._rules import ROOT, Rules, shared_types
 from automata_compile.frontends.json_schema._translator import _Options, _Translator
 from automata_compile.frontends.json_schema._types import _Unroll
 from automata_compile.tokens._pda_compose import compose_pda
@@ -185,12 +185,15 @@ def _options(kw) -> _Options:
     return opts
 
 
-def _translate(schema, opts: _Options) -> GrammarIR:
-    """The schema's language as grammar rules (rule 0 = the root value)."""
+def _translate(schema, opts: _Options, share: bool) -> GrammarIR:
+    """The schema's language as grammar rules (rule 0 = the root value); ``share``: large
+    values used at several positions become rules too."""
     tr = _Translator(schema, opts)
     rules = Rules(tr.rule_types, tr.rule_ptrs) if opts.recursion == "stack" else None
     try:
         t = tr.schema(schema, _DEFAULT_BASE, "")
+        if rules is not None and share:
+            rules.shared = shared_types([t, *tr.rule_types])
         node = _Emitter(opts, tr.refuse, rules).value(t)
         grammar = rules.grammar(node) if rules else GrammarIR(names=(ROOT,), bodies=(node,))
     except _Refuse as e:
@@ -228,15 +231,16 @@ def _unrolled(opts: _Options, reason: str) -> _Options:
     return dataclasses.replace(opts, recursion="unroll")
 
 
-def schema_grammar(schema, opts: _Options) -> GrammarIR:
+def schema_grammar(schema, opts: _Options, *, share: bool = True) -> GrammarIR:
     """The rules of the JSON texts valid under ``schema`` (parsed JSON data): one rule
     (rule 0, the root) when nothing is called, e.g. with ``recursion="unroll"``. A
     recursive ``$ref`` whose language an operation needs (see `_types._Unroll`) makes
     the whole schema unrolled, with a warning."""
     try:
-        return _translate(schema, opts)
+        return _translate(schema, opts, share)
     except _Unroll as e:
-        return _translate(schema, _unrolled(opts, f"#: {e.reason}, which needs its expansion"))
+        opts = _unrolled(opts, f"#: {e.reason}, which needs its expansion")
+        return _translate(schema, opts, share)
 
 
 def schema_ir(schema, opts: _Options):
@@ -263,19 +267,26 @@ def schema_ir(schema, opts: _Options):
 def byte_language(schema, opts: _Options, *, max_states: int | None = None):
     """``(ir, None)`` for a schema with a regular IR, else ``(None, pda)``: its byte
     pushdown automaton. A grammar the byte PDA cannot parse with one byte of lookahead
-    (see `_rules`) falls back to the unrolled IR, with a warning."""
+    (see `_rules`) is tried again without shared-value rules, then falls back to the
+    unrolled IR, with a warning."""
     grammar = schema_grammar(schema, opts)
     if len(grammar.bodies) == 1:
         return grammar.bodies[0], None
-    try:
-        return None, build_byte_pda(grammar, max_states=max_states)
-    except GrammarConflictError as e:
-        reason = (
-            f"#: at {e.example.decode('utf-8', 'replace')!r} (within rule {e.rules[0]}) a "
-            "union of alternatives calls a rule where another spells a value starting "
-            "with the same byte"
-        )
-        return schema_ir(schema, _unrolled(opts, reason)), None
+    tries = [grammar]
+    if any(n.startswith("shared") for n in grammar.names):
+        tries.append(None)  # the same schema with fewer calls
+    for g in tries:
+        try:
+            g = g or schema_grammar(schema, opts, share=False)
+            return None, build_byte_pda(g, max_states=max_states)
+        except GrammarConflictError as e:
+            conflict = e
+    reason = (
+        f"#: at {conflict.example.decode('utf-8', 'replace')!r} (within rule "
+        f"{conflict.rules[0]}) a union of alternatives calls a rule where another spells a "
+        "value starting with the same byte"
+    )
+    return schema_ir(schema, _unrolled(opts, reason)), None
 
 
 def json_schema_to_regex(schema, **options) -> str:

@@ -1,7 +1,7 @@
 """Typed language → IR of JSON texts (values, arrays, objects, whitespace, strings).
 
 With ``recursion="stack"`` the IR may call grammar rules (`_rules.Rules`): schema-free
-arrays and objects and recursive ``$ref`` targets are ``Terminal(j)`` calls, so the
+arrays and objects, recursive ``$ref`` targets and large shared values are ``Terminal(j)`` calls, so the
 schema compiles to a pushdown automaton instead of an unrolled DFA."""
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from automata_compile.frontends.json_schema._numbers import (
     number_text,
 )
 from automata_compile.frontends.json_schema._resolver import _Refuse
+from automata_compile.frontends.json_schema._rules import SHARE_MIN_SIZE
 from automata_compile.frontends.json_schema._translator import _Options
 from automata_compile.frontends.json_schema._types import _Arr, _meet, _negate, _Num, _Obj, _top
 
@@ -124,6 +125,8 @@ class _Emitter:
         for k in sorted(t.calls):
             parts.append(self.rules.call(("ref", k), lambda k=k: self.value(self.rules.types[k])))
         node = sf.alt(*parts)
+        if self.rules is not None and t in self.rules.shared and sf.size(node) >= SHARE_MIN_SIZE:
+            node = self.rules.call(("shared", t), lambda inline=node: inline)
         self.memo[t] = node
         return node
 

@@ -1,7 +1,9 @@
 """The grammar rules a schema's IR calls (``recursion="stack"``), collected into a `GrammarIR`.
 
-A call ``Terminal(j)`` stands for one whole JSON value: a schema-free array or object, or
-a recursive ``$ref`` target. The emitter places calls only at whole-value positions (the
+A call ``Terminal(j)`` stands for one whole JSON value: a schema-free array or object, a
+recursive ``$ref`` target, or a *shared* value: a typed language used at several value
+positions whose IR is at least `SHARE_MIN_SIZE` (a definition referenced from many places
+compiles once instead of once per use). The emitter places calls only at whole-value positions (the
 root, an array element, a member value after the colon), so the byte pushdown automaton
 built from the rules stays LL(1) at the rule boundaries: what follows a JSON value is
 ``,`` ``}`` ``]``, whitespace or the end, and no value can continue with one of those
@@ -21,6 +23,9 @@ from automata_compile.frontends.json_schema import _content as sf
 from automata_compile.frontends.json_schema._resolver import _loc
 
 ROOT = "<root>"
+# IR size (`_content.size`, about the length of its regex) from which a typed language used
+# at two or more value positions becomes a rule; smaller values are cheaper inline.
+SHARE_MIN_SIZE = 300
 
 
 class Rules:
@@ -32,19 +37,25 @@ class Rules:
       ptrs: the JSON pointer of each target, for rule names.
     """
 
-    def __init__(self, types, ptrs):
+    def __init__(self, types, ptrs, shared=frozenset()):
         self.types, self.ptrs = types, ptrs
+        self.shared = shared  # typed languages used at several value positions
         self.ids: dict = {}
         self.names: list[str] = [ROOT]
         self.makers: list = [None]
 
     def call(self, key, make) -> Terminal:
-        """``Terminal(j)`` for the rule of ``key`` (``"json_array"``, ``"json_object"`` or
-        ``("ref", k)``); ``make()`` builds its body."""
+        """``Terminal(j)`` for the rule of ``key`` (``"json_array"``, ``"json_object"``,
+        ``("ref", k)`` or ``("shared", typed language)``); ``make()`` builds its body."""
         j = self.ids.get(key)
         if j is None:
             j = self.ids[key] = len(self.names)
-            name = key if isinstance(key, str) else _loc(self.ptrs[key[1]])
+            if isinstance(key, str):
+                name = key
+            elif key[0] == "ref":
+                name = _loc(self.ptrs[key[1]])
+            else:
+                name = f"shared{j}"
             while name in self.names:
                 name += "'"
             self.names.append(name)
@@ -79,6 +90,28 @@ class Rules:
             remap = {j: i for i, j in enumerate(order)}
             bodies = [_rewrite(bodies[j], remap, {}) for j in order]
         return GrammarIR(names=tuple(self.names[j] for j in order), bodies=tuple(bodies))
+
+
+def shared_types(roots) -> set:
+    """The typed languages referenced at two or more value positions (array elements,
+    property values) of the typed-language DAG below ``roots``; each node's children are
+    counted once, so a use inside a shared parent counts once."""
+    uses: dict = {}
+    seen: set = set()
+    todo = [t for t in roots if t is not None]
+    while todo:
+        t = todo.pop()
+        if t in seen:
+            continue
+        seen.add(t)
+        kids = [x for a in t.arrays for x in (*a.prefix, a.items, *(c[0] for c in a.contains))]
+        kids += [s for o in t.objects for s in (*(s for _, s in o.props), *(s for _, s in o.rest))]
+        kids += [s for o in t.objects for _, s in o.need]
+        for x in kids:
+            if x is not None and not x.is_top() and not x.is_bottom():
+                uses[x] = uses.get(x, 0) + 1
+                todo.append(x)
+    return {t for t, n in uses.items() if n > 1}
 
 
 def _kids(node):
