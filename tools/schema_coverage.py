@@ -207,7 +207,7 @@ def report(results: list[GroupResult], path: str) -> str:
         "",
         "A group is *exact* when the schema's compiled byte automaton (the IR built directly from",
         "the schema, determinized and minimized; a pushdown automaton where schema-free values or",
-        "recursive `$ref` compile to grammar rules, `recursion=\"stack\"`, the default) accepts",
+        'recursive `$ref` compile to grammar rules, `recursion="stack"`, the default) accepts',
         "every valid instance and no invalid one,",
         "each serialized with `json.dumps` default and compact separators,",
         "`ensure_ascii` True and False (objects are unordered: a valid instance must match with",

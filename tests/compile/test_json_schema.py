@@ -936,7 +936,9 @@ def test_max_nesting_depth_bounds_free_values():
     rx3 = rx_for({}, max_nesting_depth=3, recursion="unroll")
     assert rx3.fullmatch('[[{"a": 1}]]') and not rx3.fullmatch("[[[[]]]]")
     # free values below a structured object get the whole bound
-    rx = rx_for({"type": "object", "properties": {"x": {}}}, max_nesting_depth=1, recursion="unroll")
+    rx = rx_for(
+        {"type": "object", "properties": {"x": {}}}, max_nesting_depth=1, recursion="unroll"
+    )
     assert rx.fullmatch('{"x": [1], "y": {"z": 2}}') and not rx.fullmatch('{"x": [[1]]}')
     # with grammar rules (the default) the bound does not apply
     assert rx_for({}, max_nesting_depth=1).fullmatch("[[[[[[{}]]]]]]")
@@ -1110,7 +1112,9 @@ def test_lenient_mode_warns_and_accepts_more():
         rx = re.compile(json_schema_to_regex(schema, strict=False, recursion="unroll"))
     assert rx.fullmatch('{"tags": ["a", "a"]}') and not rx.fullmatch('{"tags": [1]}')
     with pytest.warns(UserWarning, match=r"Punycode"):
-        rx = re.compile(json_schema_to_regex({"format": "hostname"}, strict=False, recursion="unroll"))
+        rx = re.compile(
+            json_schema_to_regex({"format": "hostname"}, strict=False, recursion="unroll")
+        )
     assert rx.fullmatch('"www.example.com"') and not rx.fullmatch('"xn--9n2bp8q.com"')
 
 

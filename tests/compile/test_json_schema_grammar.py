@@ -90,7 +90,9 @@ json_values = st.recursive(
 )
 trees = st.recursive(
     st.builds(lambda n: {"name": n}, names),
-    lambda kids: st.builds(lambda n, c: {"name": n, "children": c}, names, st.lists(kids, max_size=3)),
+    lambda kids: st.builds(
+        lambda n, c: {"name": n, "children": c}, names, st.lists(kids, max_size=3)
+    ),
     max_leaves=12,
 )
 
@@ -220,7 +222,10 @@ SHARED = {
 }
 addresses = st.fixed_dictionaries(
     {"street": st.text(max_size=3)},
-    optional={"zip": st.from_regex(r"\A[0-9]{5}\Z"), "since": st.sampled_from(["2024-02-29", "2023-02-29"])},
+    optional={
+        "zip": st.from_regex(r"\A[0-9]{5}\Z"),
+        "since": st.sampled_from(["2024-02-29", "2023-02-29"]),
+    },
 )
 
 
@@ -238,7 +243,8 @@ def test_shared_definition_language_is_unchanged(doc):
     validator = jsonschema.Draft202012Validator(SHARED, format_checker=jsonschema.FormatChecker())
     order = list(ADDRESS["properties"])
     doc = {  # schema order
-        k: {p: doc[k][p] for p in order if p in doc[k]} for k in sorted(doc, key=lambda k: int(k[1:]))
+        k: {p: doc[k][p] for p in order if p in doc[k]}
+        for k in sorted(doc, key=lambda k: int(k[1:]))
     }
     for text in texts(doc):
         data = text.encode()
@@ -253,7 +259,10 @@ def test_shared_definition_language_is_unchanged(doc):
 def test_tables_without_calls_are_unchanged():
     schema = {
         "type": "object",
-        "properties": {"a": {"type": "integer"}, "b": {"type": "array", "items": {"type": "string"}}},
+        "properties": {
+            "a": {"type": "integer"},
+            "b": {"type": "array", "items": {"type": "string"}},
+        },
         "additionalProperties": False,
     }
     vocab = byte_vocab()
@@ -296,10 +305,19 @@ def test_recursive_ref_with_sibling_constraints_falls_back_to_unrolling():
 def test_union_conflict_falls_back_to_unrolling_with_a_warning():
     """After ``{"a":`` one branch spells an object inline, the other calls the free-object
     rule: one byte of lookahead cannot choose, so the schema is unrolled."""
-    inner = {"type": "object", "properties": {"x": {"type": "integer"}}, "additionalProperties": False}
+    inner = {
+        "type": "object",
+        "properties": {"x": {"type": "integer"}},
+        "additionalProperties": False,
+    }
     schema = {
         "anyOf": [
-            {"type": "object", "properties": {"a": inner}, "required": ["a"], "additionalProperties": False},
+            {
+                "type": "object",
+                "properties": {"a": inner},
+                "required": ["a"],
+                "additionalProperties": False,
+            },
             {
                 "type": "object",
                 "properties": {"a": {}, "c": {"type": "integer"}},
@@ -358,8 +376,10 @@ class PdaOracle:
 
     def in_language(self, data: bytes) -> bool:
         config = self.feed(data)
-        return bool(config) and bool(self.pda.ends[config[0]]) and all(
-            self.pda.ends[r] for r in config[1]
+        return (
+            bool(config)
+            and bool(self.pda.ends[config[0]])
+            and all(self.pda.ends[r] for r in config[1])
         )
 
     def allowed_tokens(self, prefix: bytes, tokens) -> set:

@@ -132,7 +132,11 @@ import warnings
 
 import numpy as np
 
-from automata_compile._errors import GrammarConflictError, InvalidSchemaError, UnsupportedSchemaError
+from automata_compile._errors import (
+    GrammarConflictError,
+    InvalidSchemaError,
+    UnsupportedSchemaError,
+)
 from automata_compile.frontends.grammar._byte_pda import build_byte_pda
 from automata_compile.frontends.grammar._lark_reader import GrammarIR
 from automata_compile.frontends.json_schema import _content as sf

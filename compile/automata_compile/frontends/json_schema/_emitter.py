@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from automata_compile.automata._ir import NEVER, Automaton, Terminal
+from automata_compile.automata._ir import NEVER, Automaton
 from automata_compile.frontends.json_schema import _content as sf
 from automata_compile.frontends.json_schema import _strings
 from automata_compile.frontends.json_schema._numbers import (
@@ -87,7 +87,9 @@ class _Emitter:
         ]
         if depth < 0:
             parts.append(self.rules.call("json_array", lambda: self.free_array(self.any_json(-1))))
-            parts.append(self.rules.call("json_object", lambda: self.free_object(self.any_json(-1))))
+            parts.append(
+                self.rules.call("json_object", lambda: self.free_object(self.any_json(-1)))
+            )
         elif depth > 0:
             inner = self.any_json(depth - 1)
             parts.append(self.free_array(inner))

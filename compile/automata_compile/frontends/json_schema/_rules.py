@@ -116,7 +116,9 @@ def shared_types(roots) -> set:
 
 def _kids(node):
     if isinstance(node, Automaton):
-        return tuple(label for out in node.edges for label, _ in out if not isinstance(label, tuple))
+        return tuple(
+            label for out in node.edges for label, _ in out if not isinstance(label, tuple)
+        )
     return sf._kids(node)
 
 
