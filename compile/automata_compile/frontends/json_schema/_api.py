@@ -282,7 +282,7 @@ def byte_language(schema, opts: _Options, *, max_states: int | None = None):
     for g in tries:
         try:
             g = g or schema_grammar(schema, opts, share=False)
-            return None, build_byte_pda(g, max_states=max_states)
+            return None, build_byte_pda(g, max_states=max_states, what="the schema")
         except GrammarConflictError as e:
             conflict = e
     reason = (
