@@ -12,10 +12,12 @@ random-weight Gemma-3 model) against the same loop with every row unconstrained,
 1 / 8 / 64, runs interleaved, medians of seconds per decode step; tables' device bytes.
 
 Schemas (``--schemas``): JSON Schemas that compile to a pushdown automaton (recursive
-``$ref``, free-form JSON, a shared definition used ten times) on both vocabularies:
-`compile_json_schema` with ``recursion="stack"`` (the default) and ``"unroll"`` (the old
-DFA), next to llguidance's ``grammar_from_json_schema`` + ``LLMatcher`` + first mask, in one
-run; medians of ``--repeats``. Writes ``benchmarks/results/schema_grammar.json``.
+``$ref``, free-form JSON) and a regular one with a definition used ten times, on both
+vocabularies: `compile_json_schema` with ``recursion="stack"`` (the default) and
+``"unroll"`` (the old DFA); for the shared definition also the byte PDA with the definition
+forced into one rule plus its composition (``shared_rule``); next to llguidance's
+``grammar_from_json_schema`` + ``LLMatcher`` + first mask, in one run; medians of
+``--repeats``. Writes ``benchmarks/results/schema_grammar.json``.
 
 Run: ``python benchmarks/grammar_bench.py [--skip-decode] [--batches 1,8,64] [--steps 32]``
 Writes ``benchmarks/results/grammar.json`` and prints Markdown tables.
@@ -120,6 +122,21 @@ def bench_schemas(name: str, repeats: int) -> list[dict]:
                 row[f"{mode}_states"] = dfa.num_states
                 row[f"{mode}_pda"] = dfa.is_pda
                 row[f"{mode}_bytes"] = dfa.nbytes
+        if label.startswith("shared"):  # the same schema with its definition forced into a rule
+            from automata_compile.frontends.json_schema import _api
+            from automata_compile.tokens._pda_compose import compose_pda
+
+            times = []
+            for _ in range(repeats):
+                t = time.perf_counter()
+                _, pda = _api.byte_language(schema, _api._options({}), share=True)
+                tables = compose_pda(pda, trie_for(vocab), vocab)
+                times.append(time.perf_counter() - t)
+            row["shared_rule_s"] = statistics.median(times)
+            row["shared_rule_states"] = int(tables["next_state"].shape[0])
+            row["shared_rule_bytes"] = int(
+                sum(a.nbytes for a in tables.values() if hasattr(a, "nbytes"))
+            )
         if tok is not None:
             lt = []
             for _ in range(repeats):

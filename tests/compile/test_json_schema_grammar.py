@@ -57,10 +57,11 @@ LIST = {
 _PDAS: dict = {}
 
 
-def byte_pda(schema, **options):
-    key = json.dumps([schema, options], sort_keys=True)
+def byte_pda(schema, share=None, **options):
+    key = json.dumps([schema, share, options], sort_keys=True)
     if key not in _PDAS:
-        ir, _PDAS[key] = _api.byte_language(_api._load(schema), _api._options(options))
+        opts = _api._options(options)
+        ir, _PDAS[key] = _api.byte_language(_api._load(schema), opts, share=share)
         assert ir is None and _PDAS[key] is not None
     return _PDAS[key]
 
@@ -230,16 +231,31 @@ addresses = st.fixed_dictionaries(
 
 
 def test_a_shared_definition_compiles_once():
-    pda = byte_pda(SHARED)
+    pda = byte_pda(SHARED, share=True)
     assert pda.names == ("<root>", "shared1")
     dfa = _unrolled(SHARED, "default")
     assert pda.num_states * 4 < dfa.num_states  # ten copies in the DFA, one rule here
+    # beside a free value (the schema needs rules anyway) the definition is shared by default
+    with_free = {**SHARED, "additionalProperties": True}
+    assert byte_pda(with_free).names == ("<root>", "shared1", "json_array", "json_object")
+
+
+def test_a_regular_schema_shares_only_past_the_dfa_budget():
+    vocab = byte_vocab()
+    assert not ac.compile_json_schema(SHARED, vocab).is_pda  # fits: the DFA, unchanged
+    with pytest.raises(ac.StateBudgetExceededError):
+        ac.compile_json_schema(SHARED, vocab, recursion="unroll", max_states=3000)
+    pda = ac.compile_json_schema(SHARED, vocab, max_states=3000)
+    assert pda.is_pda
+    doc = {"a1": {"street": "x", "zip": "12345"}, "a7": {"street": "", "since": "2024-02-29"}}
+    assert pda.accepts(list(json.dumps(doc).encode()))
+    assert not pda.accepts(list(json.dumps({"a1": {"street": "x", "zip": "1234"}}).encode()))
 
 
 @SETTINGS
 @given(st.dictionaries(st.sampled_from([f"a{i}" for i in range(10)]), addresses, max_size=4))
 def test_shared_definition_language_is_unchanged(doc):
-    pda, dfa = byte_pda(SHARED), _unrolled(SHARED, "default")
+    pda, dfa = byte_pda(SHARED, share=True), _unrolled(SHARED, "default")
     validator = jsonschema.Draft202012Validator(SHARED, format_checker=jsonschema.FormatChecker())
     order = list(ADDRESS["properties"])
     doc = {  # schema order

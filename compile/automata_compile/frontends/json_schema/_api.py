@@ -59,6 +59,12 @@ Options (all keyword-only):
     need more than one byte of lookahead to choose between a rule and an inline value
     (``anyOf`` of objects where one declares a nested object and another allows any value)
     cannot be parsed by the LL(1) byte automaton. ``$dynamicRef`` is always unrolled.
+    Shared definitions: a value used at several positions (a ``$defs`` entry referenced
+    from many properties) whose IR is large (`_rules.SHARE_MIN_SIZE`) compiles once, as a
+    rule, where the schema is a pushdown automaton anyway, and for a regular schema whose
+    DFA outgrows ``max_states`` (the compile is then tried again with shared rules); a
+    regular schema that fits keeps its DFA, whose composition with a vocabulary is
+    cheaper than a PDA's (see BENCHMARKS.md).
   max_nesting_depth: with ``recursion="unroll"``, schema-free values nest at most this
     many levels of arrays and objects (default 2). Each level multiplies the automaton of
     every free value by about two; prefer ``additionalProperties: false`` where extra
@@ -135,6 +141,7 @@ import numpy as np
 from automata_compile._errors import (
     GrammarConflictError,
     InvalidSchemaError,
+    StateBudgetExceededError,
     UnsupportedSchemaError,
 )
 from automata_compile.frontends.grammar._byte_pda import build_byte_pda
@@ -235,9 +242,10 @@ def _unrolled(opts: _Options, reason: str) -> _Options:
     return dataclasses.replace(opts, recursion="unroll")
 
 
-def schema_grammar(schema, opts: _Options, *, share: bool = True) -> GrammarIR:
+def schema_grammar(schema, opts: _Options, *, share: bool = False) -> GrammarIR:
     """The rules of the JSON texts valid under ``schema`` (parsed JSON data): one rule
-    (rule 0, the root) when nothing is called, e.g. with ``recursion="unroll"``. A
+    (rule 0, the root) when nothing is called, e.g. with ``recursion="unroll"``;
+    ``share``: large values used at several positions become rules too. A
     recursive ``$ref`` whose language an operation needs (see `_types._Unroll`) makes
     the whole schema unrolled, with a warning."""
     try:
@@ -268,20 +276,31 @@ def schema_ir(schema, opts: _Options):
     return grammar.bodies[0]
 
 
-def byte_language(schema, opts: _Options, *, max_states: int | None = None):
+def byte_language(
+    schema, opts: _Options, *, max_states: int | None = None, share: bool | None = None
+):
     """``(ir, None)`` for a schema with a regular IR, else ``(None, pda)``: its byte
-    pushdown automaton. A grammar the byte PDA cannot parse with one byte of lookahead
-    (see `_rules`) is tried again without shared-value rules, then falls back to the
-    unrolled IR, with a warning."""
-    grammar = schema_grammar(schema, opts)
-    if len(grammar.bodies) == 1:
-        return grammar.bodies[0], None
-    tries = [grammar]
-    if any(n.startswith("shared") for n in grammar.names):
-        tries.append(None)  # the same schema with fewer calls
+    pushdown automaton.
+
+    Shared-value rules (`_rules.SHARE_MIN_SIZE`) are used where the schema needs rules
+    anyway (``share=None``: they shrink the PDA, whose composition with a vocabulary costs
+    per state) or always (``share=True``, for a regular schema whose DFA outgrows its
+    budget); a regular schema otherwise keeps its DFA, whose composition is cheaper. A
+    grammar the byte PDA cannot parse with one byte of lookahead (see `_rules`) is tried
+    again without shared-value rules, then falls back to the unrolled IR, with a warning.
+    """
+    plain = schema_grammar(schema, opts)
+    if len(plain.bodies) == 1 and not share:
+        return plain.bodies[0], None
+    tries = [plain]
+    if share is not False and opts.recursion == "stack":
+        shared = schema_grammar(schema, opts, share=True)
+        if len(shared.bodies) > len(plain.bodies):
+            tries.insert(0, shared)
     for g in tries:
+        if len(g.bodies) == 1:
+            return g.bodies[0], None
         try:
-            g = g or schema_grammar(schema, opts, share=False)
             return None, build_byte_pda(g, max_states=max_states, what="the schema")
         except GrammarConflictError as e:
             conflict = e
@@ -357,14 +376,20 @@ def compile_json_schema(
     with _fsa.limits(timeout_s, "the schema"):
         node, pda = byte_language(schema, opts, max_states=max_states)
         if pda is None:
-            return compile_ir(
-                node,
-                vocab,
-                max_states=max_states,
-                spec_kind="json_schema",
-                spec=spec,
-                what="the schema",
-            )
+            try:
+                return compile_ir(
+                    node,
+                    vocab,
+                    max_states=max_states,
+                    spec_kind="json_schema",
+                    spec=spec,
+                    what="the schema",
+                )
+            except StateBudgetExceededError:
+                # a regular schema too large as a DFA: large values it repeats become rules
+                _, pda = byte_language(schema, opts, max_states=max_states, share=True)
+                if pda is None:
+                    raise
         tables = compose_pda(pda, trie_for(vocab), vocab)
     return TokenDFA(
         token_class=tables.pop("token_class").astype(np.int32),
