@@ -251,7 +251,7 @@ def schema_grammar(schema, opts: _Options, *, share: bool = False) -> GrammarIR:
     try:
         return _translate(schema, opts, share)
     except _Unroll as e:
-        opts = _unrolled(opts, f"#: {e.reason}, which needs its expansion")
+        opts = _unrolled(opts, f"{_loc(e.pointer or '')}: {e.reason}, which needs its expansion")
         return _translate(schema, opts, share)
 
 

@@ -169,6 +169,9 @@ class _Translator(_Keywords):
             self.scope.append(base)
         try:
             out = self._schema(node, base, ptr)
+        except _Unroll as e:
+            e.pointer = ptr if e.pointer is None else e.pointer
+            raise
         except TooComplexError as e:
             keyword = next((k for k in _COMPLEX_KEYWORDS if k in node), "allOf")
             self.refuse(

@@ -34,6 +34,7 @@ class _Unroll(Exception):
     def __init__(self, reason: str):
         super().__init__(reason)
         self.reason = reason
+        self.pointer: str | None = None  # the innermost subschema it was raised in
 
 
 class _Hashed:
