@@ -1,8 +1,8 @@
 """Typed language → IR of JSON texts (values, arrays, objects, whitespace, strings).
 
 With ``recursion="stack"`` the IR may call grammar rules (`_rules.Rules`): schema-free
-arrays and objects, recursive ``$ref`` targets and large shared values are ``Terminal(j)`` calls, so the
-schema compiles to a pushdown automaton instead of an unrolled DFA."""
+arrays and objects, recursive ``$ref`` targets and large shared values are ``Terminal(j)``
+calls, so the schema compiles to a pushdown automaton instead of an unrolled DFA."""
 
 from __future__ import annotations
 
