@@ -11,6 +11,14 @@ Decode: `generate` with the JSON grammar (Gemma-3 vocabulary, 262,144 logits, a 
 random-weight Gemma-3 model) against the same loop with every row unconstrained, batch
 1 / 8 / 64, runs interleaved, medians of seconds per decode step; tables' device bytes.
 
+Schemas (``--schemas``): JSON Schemas that compile to a pushdown automaton (recursive
+``$ref``, free-form JSON) and a regular one with a definition used ten times, on both
+vocabularies: `compile_json_schema` with ``recursion="stack"`` (the default) and
+``"unroll"`` (the old DFA); for the shared definition also the byte PDA with the definition
+forced into one rule plus its composition (``shared_rule``); next to llguidance's
+``grammar_from_json_schema`` + ``LLMatcher`` + first mask, in one run; medians of
+``--repeats``. Writes ``benchmarks/results/schema_grammar.json``.
+
 Run: ``python benchmarks/grammar_bench.py [--skip-decode] [--batches 1,8,64] [--steps 32]``
 Writes ``benchmarks/results/grammar.json`` and prints Markdown tables.
 """
@@ -33,6 +41,117 @@ from automata_compile.tokens._token_trie import trie_for
 ROOT = Path(__file__).resolve().parents[1]
 TOKENIZERS = ROOT.parent / "shared" / "tokenizers"
 RESULTS = ROOT / "benchmarks" / "results" / "grammar.json"
+SCHEMA_RESULTS = ROOT / "benchmarks" / "results" / "schema_grammar.json"
+
+_NODE = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "size": {"type": "integer", "minimum": 0},
+        "children": {"type": "array", "items": {"$ref": "#/$defs/node"}},
+    },
+    "required": ["name"],
+    "additionalProperties": False,
+}
+_ADDRESS = {
+    "type": "object",
+    "properties": {
+        "street": {"type": "string", "maxLength": 40},
+        "city": {"type": "string"},
+        "zip": {"type": "string", "pattern": "^[0-9]{5}$"},
+        "email": {"type": "string", "format": "email"},
+        "since": {"type": "string", "format": "date"},
+    },
+    "required": ["street", "city"],
+    "additionalProperties": False,
+}
+SCHEMAS = {
+    "tree ($ref cycle)": {"$defs": {"node": _NODE}, "$ref": "#/$defs/node"},
+    "thread (mutual $ref)": {
+        "$defs": {
+            "post": {
+                "type": "object",
+                "properties": {
+                    "author": {"type": "string"},
+                    "replies": {"$ref": "#/$defs/replies"},
+                },
+                "required": ["author"],
+                "additionalProperties": False,
+            },
+            "replies": {"type": "array", "items": {"$ref": "#/$defs/post"}, "maxItems": 5},
+        },
+        "$ref": "#/$defs/post",
+    },
+    "free-form JSON {}": {},
+    "shared definition x10": {
+        "$defs": {"address": _ADDRESS},
+        "type": "object",
+        "properties": {f"addr{i}": {"$ref": "#/$defs/address"} for i in range(10)},
+        "additionalProperties": False,
+    },
+}
+
+
+def bench_schemas(name: str, repeats: int) -> list[dict]:
+    """Compile time of each of `SCHEMAS`: ours (stack and unroll) and llguidance."""
+    path = TOKENIZERS / name / "tokenizer.json"
+    vocab = ac.Vocabulary.from_file(path)
+    trie_for(vocab)
+    try:
+        import llguidance
+        from llguidance.numpy import fill_next_token_bitmask
+
+        tok = llguidance.LLTokenizer(str(path))
+    except Exception:  # report the rows without llguidance
+        tok = None
+    rows = []
+    for label, schema in SCHEMAS.items():
+        row = {"vocab": name, "schema": label}
+        for mode in ("stack", "unroll"):
+            times = []
+            for _ in range(repeats):
+                t = time.perf_counter()
+                try:
+                    dfa = ac.compile_json_schema(schema, vocab, recursion=mode)
+                except ac.AutomataError as e:
+                    row[f"{mode}_error"] = f"{type(e).__name__}: {str(e)[:120]}"
+                    break
+                times.append(time.perf_counter() - t)
+            if times:
+                row[f"{mode}_s"] = statistics.median(times)
+                row[f"{mode}_states"] = dfa.num_states
+                row[f"{mode}_pda"] = dfa.is_pda
+                row[f"{mode}_bytes"] = dfa.nbytes
+        if label.startswith("shared"):  # the same schema with its definition forced into a rule
+            from automata_compile.frontends.json_schema import _api
+            from automata_compile.tokens._pda_compose import compose_pda
+
+            times = []
+            for _ in range(repeats):
+                t = time.perf_counter()
+                _, pda = _api.byte_language(schema, _api._options({}), share=True)
+                tables = compose_pda(pda, trie_for(vocab), vocab)
+                times.append(time.perf_counter() - t)
+            row["shared_rule_s"] = statistics.median(times)
+            row["shared_rule_states"] = int(tables["next_state"].shape[0])
+            row["shared_rule_bytes"] = int(
+                sum(a.nbytes for a in tables.values() if hasattr(a, "nbytes"))
+            )
+        if tok is not None:
+            lt = []
+            for _ in range(repeats):
+                t = time.perf_counter()
+                grammar = llguidance.LLMatcher.grammar_from_json_schema(json.dumps(schema))
+                m = llguidance.LLMatcher(tok, grammar)
+                bitmask = np.zeros((1, (tok.vocab_size + 31) // 32), np.int32)
+                fill_next_token_bitmask(m, bitmask, 0)
+                lt.append(time.perf_counter() - t)
+                if m.is_error():
+                    row["llguidance_error"] = m.get_error()
+            row["llguidance_s"] = statistics.median(lt)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows
 
 
 def bench_compile(name: str, repeats: int) -> dict:
@@ -143,7 +262,14 @@ def main() -> None:
     parser.add_argument("--batches", default="1,8,64")
     parser.add_argument("--steps", type=int, default=32)
     parser.add_argument("--skip-decode", action="store_true")
+    parser.add_argument("--schemas", action="store_true", help="only the JSON Schema compiles")
     args = parser.parse_args()
+    if args.schemas:
+        rows = [r for name in args.vocabs.split(",") for r in bench_schemas(name, args.repeats)]
+        result = {"date": time.strftime("%Y-%m-%d"), "cpus": os.cpu_count(), "schemas": rows}
+        SCHEMA_RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        SCHEMA_RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+        return
     result = {"date": time.strftime("%Y-%m-%d"), "cpus": os.cpu_count(), "compile": []}
     for name in args.vocabs.split(","):
         row = bench_compile(name, args.repeats)

@@ -37,7 +37,7 @@ def spellings(value) -> list[str]:
 class IrMatcher:
     """``fullmatch`` on the schema's byte-level automaton (simulated as an NFA), for schemas
     whose IR holds automaton nodes (intersections, complements, counting), which have no
-    regex spelling."""
+    regex spelling, or on its byte pushdown automaton where the IR calls grammar rules."""
 
     pattern = ""
 
@@ -45,20 +45,24 @@ class IrMatcher:
         from automata_compile.automata import _byte_dfa, _fsa
         from automata_compile.frontends.json_schema import _api
 
-        ir = _api.schema_ir(_api._load(schema), _api._options(options))
-        self.nfa, self.start, self.final = _byte_dfa.byte_nfa(ir)
-        self._accepts = _fsa.nfa_accepts
+        ir, self.pda = _api.byte_language(_api._load(schema), _api._options(options))
+        if self.pda is None:
+            self.nfa, self.start, self.final = _byte_dfa.byte_nfa(ir)
+            self._accepts = _fsa.nfa_accepts
 
     def fullmatch(self, text: str) -> bool:
+        if self.pda is not None:
+            return self.pda.matches(text.encode("utf-8"))
         return self._accepts(self.nfa, self.start, self.final, text.encode("utf-8"))
 
 
 def rx_for(schema, **options):
-    """The schema's regex, or its byte automaton where it has no regex spelling."""
+    """The schema's regex, or its byte automaton where it has no regex spelling (or needs
+    grammar rules)."""
     try:
         return re.compile(json_schema_to_regex(schema, **options))
     except UnsupportedSchemaError as e:
-        if "no regular-expression spelling" not in str(e):
+        if "no regular-expression spelling" not in str(e) and "grammar rules" not in str(e):
             raise
         return IrMatcher(schema, options)
 
@@ -901,17 +905,18 @@ def sample_texts(dfa, n: int, seed: int, max_len: int = 400) -> list[str]:
     tries = 0
     while len(out) < n and tries < 20 * n:
         tries += 1
-        state, buf = dfa.start, []
+        (state, stack), buf = (dfa.start, ()), []
         while len(buf) < max_len:
-            allowed = [t for t in dfa.allowed(state).nonzero()[0].tolist() if t != 256]
-            if dfa.accepting[state] and (not allowed or rnd.random() < 0.3):
+            mask = dfa.allowed(state, stack)
+            allowed = [t for t in mask.nonzero()[0].tolist() if t != 256]
+            if mask[256] and (not allowed or rnd.random() < 0.3):
                 out.append(bytes(buf).decode("utf-8"))
                 break
             # favour structure over long free text: pick printable ASCII more often
             ascii_ = [t for t in allowed if 0x20 <= t < 0x7F]
             tok = rnd.choice(ascii_ if ascii_ and rnd.random() < 0.9 else allowed)
             buf.append(tok)
-            state = dfa.advance(state, tok)
+            state, stack = dfa.advance_config(state, stack, tok)
     return out
 
 
@@ -965,16 +970,20 @@ def test_whitespace_modes():
 
 
 def test_max_nesting_depth_bounds_free_values():
-    rx1 = rx_for({}, max_nesting_depth=1)
+    rx1 = rx_for({}, max_nesting_depth=1, recursion="unroll")
     assert rx1.fullmatch("[1, {}]".replace(", {}", "")) and rx1.fullmatch(
         '{"a": [1]}'.replace("[1]", "1")
     )
     assert not rx1.fullmatch("[[1]]")
-    rx3 = rx_for({}, max_nesting_depth=3)
+    rx3 = rx_for({}, max_nesting_depth=3, recursion="unroll")
     assert rx3.fullmatch('[[{"a": 1}]]') and not rx3.fullmatch("[[[[]]]]")
     # free values below a structured object get the whole bound
-    rx = rx_for({"type": "object", "properties": {"x": {}}}, max_nesting_depth=1)
+    rx = rx_for(
+        {"type": "object", "properties": {"x": {}}}, max_nesting_depth=1, recursion="unroll"
+    )
     assert rx.fullmatch('{"x": [1], "y": {"z": 2}}') and not rx.fullmatch('{"x": [[1]]}')
+    # with grammar rules (the default) the bound does not apply
+    assert rx_for({}, max_nesting_depth=1).fullmatch("[[[[[[{}]]]]]]")
 
 
 def test_max_recursion_depth_unrolls_recursion():
@@ -982,12 +991,10 @@ def test_max_recursion_depth_unrolls_recursion():
     deep = leaf
     for _ in range(3):
         deep = {"value": 1, "children": [deep]}
-    assert rx_for(TREE, max_recursion_depth=3, property_order="declared").fullmatch(
-        json.dumps(deep)
-    )
-    assert not rx_for(TREE, max_recursion_depth=2, property_order="declared").fullmatch(
-        json.dumps(deep)
-    )
+    declared = {"property_order": "declared", "recursion": "unroll"}
+    assert rx_for(TREE, max_recursion_depth=3, **declared).fullmatch(json.dumps(deep))
+    assert not rx_for(TREE, max_recursion_depth=2, **declared).fullmatch(json.dumps(deep))
+    assert rx_for(TREE, max_recursion_depth=2).fullmatch(json.dumps(deep))  # rules: no bound
     required_child = {
         "$defs": {
             "n": {
@@ -999,7 +1006,9 @@ def test_max_recursion_depth_unrolls_recursion():
         "$ref": "#/$defs/n",
     }
     with pytest.raises(InvalidSchemaError, match="max_recursion_depth"):
-        json_schema_to_regex(required_child)
+        json_schema_to_regex(required_child, recursion="unroll")
+    with pytest.raises(InvalidSchemaError, match="unsatisfiable"):
+        rx_for(required_child)
 
 
 def test_leap_seconds_option():
@@ -1146,10 +1155,16 @@ def test_lenient_mode_warns_and_accepts_more():
     with pytest.warns(
         UserWarning, match=r"'uniqueItems' at #/properties/tags/uniqueItems is not enforced"
     ):
-        rx = re.compile(json_schema_to_regex(schema, strict=False, property_order="declared"))
+        rx = re.compile(
+            json_schema_to_regex(
+                schema, strict=False, property_order="declared", recursion="unroll"
+            )
+        )
     assert rx.fullmatch('{"tags": ["a", "a"]}') and not rx.fullmatch('{"tags": [1]}')
     with pytest.warns(UserWarning, match=r"Punycode"):
-        rx = re.compile(json_schema_to_regex({"format": "hostname"}, strict=False))
+        rx = re.compile(
+            json_schema_to_regex({"format": "hostname"}, strict=False, recursion="unroll")
+        )
     assert rx.fullmatch('"www.example.com"') and not rx.fullmatch('"xn--9n2bp8q.com"')
 
 
@@ -1271,7 +1286,7 @@ def schema_strategy():
 def test_differential_against_jsonschema(schema, values, seed):
     try:
         rx = rx_for(schema, max_nesting_depth=3)
-    except (UnsupportedSchemaError, InvalidSchemaError):
+    except (UnsupportedSchemaError, InvalidSchemaError, ac.StateBudgetExceededError):
         return
     val = validator(schema)
     for value in values:

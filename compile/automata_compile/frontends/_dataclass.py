@@ -409,7 +409,9 @@ def _dataclass_ir(cls, format: str, options: dict):
     if format == "json":
         from automata_compile.frontends.json_schema import _api
 
-        options = {"property_order": "declared", **options}  # key order = field order
+        # key order = field order; a dataclass compiles to a DFA (recursive fields and free
+        # values are unrolled)
+        options = {"property_order": "declared", "recursion": "unroll", **options}
         return _api.schema_ir(_api._load(dataclass_schema(cls)), _api._options(options))
     unknown = set(options) - {"max_recursion_depth", "whitespace"}
     if unknown:
@@ -431,7 +433,8 @@ def dataclass_to_regex(cls, format: str = "json", **options) -> str:
     Args:
       cls: a dataclass type (fields may nest other dataclasses).
       format: ``"json"`` (``json.dumps(asdict(x))``) or ``"call"`` (``Cls(field=value, ...)``).
-      **options: for ``"json"``, the options of `json_schema_to_regex`; for ``"call"``,
+      **options: for ``"json"``, the options of `json_schema_to_regex` (``recursion``
+        defaults to ``"unroll"``: a dataclass compiles to a DFA); for ``"call"``,
         ``max_recursion_depth`` (default 3) and ``whitespace`` (``"compact"`` forbids the
         space after commas).
 
@@ -444,7 +447,7 @@ def dataclass_to_regex(cls, format: str = "json", **options) -> str:
         from automata_compile.frontends.json_schema import json_schema_to_regex
 
         _check_format(format)
-        options = {"property_order": "declared", **options}  # key order = field order
+        options = {"property_order": "declared", "recursion": "unroll", **options}
         return json_schema_to_regex(dataclass_schema(cls), **options)
     return sf.to_regex(_dataclass_ir(cls, format, options))
 

@@ -70,9 +70,37 @@ class BytePDA:
     def num_states(self) -> int:
         return int(self.rule_of.shape[0])
 
+    def step(self, state: int, stack: tuple, b: int):
+        """The configuration after byte ``b`` (stack bottom first); None if it is dead."""
+        q, stack = state, list(stack)
+        while True:
+            k = self.kind[q, b]
+            if k == SHIFT:
+                return int(self.arg[q, b]), tuple(stack)
+            if k == CALL:
+                if self.ret[q, b] >= 0:
+                    stack.append(int(self.ret[q, b]))
+                q = int(self.starts[self.arg[q, b]])
+            elif k == RETURN and stack:
+                q = stack.pop()
+            else:
+                return None
 
-def build_byte_pda(grammar, *, max_states: int | None = None) -> BytePDA:
-    """Compiles every rule and checks determinism.
+    def matches(self, data: bytes) -> bool:
+        """Full match of ``data``, run byte by byte with a stack (for tests and the JSON
+        Schema suite runner)."""
+        config = (int(self.starts[0]), ())
+        for b in data:
+            config = self.step(*config, b)
+            if config is None:
+                return False
+        q, stack = config
+        return bool(self.ends[q]) and all(self.ends[r] for r in stack)
+
+
+def build_byte_pda(grammar, *, max_states: int | None = None, what: str = "the grammar") -> BytePDA:
+    """Compiles every rule and checks determinism; ``what`` names the input in budget
+    errors (each also names the rule).
 
     Raises:
       GrammarConflictError, LeftRecursionError, UnsupportedGrammarError (unproductive rule),
@@ -84,14 +112,14 @@ def build_byte_pda(grammar, *, max_states: int | None = None) -> BytePDA:
     dfas = []
     for name, body in zip(names, grammar.bodies, strict=False):
         try:
-            dfas.append(_byte_dfa.build_byte_dfa(body, r_count, max_states=budget))
+            dfas.append(_byte_dfa.build_byte_dfa(body, r_count, max_states=budget, what=what))
         except AutomataError as e:
             raise type(e)(f"rule {name!r}: {e}") from None
     offsets = np.cumsum([0] + [d.num_states for d in dfas])
     q_count = int(offsets[-1])
     if q_count > budget:
         raise StateBudgetExceededError(
-            f"the grammar's rules have {q_count} states in all, over max_states={budget}"
+            f"{what}'s rules have {q_count} states in all, over max_states={budget}"
         )
     shift = np.full((q_count, 256), -1, np.int32)
     final = np.zeros(q_count, bool)

@@ -52,12 +52,30 @@ Options (all keyword-only):
     an exponent, so a model cannot loop on zeros either. ``json.dumps`` writes at most one
     such zero (``12.0``), so every instance keeps its ``json.dumps`` spelling for any
     ``max_filler >= 1``; ``0`` accepts no filler at all (then ``12.0`` is refused).
-  max_nesting_depth: schema-free values (under ``{}``, ``true``, absent
-    ``additionalProperties``, ``items``, ...) nest at most this many levels of arrays and
-    objects (default 2). Each level multiplies the automaton of every free value by about
-    two; prefer ``additionalProperties: false`` where extra properties are not wanted.
-  max_recursion_depth: a recursive ``$ref`` is expanded at most this many times inside
-    itself (default 3); deeper branches are cut (a recursive structure then has to end).
+  recursion: ``"stack"`` (default) compiles schema-free values (under ``{}``, ``true``,
+    absent ``additionalProperties``, ``items``, ...) and recursive ``$ref`` to grammar rules
+    (`_rules`): the schema becomes a pushdown automaton (a `TokenDFA` with ``is_pda``) whose
+    only depth bound is the runtime's stack; a schema without them keeps its DFA, table
+    for table. ``"unroll"`` asks for a pure DFA (no stack), bounded by the next two options.
+    Even with ``"stack"`` a schema is unrolled, with a warning, where a rule cannot be used:
+    a recursive ``$ref`` that meets sibling constraints (``allOf``, ``not``, keywords beside
+    it, ``unevaluated*``) needs its language expanded, and a union whose alternatives would
+    need more than one byte of lookahead to choose between a rule and an inline value
+    (``anyOf`` of objects where one declares a nested object and another allows any value)
+    cannot be parsed by the LL(1) byte automaton. ``$dynamicRef`` is always unrolled.
+    Shared definitions: a value used at several positions (a ``$defs`` entry referenced
+    from many properties) whose IR is large (`_rules.SHARE_MIN_SIZE`) compiles once, as a
+    rule, where the schema is a pushdown automaton anyway, and for a regular schema whose
+    DFA outgrows ``max_states`` (the compile is then tried again with shared rules); a
+    regular schema that fits keeps its DFA, whose composition with a vocabulary is
+    cheaper than a PDA's (see BENCHMARKS.md).
+  max_nesting_depth: with ``recursion="unroll"``, schema-free values nest at most this
+    many levels of arrays and objects (default 2). Each level multiplies the automaton of
+    every free value by about two; prefer ``additionalProperties: false`` where extra
+    properties are not wanted.
+  max_recursion_depth: with ``recursion="unroll"``, a recursive ``$ref`` is expanded at
+    most this many times inside itself (default 3); deeper branches are cut (a recursive
+    structure then has to end).
   strict: ``True`` (default) raises `UnsupportedSchemaError` for anything that cannot be
     enforced exactly; ``False`` drops it (accepting more) with a `warnings.warn` naming
     what is not enforced and where (``format: hostname`` is then enforced as its subset,
@@ -89,7 +107,7 @@ Formats enforced exactly: ``date-time``, ``date``, ``time`` (see ``leap_seconds`
 
 References: local ``$ref`` (JSON pointers, ``$anchor``, embedded ``$id`` resources,
 ``$defs``/``definitions``), and ``$dynamicRef``/``$dynamicAnchor`` resolved along the
-static evaluation path; recursion is unrolled to ``max_recursion_depth``. ``$schema``
+static evaluation path; recursion is a grammar rule (see ``recursion``). ``$schema``
 naming draft-04/06/07 makes ``$ref`` override its siblings; 2019-09, 2020-12 and the
 OpenAPI 3.1 dialect are 2020-12; any other meta-schema is refused (it may change which
 keywords apply). ``unevaluatedProperties``/``unevaluatedItems`` are exact: each object and
@@ -108,7 +126,8 @@ remainder automaton needs more than 400 states, string intersections or compleme
 20,000 states, objects in any property order past their budget; a byte automaton past
 ``max_states`` raises `StateBudgetExceededError`).
 `json_schema_to_regex` also raises `UnsupportedSchemaError` (with no keyword) for a schema
-whose IR holds an automaton node, which it cannot print: ``pattern``/``format`` with
+that needs grammar rules (unless ``recursion="unroll"``; the message names the rules) and
+for one whose IR holds an automaton node, which it cannot print: ``pattern``/``format`` with
 ``minLength``/``maxLength`` or with each other, ``allOf`` of patterns, ``not``,
 ``propertyNames``, ``patternProperties`` overlaps, ``multipleOf``, counted ``contains``,
 ``minProperties``/``maxProperties`` and objects in any property order (two or more declared
@@ -130,14 +149,30 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import warnings
 
-from automata_compile._errors import InvalidSchemaError, UnsupportedSchemaError
+import numpy as np
+
+from automata_compile._errors import (
+    GrammarConflictError,
+    InvalidSchemaError,
+    StateBudgetExceededError,
+    UnsupportedSchemaError,
+)
+from automata_compile.frontends.grammar._byte_pda import build_byte_pda
+from automata_compile.frontends.grammar._lark_reader import GrammarIR
 from automata_compile.frontends.json_schema import _content as sf
 from automata_compile.frontends.json_schema._content import TooComplexError
 from automata_compile.frontends.json_schema._emitter import _Emitter
 from automata_compile.frontends.json_schema._resolver import _DEFAULT_BASE, _loc, _Refuse
+from automata_compile.frontends.json_schema._rules import ROOT, Rules, shared_types
 from automata_compile.frontends.json_schema._translator import _Options, _Translator
+from automata_compile.frontends.json_schema._types import _Unroll
+from automata_compile.tokens._pda_compose import compose_pda
+from automata_compile.tokens._token_dfa import TokenDFA
+from automata_compile.tokens._token_trie import trie_for
 
 
 def _load(schema):
@@ -167,6 +202,8 @@ def _options(kw) -> _Options:
         )
     if opts.property_order not in ("any", "declared"):
         raise ValueError(f"property_order must be 'any' or 'declared', got {opts.property_order!r}")
+    if opts.recursion not in ("stack", "unroll"):
+        raise ValueError(f"recursion must be 'stack' or 'unroll', got {opts.recursion!r}")
     if opts.leap_seconds not in ("utc", "exact", "none"):
         raise ValueError(
             f"leap_seconds must be 'utc', 'exact' or 'none', got {opts.leap_seconds!r}"
@@ -178,12 +215,17 @@ def _options(kw) -> _Options:
     return opts
 
 
-def schema_ir(schema, opts: _Options):
-    """The IR of the JSON texts valid under ``schema`` (parsed JSON data)."""
+def _translate(schema, opts: _Options, share: bool) -> GrammarIR:
+    """The schema's language as grammar rules (rule 0 = the root value); ``share``: large
+    values used at several positions become rules too."""
     tr = _Translator(schema, opts)
+    rules = Rules(tr.rule_types, tr.rule_ptrs) if opts.recursion == "stack" else None
     try:
         t = tr.schema(schema, _DEFAULT_BASE, "")
-        node = _Emitter(opts, tr.refuse).value(t)
+        if rules is not None and share:
+            rules.shared = shared_types([t, *tr.rule_types])
+        node = _Emitter(opts, tr.refuse, rules).value(t)
+        grammar = rules.grammar(node) if rules else GrammarIR(names=(ROOT,), bodies=(node,))
     except _Refuse as e:
         raise UnsupportedSchemaError(
             f"{e.keyword!r} cannot be enforced exactly: {e.reason}", keyword=e.keyword, pointer=""
@@ -198,7 +240,7 @@ def schema_ir(schema, opts: _Options):
         raise UnsupportedSchemaError(
             "#: the schema nests too deeply to translate", keyword=None, pointer=""
         ) from None
-    if sf.is_never(node):
+    if sf.is_never(grammar.bodies[0]):
         where = tr.empty_at if tr.empty_at is not None else ""
         detail = f" (the first unsatisfiable subschema is at {_loc(where)})" if where else ""
         if tr.truncated is not None:
@@ -206,7 +248,87 @@ def schema_ir(schema, opts: _Options):
         raise InvalidSchemaError(
             f"the schema is unsatisfiable: no JSON value matches it{detail}", pointer=where
         )
-    return node
+    return grammar
+
+
+def _unrolled(opts: _Options, reason: str) -> _Options:
+    warnings.warn(
+        f"{reason}; the schema is compiled with recursion='unroll' instead (schema-free "
+        f"values nest at most max_nesting_depth={opts.max_nesting_depth} levels, recursive "
+        f"$ref is expanded max_recursion_depth={opts.max_recursion_depth} times)",
+        stacklevel=4,
+    )
+    return dataclasses.replace(opts, recursion="unroll")
+
+
+def schema_grammar(schema, opts: _Options, *, share: bool = False) -> GrammarIR:
+    """The rules of the JSON texts valid under ``schema`` (parsed JSON data): one rule
+    (rule 0, the root) when nothing is called, e.g. with ``recursion="unroll"``;
+    ``share``: large values used at several positions become rules too. A
+    recursive ``$ref`` whose language an operation needs (see `_types._Unroll`) makes
+    the whole schema unrolled, with a warning."""
+    try:
+        return _translate(schema, opts, share)
+    except _Unroll as e:
+        opts = _unrolled(opts, f"{_loc(e.pointer or '')}: {e.reason}, which needs its expansion")
+        return _translate(schema, opts, share)
+
+
+def schema_ir(schema, opts: _Options):
+    """The IR of the JSON texts valid under ``schema`` (parsed JSON data), for a schema
+    whose language needs no grammar rules.
+
+    Raises:
+      UnsupportedSchemaError: the schema needs rules (``recursion="stack"`` and a
+        schema-free value or a recursive ``$ref``); the message names them.
+    """
+    grammar = schema_grammar(schema, opts)
+    if len(grammar.bodies) > 1:
+        raise UnsupportedSchemaError(
+            f"#: the schema needs grammar rules ({', '.join(grammar.names[1:])}: schema-free "
+            "values or recursive $ref), which only a pushdown automaton can express; use "
+            "compile_json_schema, or pass recursion='unroll' to bound them by "
+            "max_nesting_depth/max_recursion_depth",
+            keyword=None,
+            pointer="",
+        )
+    return grammar.bodies[0]
+
+
+def byte_language(
+    schema, opts: _Options, *, max_states: int | None = None, share: bool | None = None
+):
+    """``(ir, None)`` for a schema with a regular IR, else ``(None, pda)``: its byte
+    pushdown automaton.
+
+    Shared-value rules (`_rules.SHARE_MIN_SIZE`) are used where the schema needs rules
+    anyway (``share=None``: they shrink the PDA, whose composition with a vocabulary costs
+    per state) or always (``share=True``, for a regular schema whose DFA outgrows its
+    budget); a regular schema otherwise keeps its DFA, whose composition is cheaper. A
+    grammar the byte PDA cannot parse with one byte of lookahead (see `_rules`) is tried
+    again without shared-value rules, then falls back to the unrolled IR, with a warning.
+    """
+    plain = schema_grammar(schema, opts)
+    if len(plain.bodies) == 1 and not share:
+        return plain.bodies[0], None
+    tries = [plain]
+    if share is not False and opts.recursion == "stack":
+        shared = schema_grammar(schema, opts, share=True)
+        if len(shared.bodies) > len(plain.bodies):
+            tries.insert(0, shared)
+    for g in tries:
+        if len(g.bodies) == 1:
+            return g.bodies[0], None
+        try:
+            return None, build_byte_pda(g, max_states=max_states, what="the schema")
+        except GrammarConflictError as e:
+            conflict = e
+    reason = (
+        f"#: at {conflict.example.decode('utf-8', 'replace')!r} (within rule "
+        f"{conflict.rules[0]}) a union of alternatives calls a rule where another spells a "
+        "value starting with the same byte"
+    )
+    return schema_ir(schema, _unrolled(opts, reason)), None
 
 
 def json_schema_to_regex(schema, **options) -> str:
@@ -220,7 +342,9 @@ def json_schema_to_regex(schema, **options) -> str:
     Raises:
       InvalidSchemaError: the schema is malformed, contradictory or unsatisfiable.
       UnsupportedSchemaError: strict mode, and a keyword cannot be enforced exactly; or
-        the schema's language needs an automaton node (an intersection or complement of
+        the schema needs grammar rules (schema-free values or recursive ``$ref``; pass
+        ``recursion="unroll"`` to bound them instead); or the schema's language needs an
+        automaton node (an intersection or complement of
         string languages: ``pattern`` with ``maxLength`` or ``format``, ``allOf`` of
         patterns, ``not``, ``propertyNames``; ``multipleOf``; counted ``contains``,
         ``minProperties``/``maxProperties``, objects in any property order), which has no
@@ -248,8 +372,10 @@ def json_schema_to_regex(schema, **options) -> str:
 def compile_json_schema(
     schema, vocab, *, max_states: int | None = None, timeout_s: float | None = None, **options
 ):
-    """Compiles a JSON Schema into a `TokenDFA` for ``vocab`` (see `json_schema_to_regex`
-    for the options); the schema's IR goes to the byte automaton directly.
+    """Compiles a JSON Schema into a `TokenDFA` for ``vocab`` (see the module docstring
+    for the options); the schema's IR goes to the byte automaton directly, or, where it
+    calls grammar rules (``recursion="stack"``), to a byte pushdown automaton composed
+    with the vocabulary (``is_pda``; no forced runs, as for grammars).
 
     Compile budgets: ``max_states`` bounds the byte DFA (default 100,000; its work budget
     scales with it) and string/``multipleOf`` automata have their own fixed budgets; past
@@ -272,14 +398,33 @@ def compile_json_schema(
 
     schema = _load(schema)
     opts = _options(options)
+    spec = json.dumps(schema, ensure_ascii=False, separators=(",", ":"))
     with _fsa.limits(timeout_s, "the schema"):
-        node = schema_ir(schema, opts)
-        spec = json.dumps(schema, ensure_ascii=False, separators=(",", ":"))
-        return compile_ir(
-            node,
-            vocab,
-            max_states=max_states,
-            spec_kind="json_schema",
-            spec=spec,
-            what="the schema",
-        )
+        node, pda = byte_language(schema, opts, max_states=max_states)
+        if pda is None:
+            try:
+                return compile_ir(
+                    node,
+                    vocab,
+                    max_states=max_states,
+                    spec_kind="json_schema",
+                    spec=spec,
+                    what="the schema",
+                )
+            except StateBudgetExceededError:
+                # a regular schema too large as a DFA: large values it repeats become rules
+                _, pda = byte_language(schema, opts, max_states=max_states, share=True)
+                if pda is None:
+                    raise
+        tables = compose_pda(pda, trie_for(vocab), vocab)
+    return TokenDFA(
+        token_class=tables.pop("token_class").astype(np.int32),
+        next_state=tables.pop("next_state"),
+        accepting=tables.pop("accepting"),
+        start=tables.pop("start"),
+        eos_ids=tuple(vocab.eos_ids),
+        vocab_fingerprint=vocab.fingerprint,
+        spec_kind="json_schema",
+        spec=spec,
+        **tables,
+    )

@@ -20,7 +20,7 @@ import re
 from automata_compile._errors import StateBudgetExceededError
 from automata_compile.automata import _char_dfa
 from automata_compile.automata import _charsets as _cs
-from automata_compile.automata._ir import NEVER, Alt, Automaton, Chars, Repeat, Seq
+from automata_compile.automata._ir import NEVER, Alt, Automaton, Chars, Repeat, Seq, Terminal
 
 MAX_CP = 0x10FFFF
 _SURROGATES = (0xD800, 0xDFFF)
@@ -266,7 +266,7 @@ def _fold(node, f):
 @functools.lru_cache(maxsize=65536)
 def nullable(node) -> bool:
     """Whether the empty string is in the language (anchors count as empty)."""
-    if isinstance(node, Chars):
+    if isinstance(node, (Chars, Terminal)):  # a rule call is one JSON value, never empty
         return False
     if isinstance(node, Automaton):
         if all(isinstance(label, tuple) for out in node.edges for label, _ in out):
@@ -292,7 +292,7 @@ def has_anchor(node) -> bool:
 
 def printable(node) -> bool:
     """Whether `to_regex` can print the tree (it holds no automaton and no anchor)."""
-    if isinstance(node, (Automaton, Anchor)):
+    if isinstance(node, (Automaton, Anchor, Terminal)):
         return False
     return all(printable(k) for k in _kids(node))
 
@@ -492,6 +492,8 @@ def size(node) -> int:
     """The length of the printed regex, or of an estimate for automaton nodes."""
     if printable(node):
         return len(to_regex(node))
+    if isinstance(node, Terminal):
+        return 10
     if isinstance(node, Automaton):
         return sum(
             (10 if isinstance(label, tuple) else size(label))

@@ -1,4 +1,8 @@
-"""Typed language → IR of JSON texts (values, arrays, objects, whitespace, strings)."""
+"""Typed language → IR of JSON texts (values, arrays, objects, whitespace, strings).
+
+With ``recursion="stack"`` the IR may call grammar rules (`_rules.Rules`): schema-free
+arrays and objects, recursive ``$ref`` targets and large shared values are ``Terminal(j)``
+calls, so the schema compiles to a pushdown automaton instead of an unrolled DFA."""
 
 from __future__ import annotations
 
@@ -17,14 +21,16 @@ from automata_compile.frontends.json_schema._numbers import (
     number_text,
 )
 from automata_compile.frontends.json_schema._resolver import _loc, _Refuse
+from automata_compile.frontends.json_schema._rules import SHARE_MIN_SIZE, _calls
 from automata_compile.frontends.json_schema._translator import _Options
 from automata_compile.frontends.json_schema._types import _Arr, _meet, _negate, _Num, _Obj, _top
 
 
 class _Emitter:
-    def __init__(self, opts: _Options, refuse):
+    def __init__(self, opts: _Options, refuse, rules=None):
         self.opts = opts
         self.refuse = refuse
+        self.rules = rules  # a `_rules.Rules` (recursion="stack"), or None: no calls
         ws = opts.whitespace
         if ws == "compact":
             self.comma, self.colon, self.open_pad, self.close_pad = (
@@ -71,6 +77,10 @@ class _Emitter:
         return sf.seq(sf.char(open_ch), self.open_pad, body, self.close_pad, sf.char(close_ch))
 
     def any_json(self, depth: int):
+        """Any JSON value: unrolled to ``depth`` levels of arrays and objects, or, with
+        rules, scalars inline and calls of the free array and object rules (no bound)."""
+        if self.rules is not None:
+            depth = -1
         hit = self.free.get(depth)
         if hit is not None:
             return hit
@@ -81,18 +91,25 @@ class _Emitter:
             number_text(self.opts.max_filler),
             self.string(sf.ANY_STRING),
         ]
-        if depth > 0:
+        if depth < 0:
+            parts.append(self.rules.call("json_array", lambda: self.free_array(self.any_json(-1))))
+            parts.append(
+                self.rules.call("json_object", lambda: self.free_object(self.any_json(-1)))
+            )
+        elif depth > 0:
             inner = self.any_json(depth - 1)
-            parts.append(
-                self.wrap("[", sf.opt(sf.seq(inner, sf.star(sf.seq(self.comma, inner)))), "]", True)
-            )
-            item = sf.seq(self.string(sf.ANY_STRING), self.colon, inner)
-            parts.append(
-                self.wrap("{", sf.opt(sf.seq(item, sf.star(sf.seq(self.comma, item)))), "}", True)
-            )
+            parts.append(self.free_array(inner))
+            parts.append(self.free_object(inner))
         node = sf.alt(*parts)
         self.free[depth] = node
         return node
+
+    def free_array(self, inner):
+        return self.wrap("[", sf.opt(sf.seq(inner, sf.star(sf.seq(self.comma, inner)))), "]", True)
+
+    def free_object(self, inner):
+        item = sf.seq(self.string(sf.ANY_STRING), self.colon, inner)
+        return self.wrap("{", sf.opt(sf.seq(item, sf.star(sf.seq(self.comma, item)))), "}", True)
 
     def value(self, t):
         if t is None or t.is_top():
@@ -113,7 +130,11 @@ class _Emitter:
             parts.append(self.array(a))
         for o in t.objects:
             parts.append(self.object(o))
+        for k in sorted(t.calls):
+            parts.append(self.rules.call(("ref", k), lambda k=k: self.value(self.rules.types[k])))
         node = sf.alt(*parts)
+        if self.rules is not None and t in self.rules.shared and sf.size(node) >= SHARE_MIN_SIZE:
+            node = self.rules.call(("shared", t), lambda inline=node: inline)
         self.memo[t] = node
         return node
 
@@ -357,11 +378,13 @@ class _Emitter:
         return hit[1]
 
     def _dfa_size(self, label) -> int:
-        """The states of ``label``'s minimal byte DFA (0 for the empty language)."""
+        """The states of ``label``'s minimal byte DFA (0 for the empty language); a rule call
+        is one edge there, as in the byte PDA."""
         hit = self.dfa_sizes.get(id(label))
         if hit is None:
+            calls = 1 + max(_calls(label, set()), default=-1)
             try:
-                n = 0 if sf.is_never(label) else _byte_dfa.build_byte_dfa(label).num_states
+                n = 0 if sf.is_never(label) else _byte_dfa.build_byte_dfa(label, calls).num_states
             except EmptyLanguageError:
                 n = 0
             hit = self.dfa_sizes[id(label)] = (label, n)

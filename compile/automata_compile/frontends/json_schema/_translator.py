@@ -43,6 +43,7 @@ from automata_compile.frontends.json_schema._types import (
     _Obj,
     _obj_meet,
     _only,
+    _Unroll,
 )
 
 _ANNOTATIONS = frozenset(
@@ -104,6 +105,7 @@ class _Options:
     leap_seconds: str = "utc"
     assert_format: bool = True
     property_order: str = "any"
+    recursion: str = "stack"
 
 
 class _Translator(_Keywords):
@@ -118,6 +120,11 @@ class _Translator(_Keywords):
         self.depth = 0
         self.memo: dict = {}
         self.truncated: str | None = None
+        # recursive $ref targets compiled as grammar rules (recursion="stack"): the rule id
+        # of each target, and each rule's typed language and JSON pointer
+        self.rule_ids: dict[int, int] = {}
+        self.rule_types: list[_T | None] = []
+        self.rule_ptrs: list[str] = []
         self.empty_at: str | None = None
         schema_uri = root.get("$schema", "") if isinstance(root, dict) else ""
         self.legacy_ref = _dialect(schema_uri) == "legacy"
@@ -163,6 +170,9 @@ class _Translator(_Keywords):
             self.scope.append(base)
         try:
             out = self._schema(node, base, ptr)
+        except _Unroll as e:
+            e.pointer = ptr if e.pointer is None else e.pointer
+            raise
         except TooComplexError as e:
             keyword = next((k for k in _COMPLEX_KEYWORDS if k in node), "allOf")
             self.refuse(
@@ -287,6 +297,8 @@ class _Translator(_Keywords):
 
     def _unevaluated_properties(self, out: _T, sub, base, ptr) -> _T:
         """Names that no keyword here evaluated (in-place subschemas included) must match."""
+        if out.calls:
+            raise _Unroll("unevaluatedProperties beside a recursive $ref")
         u, unknown = self._unevaluated("unevaluatedProperties", out.objects, 2, sub, base, ptr)
         objects = []
         for o in out.objects:
@@ -304,6 +316,8 @@ class _Translator(_Keywords):
 
     def _unevaluated_items(self, out: _T, sub, base, ptr) -> _T:
         """Items that no keyword here evaluated (prefixItems, items, contains) must match."""
+        if out.calls:
+            raise _Unroll("unevaluatedItems beside a recursive $ref")
         u, unknown = self._unevaluated("unevaluatedItems", out.arrays, 1, sub, base, ptr)
         arrays = []
         for a in out.arrays:
@@ -339,14 +353,31 @@ class _Translator(_Keywords):
             self.invalid(
                 ptr, f"$ref {ref!r} loops back to itself without descending into the instance"
             )
-        if sum(1 for t, _ in self.stack if t == target) > self.opts.max_recursion_depth:
+        if self.opts.recursion == "stack" and not self.dynamic:
+            if any(t == target for t, _ in self.stack):
+                return _T(calls={self._rule_id(target, nptr)})
+        elif sum(1 for t, _ in self.stack if t == target) > self.opts.max_recursion_depth:
             self.truncated = self.truncated or ptr
             return _BOTTOM
         self.stack.append((target, self.depth))
         try:
-            return self.schema(node, nbase, nptr)
+            out = self.schema(node, nbase, nptr)
         finally:
             self.stack.pop()
+        k = self.rule_ids.get(target)
+        if k is not None and self.rule_types[k] is None:
+            # the outermost expansion of a recursive target is its rule's language (with
+            # no truncation, a subschema's language does not depend on the path to it)
+            self.rule_types[k] = out
+        return out
+
+    def _rule_id(self, target: int, ptr: str) -> int:
+        k = self.rule_ids.get(target)
+        if k is None:
+            k = self.rule_ids[target] = len(self.rule_types)
+            self.rule_types.append(None)
+            self.rule_ptrs.append(ptr)
+        return k
 
     def _type(self, t, ptr) -> _T:
         names = t if isinstance(t, list) else [t]

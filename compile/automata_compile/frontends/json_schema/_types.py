@@ -26,6 +26,17 @@ from automata_compile.frontends.json_schema._resolver import _loc, _Refuse
 _MAX_DNF = 256
 
 
+class _Unroll(Exception):
+    """A rule call (a recursive ``$ref``) met an operation that needs its language: an
+    intersection with sibling constraints, a complement, ``unevaluated*``. The schema is
+    then translated again with the reference unrolled (``recursion="unroll"``)."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+        self.pointer: str | None = None  # the innermost subschema it was raised in
+
+
 class _Hashed:
     """Frozen record with a cached structural hash (records nest deeply)."""
 
@@ -249,12 +260,23 @@ def _rest_schema(rest, name: str):
 
 
 class _T(_Hashed):
-    """A typed language: for each JSON type, the allowed values."""
+    """A typed language: for each JSON type, the allowed values; ``calls`` adds the
+    languages of grammar rules (ids of `_Translator.rule_types`, recursive ``$ref``
+    targets), which stay opaque: meeting or negating them raises `_Unroll`."""
 
-    __slots__ = ("null", "bools", "nums", "string", "arrays", "objects")
+    __slots__ = ("null", "bools", "nums", "string", "arrays", "objects", "calls")
     _fields = __slots__
 
-    def __init__(self, null=False, bools=frozenset(), nums=(), string=NEVER, arrays=(), objects=()):
+    def __init__(
+        self,
+        null=False,
+        bools=frozenset(),
+        nums=(),
+        string=NEVER,
+        arrays=(),
+        objects=(),
+        calls=frozenset(),
+    ):
         nums = tuple(dict.fromkeys(n for n in nums if not n.surely_empty()))
         if any(n.is_free() for n in nums):
             nums = (_FREE_NUM,)
@@ -273,6 +295,7 @@ class _T(_Hashed):
             string=string,
             arrays=arrays,
             objects=objects,
+            calls=frozenset(calls),
         )
 
     def is_bottom(self) -> bool:
@@ -316,6 +339,10 @@ def _meet(a, b) -> _T:
         return a
     if a.is_top() or b.is_bottom():
         return b
+    if a.calls or b.calls:
+        if a == b:
+            return a
+        raise _Unroll("a recursive $ref meets other constraints")
     return _meet_cached(a, b)
 
 
@@ -380,6 +407,7 @@ def _join(*ts) -> _T:
         alt(*(t.string for t in ts)),
         [x for t in ts for x in t.arrays],
         [x for t in ts for x in t.objects],
+        frozenset().union(*(t.calls for t in ts)),
     )
 
 
@@ -483,6 +511,8 @@ def _negate(t) -> _T:
         return _BOTTOM
     if t.is_bottom():
         return _TOP
+    if t.calls:
+        raise _Unroll("the complement of a recursive $ref")
     nums = [_FREE_NUM]
     for n in t.nums:
         nums = _pairs(nums, _num_negate(n), _FREE_NUM, _num_meet) if nums else []
@@ -574,7 +604,7 @@ def _obj_negate(o: _Obj) -> list:
 
 def _is_empty(t) -> bool:
     t = _top(t)
-    if t.null or t.bools or t.nums or t.arrays or t.objects:
+    if t.null or t.bools or t.nums or t.arrays or t.objects or t.calls:
         return False
     try:
         return sf.is_empty(t.string)
