@@ -185,12 +185,12 @@ def test_pda_equals_the_unrolled_dfa_within_its_bound(text):
 _UNROLLED: dict = {}
 
 
-def _unrolled(schema, ws):
+def _unrolled(schema, ws, **options):
     from automata_compile.automata._byte_dfa import build_byte_dfa
 
-    key = (json.dumps(schema), ws)
+    key = (json.dumps(schema), ws, json.dumps(options, sort_keys=True))
     if key not in _UNROLLED:
-        opts = _api._options(dict(whitespace=ws, max_whitespace=2, recursion="unroll"))
+        opts = _api._options(dict(whitespace=ws, max_whitespace=2, recursion="unroll", **options))
         _UNROLLED[key] = build_byte_dfa(_api.schema_ir(_api._load(schema), opts))
     return _UNROLLED[key]
 
@@ -215,6 +215,8 @@ ADDRESS = {
     "required": ["street"],
     "additionalProperties": False,
 }
+# SHARED has ten properties: any order is past its budget, so these tests use declared order
+DECLARED = {"property_order": "declared"}
 SHARED = {
     "$defs": {"address": ADDRESS},
     "type": "object",
@@ -231,21 +233,26 @@ addresses = st.fixed_dictionaries(
 
 
 def test_a_shared_definition_compiles_once():
-    pda = byte_pda(SHARED, share=True)
+    pda = byte_pda(SHARED, share=True, **DECLARED)
     assert pda.names == ("<root>", "shared1")
-    dfa = _unrolled(SHARED, "default")
+    dfa = _unrolled(SHARED, "default", **DECLARED)
     assert pda.num_states * 4 < dfa.num_states  # ten copies in the DFA, one rule here
     # beside a free value (the schema needs rules anyway) the definition is shared by default
     with_free = {**SHARED, "additionalProperties": True}
-    assert byte_pda(with_free).names == ("<root>", "shared1", "json_array", "json_object")
+    assert byte_pda(with_free, **DECLARED).names == (
+        "<root>",
+        "shared1",
+        "json_array",
+        "json_object",
+    )
 
 
 def test_a_regular_schema_shares_only_past_the_dfa_budget():
     vocab = byte_vocab()
-    assert not ac.compile_json_schema(SHARED, vocab).is_pda  # fits: the DFA, unchanged
+    assert not ac.compile_json_schema(SHARED, vocab, **DECLARED).is_pda  # fits: the DFA
     with pytest.raises(ac.StateBudgetExceededError):
-        ac.compile_json_schema(SHARED, vocab, recursion="unroll", max_states=3000)
-    pda = ac.compile_json_schema(SHARED, vocab, max_states=3000)
+        ac.compile_json_schema(SHARED, vocab, recursion="unroll", max_states=3000, **DECLARED)
+    pda = ac.compile_json_schema(SHARED, vocab, max_states=3000, **DECLARED)
     assert pda.is_pda
     doc = {"a1": {"street": "x", "zip": "12345"}, "a7": {"street": "", "since": "2024-02-29"}}
     assert pda.accepts(list(json.dumps(doc).encode()))
@@ -255,7 +262,8 @@ def test_a_regular_schema_shares_only_past_the_dfa_budget():
 @SETTINGS
 @given(st.dictionaries(st.sampled_from([f"a{i}" for i in range(10)]), addresses, max_size=4))
 def test_shared_definition_language_is_unchanged(doc):
-    pda, dfa = byte_pda(SHARED, share=True), _unrolled(SHARED, "default")
+    pda = byte_pda(SHARED, share=True, **DECLARED)
+    dfa = _unrolled(SHARED, "default", **DECLARED)
     validator = jsonschema.Draft202012Validator(SHARED, format_checker=jsonschema.FormatChecker())
     order = list(ADDRESS["properties"])
     doc = {  # schema order
@@ -291,8 +299,8 @@ def test_tables_without_calls_are_unchanged():
 
 def test_unroll_option_and_regex_refusal():
     with pytest.raises(UnsupportedSchemaError, match=r"#/\$defs/node.*recursion='unroll'"):
-        ac.json_schema_to_regex(TREE)
-    assert "children" in ac.json_schema_to_regex(TREE, recursion="unroll")
+        ac.json_schema_to_regex(TREE, **DECLARED)
+    assert "children" in ac.json_schema_to_regex(TREE, recursion="unroll", **DECLARED)
     dfa = ac.compile_json_schema(TREE, byte_vocab(), recursion="unroll", max_recursion_depth=1)
     assert not dfa.is_pda
     with pytest.raises(ValueError, match="recursion must be 'stack' or 'unroll'"):

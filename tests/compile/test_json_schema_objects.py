@@ -205,18 +205,19 @@ def test_declared_order_is_todays_language():
     dfa = compiled(schema, property_order="declared")
     assert accepts(dfa, '{"a": 1, "b": true, "x": 2}') and accepts(dfa, '{"b": true}')
     assert not accepts(dfa, '{"b": true, "a": 1}') and not accepts(dfa, '{"x": 2, "b": true}')
-    rx = json_schema_to_regex(schema, property_order="declared", max_nesting_depth=1)
+    unroll = {"recursion": "unroll", "max_nesting_depth": 1}  # free values: no grammar rules
+    rx = json_schema_to_regex(schema, property_order="declared", **unroll)
     assert rx  # declared order keeps a regex spelling
     with pytest.raises(UnsupportedSchemaError, match='property_order="declared"'):
-        json_schema_to_regex(schema)
+        json_schema_to_regex(schema, **unroll)
 
 
 def test_one_kind_of_property_keeps_a_regex():
     """With one declared property and no others (or none declared) the orders coincide."""
     assert json_schema_to_regex(
-        {"properties": {"a": {"type": "integer"}}, "additionalProperties": False}
+        {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": False}
     )
-    assert json_schema_to_regex({"additionalProperties": {"type": "integer"}})
+    assert json_schema_to_regex({"type": "object", "additionalProperties": {"type": "integer"}})
 
 
 def test_bad_property_order():
@@ -302,13 +303,14 @@ ISSUE_TEXT = '{"flow": "f1", "parameters": {"n": 3, "mode": "fast"}, "cache": fa
 
 def test_issue_example_on_llama3(llama3_vocab):
     vocab = llama3_vocab
-    dfa = ac.compile_json_schema(ISSUE_ITEM, vocab, max_nesting_depth=1)
+    unroll = {"recursion": "unroll", "max_nesting_depth": 1}  # a DFA, so `ref` is a byte oracle
+    dfa = ac.compile_json_schema(ISSUE_ITEM, vocab, **unroll)
     assert jsonschema.Draft202012Validator(ISSUE_ITEM).is_valid(json.loads(ISSUE_TEXT))
     assert dfa.accepts(vocab.encode(ISSUE_TEXT))
     assert not dfa.accepts(vocab.encode('{"cache": false, "flow": "f1", "cache": true}'))
     assert not dfa.accepts(vocab.encode('{"run": 1}'))
     # exact masks after "cache" was written: the byte-level automaton is the oracle
-    ref = ac.compile_json_schema(ISSUE_ITEM, BYTES, max_nesting_depth=1)
+    ref = ac.compile_json_schema(ISSUE_ITEM, BYTES, **unroll)
     prefix = '{"flow": "f1", "cache": false, '
     state = dfa.walk(vocab.encode(prefix))
     ref_state = ref.walk(list(prefix.encode()))
@@ -326,6 +328,10 @@ def test_issue_example_on_llama3(llama3_vocab):
     assert mask[vocab.encode('"run')[0]] and not dfa.accepts(
         vocab.encode(prefix + '"cache": true}')
     )
+    # the default (free values as grammar rules, no depth bound): the same on the PDA
+    pda = ac.compile_json_schema(ISSUE_ITEM, BYTES)
+    assert pda.is_pda and pda.accepts(list(ISSUE_TEXT.encode()))
+    assert not pda.accepts(list(b'{"cache": false, "flow": "f1", "cache": true}'))
 
 
 def test_cli_property_order(mistral_sp_path, tmp_path):

@@ -167,7 +167,12 @@ from automata_compile.frontends.json_schema import _content as sf
 from automata_compile.frontends.json_schema._content import TooComplexError
 from automata_compile.frontends.json_schema._emitter import _Emitter
 from automata_compile.frontends.json_schema._resolver import _DEFAULT_BASE, _loc, _Refuse
-from automata_compile.frontends.json_schema._rules import ROOT, Rules, shared_types
+from automata_compile.frontends.json_schema._rules import (
+    ROOT,
+    Rules,
+    derives_a_value,
+    shared_types,
+)
 from automata_compile.frontends.json_schema._translator import _Options, _Translator
 from automata_compile.frontends.json_schema._types import _Unroll
 from automata_compile.tokens._pda_compose import compose_pda
@@ -240,7 +245,7 @@ def _translate(schema, opts: _Options, share: bool) -> GrammarIR:
         raise UnsupportedSchemaError(
             "#: the schema nests too deeply to translate", keyword=None, pointer=""
         ) from None
-    if sf.is_never(grammar.bodies[0]):
+    if not derives_a_value(grammar):
         where = tr.empty_at if tr.empty_at is not None else ""
         detail = f" (the first unsatisfiable subschema is at {_loc(where)})" if where else ""
         if tr.truncated is not None:

@@ -92,6 +92,12 @@ class Rules:
         return GrammarIR(names=tuple(self.names[j] for j in order), bodies=tuple(bodies))
 
 
+def derives_a_value(grammar: GrammarIR) -> bool:
+    """Whether the root derives some text (every kept rule does; an any-order or counting
+    object can be empty without being NEVER, e.g. when a required property is)."""
+    return _nonempty(grammar.bodies[0], set(range(len(grammar.bodies))), {})
+
+
 def shared_types(roots) -> set:
     """The typed languages referenced at two or more value positions (array elements,
     property values) of the typed-language DAG below ``roots``; each node's children are
