@@ -15,6 +15,7 @@ PUBLIC = [
     "UNCONSTRAINED",
     "ConstraintState",
     "ConstraintTables",
+    "FastForward",
     "GenerateOutput",
     "Greedy",
     "LinenStep",
