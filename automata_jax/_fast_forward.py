@@ -62,8 +62,10 @@ class FastForward:
 
     Attributes:
       widths: the call widths to choose from (1 is always added; widths above
-        ``W = 1 + F`` are cut to W). Each width compiles its own model call. Default
-        (None): 1, 2, 3, 5, 9, ... (1 + powers of two) up to W, and W.
+        ``W = 1 + F`` are cut to W). Each width compiles its own model call (on a loaded
+        2-core CPU, the tiny job model's loop compiled in 22 s without fast-forward, 24 s
+        with widths (1, 5), 32 s with (1, 3, 5) and 42 s with (1, 2, 3, 5)). Default
+        (None): 1, ``1 + F // 2`` and W, e.g. (1, 3, 5) for F = 4.
       slot_cost: the extra cost of one more slot in a call, as a fraction of a
         single-token call. 0 chunks whenever any row gains (the policy before this
         class existed: one chunk width, taken when any row has forced tokens); the
@@ -98,8 +100,7 @@ class FastForward:
     def resolve(self, *, full_width: int) -> FastForward:
         """This policy with concrete, sorted widths for chunks of at most ``full_width`` slots."""
         if self.widths is None:
-            wanted = [1 + 2**i for i in range(full_width.bit_length()) if 1 + 2**i < full_width]
-            wanted.append(full_width)
+            wanted = [1 + max((full_width - 1) // 2, 1), full_width]
         else:
             wanted = [min(w, full_width) for w in self.widths]
         widths = sorted({1, *wanted})
