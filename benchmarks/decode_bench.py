@@ -93,18 +93,18 @@ FREE_TEXT = r"[a-zA-Z ,.]{1,400}"  # nothing is ever forced: the no-regression c
 
 def constraints():
     """name -> regex: the extraction job's schema as the job compiles it (``person``:
-    `automata_jax.extract.SCHEMA_OPTIONS`) and with JSON's default separators (an optional
-    space after ``,`` and ``:``, the compiler's default), this script's schema (compiler
-    defaults), and a free-text constraint with no forced text."""
+    `automata_jax.extract.SCHEMA_OPTIONS`, the one place the job's compile options are set)
+    and with JSON's default separators (an optional space after ``,`` and ``:``), this
+    script's schema (the job's options but those default separators: the free-text-heavy
+    case), and a free-text constraint with no forced text."""
     from automata_jax.extract import SCHEMA_OPTIONS
 
+    spaced = {**SCHEMA_OPTIONS, "whitespace": "default"}
     person = json.loads((ROOT / "automata_jax" / "data" / "person.json").read_text())
     return {
         "person": ac.json_schema_to_regex(person, **SCHEMA_OPTIONS),
-        "person_default_ws": ac.json_schema_to_regex(
-            person, **{**SCHEMA_OPTIONS, "whitespace": "default"}
-        ),
-        "bench_schema": ac.json_schema_to_regex(SCHEMA),
+        "person_default_ws": ac.json_schema_to_regex(person, **spaced),
+        "bench_schema": ac.json_schema_to_regex(SCHEMA, **spaced),
         "free_text": FREE_TEXT,
     }
 
