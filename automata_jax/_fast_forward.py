@@ -58,7 +58,8 @@ class FastForward:
     about one batch call, so the loop takes the width with the largest
     ``gain(w) - n * slot_cost * (w - 1)`` (ties: the narrower), and a single-token call
     when no width scores above 0. One forced row among many free-text rows then does
-    not slow the whole batch down; a batch where every row is forced chunks.
+    not widen the whole batch's call (unless its gain outweighs the batch's extra
+    cost); a batch where every row is forced chunks.
 
     Attributes:
       widths: the call widths to choose from (1 is always added; widths above
@@ -67,12 +68,14 @@ class FastForward:
         with widths (1, 5), 32 s with (1, 3, 5) and 42 s with (1, 2, 3, 5)). Default
         (None): 1, ``1 + F // 2`` and W, e.g. (1, 3, 5) for F = 4.
       slot_cost: the extra cost of one more slot in a call, as a fraction of a
-        single-token call. 0 chunks whenever any row gains (the policy before this
-        class existed: one chunk width, taken when any row has forced tokens); the
-        default 0.25 was measured end to end on a 2-core CPU with the bench model of
-        ``benchmarks/decode_bench.py`` (see BENCHMARKS.md, issue 12 policy section).
-        On an accelerator, where a decode call is bound by reading the weights, extra
-        slots are nearly free: try a smaller value there.
+        single-token call. The default 0.05 is what a slot costs the bench model of
+        ``benchmarks/decode_bench.py`` on a 2-core CPU at batch 8 (a 5-slot call costs
+        about 1.2 single calls); with it, at batch 8 one row's saved call pays for a
+        2-slot call, while at batch 64 a slot needs 3.2 saved calls. 0 chunks whenever
+        any row gains (the policy before this class: ``widths=(W,), slot_cost=0``, one
+        chunk width taken when any row has forced tokens). Raise it where wide calls
+        cost more (large batches on CPU); on an accelerator, where a decode call is
+        bound by reading the weights, extra slots are nearly free.
 
     Example:
       >>> FastForward(widths=(1, 3), slot_cost=0.1).resolve(full_width=5)
@@ -80,7 +83,7 @@ class FastForward:
     """
 
     widths: tuple[int, ...] | None = None
-    slot_cost: float = 0.25
+    slot_cost: float = 0.05
 
     def __post_init__(self):
         if self.widths is not None:
