@@ -208,8 +208,10 @@ def test_cache_without_end_index_is_refused(dfas, params):
         _run(params, tables, [0], [[1]], 4, cache=_NoIndexCache(h=jnp.zeros((1, 2))))
 
 
-def test_a_tight_cache_never_overflows(params):
-    """With only max_new_tokens slots past the prompt, chunks stop when room runs out."""
+@pytest.mark.parametrize("always", [True, False])
+def test_a_tight_cache_never_overflows(params, always):
+    """With only max_new_tokens slots past the prompt, chunks stop when room runs out
+    (under the widest always-chunk policy, and the default)."""
     # Two constraints out of phase: their rows chunk on alternate steps.
     pair = [ac.compile_regex(p, VOCAB) for p in (r"(cabcc(a|b)){4,6}", r"(a|b)(cabcc(a|b)){4,6}")]
     tables = ConstraintTables.from_dfas(pair, vocab_size=V)
@@ -223,12 +225,14 @@ def test_a_tight_cache_never_overflows(params):
         return MODEL.apply_step(params, tokens, positions, input_mask, cache)
 
     n = 20
-    _run(params, tables, ids, prompts, n, step=step, sampler=TopP(0.95))
-    assert max(seen) > 1 + n  # the default cache has extra slots, and they are used
+    policy = aj.FastForward(widths=(99,), slot_cost=0) if always else aj.FastForward()
+    _run(params, tables, ids, prompts, n, step=step, sampler=TopP(0.95), fast_forward=policy)
+    if always:
+        assert max(seen) > 1 + n  # the default cache has extra slots, and they are used
     seen.clear()
     tight = _run(
         params, tables, ids, prompts, n, step=step, sampler=TopP(0.95),
-        cache=MODEL.init_cache(8, 1 + n),
+        cache=MODEL.init_cache(8, 1 + n), fast_forward=policy,
     )  # fmt: skip
     assert max(seen) <= 1 + n
     assert not tight.states.error.any()
