@@ -20,6 +20,7 @@ from automata_jax._constraint import (
     init_state,
     mask_logits,
 )
+from automata_jax._fast_forward import FastForward
 from automata_jax._flax_adapters import LinenStep, NnxStep, nnx_step
 from automata_jax._generate import GenerateOutput, generate, pad_prompts
 from automata_jax._sampling import Greedy, MinP, Sampler, Temperature, TopK, TopP
@@ -41,6 +42,7 @@ __all__ = [
     "UNCONSTRAINED",
     "ConstraintState",
     "ConstraintTables",
+    "FastForward",
     "GenerateOutput",
     "Greedy",
     "LinenStep",

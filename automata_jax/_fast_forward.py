@@ -9,11 +9,14 @@ iteration, for every active row,
   forced run, emits ``x`` followed by the run;
 
 and the emitted tokens of all rows are fed to the model in one call (a chunk of
-``W = 1 + F`` slots, the unused ones masked out), inside the same ``lax.while_loop``.
-The chunk width is chosen per iteration with a ``lax.cond``: a single-token call when no
-row has more than one token to feed (free text costs what it cost before), the chunked
-call otherwise. After a chunked call the cache's ``end_index`` advances by the longest
-row's count, not by W, so padding slots are overwritten by the next call (the cache
+``w`` slots, the unused ones masked out), inside the same ``lax.while_loop``.
+The width ``w`` of each iteration's call is chosen on the device, among a few static
+widths (`FastForward.widths`, at most ``W = 1 + F``), by a ``lax.switch``: the width
+whose saved model calls best pay for its extra cost (`FastForward`'s cost model), so
+a single-token call is taken unless enough rows gain, and a chunk is only as wide as
+the runs need. A row whose run is longer than ``w`` feeds its first ``w`` tokens and
+the rest next iteration. After a chunked call the cache's ``end_index`` advances by the
+longest row's count, not by w, so padding slots are overwritten by the next call (the cache
 must be a pytree with an ``end_index``, as `automata_jax.models.gemma3.KVCache`, or
 None). Rows chunk at different times, so the slots used can exceed the tokens of any
 row: `generate` allocates ``capacity`` extra slots (`cache_slack`), and an iteration
@@ -32,13 +35,98 @@ generated tokens (``max_new_tokens`` caps the total, cutting a run short if need
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from automata_jax._constraint import advance, mask_logits
 from automata_jax._tables import RuntimeShapeError
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class FastForward:
+    """Fast-forward's step policy: which call width each loop iteration takes (static, hashable).
+
+    Every iteration, each active row has ``k >= 1`` tokens it could feed (its sampled
+    token plus the forced run after it, or a state's forced run). A call of width ``w``
+    feeds ``min(k, w)`` of them per row and costs about ``1 + slot_cost * (w - 1)``
+    single-token calls, while it saves ``gain(w) = sum(min(k, w) - 1)`` row calls over
+    the active rows. With ``n`` active rows in lock step, ``n`` saved row calls save
+    about one batch call, so the loop takes the width with the largest
+    ``gain(w) - n * slot_cost * (w - 1)`` (ties: the narrower), and a single-token call
+    when no width scores above 0. One forced row among many free-text rows then does
+    not widen the whole batch's call (unless its gain outweighs the batch's extra
+    cost); a batch where every row is forced chunks.
+
+    Attributes:
+      widths: the call widths to choose from (1 is always added; widths above
+        ``W = 1 + F`` are cut to W). Each width compiles its own model call (on a loaded
+        2-core CPU, the tiny job model's loop compiled in 22 s without fast-forward, 24 s
+        with widths (1, 5), 32 s with (1, 3, 5) and 42 s with (1, 2, 3, 5)). Default
+        (None): 1, ``1 + F // 2`` and W, e.g. (1, 3, 5) for F = 4.
+      slot_cost: the extra cost of one more slot in a call, as a fraction of a
+        single-token call. The default 0.05 is what a slot costs the bench model of
+        ``benchmarks/decode_bench.py`` on a 2-core CPU at batch 8 (a 5-slot call costs
+        about 1.2 single calls); with it, at batch 8 one row's saved call pays for a
+        2-slot call, while at batch 64 a slot needs 3.2 saved calls. 0 chunks whenever
+        any row gains (the policy before this class: ``widths=(W,), slot_cost=0``, one
+        chunk width taken when any row has forced tokens). Raise it where wide calls
+        cost more (large batches on CPU); on an accelerator, where a decode call is
+        bound by reading the weights, extra slots are nearly free.
+
+    Example:
+      >>> FastForward(widths=(1, 3), slot_cost=0.1).resolve(full_width=5)
+      FastForward(widths=(1, 3), slot_cost=0.1)
+    """
+
+    widths: tuple[int, ...] | None = None
+    slot_cost: float = 0.05
+
+    def __post_init__(self):
+        if self.widths is not None:
+            widths = tuple(int(w) for w in self.widths)
+            if not widths or min(widths) < 1:
+                raise RuntimeShapeError(
+                    f"FastForward.widths: expected widths >= 1, got {self.widths!r}"
+                )
+            object.__setattr__(self, "widths", widths)
+        cost = float(self.slot_cost)
+        if not (cost >= 0 and np.isfinite(cost)):
+            raise RuntimeShapeError(
+                f"FastForward.slot_cost: expected a finite number >= 0, got {self.slot_cost!r}"
+            )
+        object.__setattr__(self, "slot_cost", cost)
+
+    def resolve(self, *, full_width: int) -> FastForward:
+        """This policy with concrete, sorted widths for chunks of at most ``full_width`` slots."""
+        if self.widths is None:
+            wanted = [1 + max((full_width - 1) // 2, 1), full_width]
+        else:
+            wanted = [min(w, full_width) for w in self.widths]
+        widths = sorted({1, *wanted})
+        return dataclasses.replace(self, widths=tuple(widths))
+
+
+def policy(fast_forward, tables) -> FastForward | None:
+    """`generate`'s ``fast_forward`` argument as a resolved `FastForward`, or None (off).
+
+    Raises:
+      RuntimeShapeError: ``fast_forward`` is neither a bool nor a `FastForward`.
+    """
+    if isinstance(fast_forward, FastForward):
+        chosen = fast_forward
+    elif isinstance(fast_forward, bool | np.bool_):
+        chosen = FastForward() if fast_forward else None
+    else:
+        raise RuntimeShapeError(
+            f"fast_forward: expected a bool or a FastForward, got {fast_forward!r}"
+        )
+    if chosen is None or chunk_width(tables) == 1:
+        return None  # tables that force nothing: the plain loop
+    return chosen.resolve(full_width=chunk_width(tables))
 
 
 def accepts_logits_at(step_fn) -> bool:
@@ -72,6 +160,7 @@ def chunk_width(tables) -> int:
 
 def ff_loop(
     *,
+    policy: FastForward,
     step_fn,
     sampler,
     capacity,
@@ -99,6 +188,8 @@ def ff_loop(
     if cache_length is None and getattr(valid, "ndim", 0) == 2:
         cache_length = valid.shape[1]
     w = chunk_width(tables)
+    widths = policy.widths
+    width_array = jnp.asarray(widths, jnp.int32)  # [nW], ascending, widths[0] == 1
     num_k, num_q, _ = tables.next_state.shape
     slots = jnp.arange(w, dtype=jnp.int32)
     rows = jnp.arange(b)
@@ -117,10 +208,12 @@ def ff_loop(
         return tables.forced_tokens[k, qc], n, tables.forced_states[k, qc]
 
     def emit(i, last_logits, st, written, room):
-        """One iteration's tokens per row: ([B, W] tokens, count [B], new state, non-EOS count).
+        """One iteration's tokens per row.
 
-        ``room``: cache slots left. Runs are cut to one token per row when the chunk would
-        leave too few slots to finish every row with single steps (see the module docstring).
+        Returns ([B, W] tokens, count [B], new state, non-EOS count [B], feed [B], the
+        index of the chosen width). ``room``: cache slots left; a width is only chosen
+        when its chunk leaves enough slots to finish every row with single steps (see
+        the module docstring).
         """
         active = ~st.done & (written < num_steps)
         budget = num_steps - written
@@ -138,16 +231,23 @@ def ff_loop(
         post_n = jnp.where(sampling & ~moved.done, post_n, 0)
         post_n = jnp.minimum(post_n, jnp.maximum(budget - 1, 0))
         pre_n = jnp.minimum(pre_n, budget)
-        raw = jnp.where(pre, pre_n, jnp.where(active, 1 + post_n, 0))
-        left = jnp.max(jnp.where(active, budget - raw, 0))  # slots single steps may need later
-        fits = (jnp.max(raw) + left <= room) & (w <= room)  # a chunk writes W slots
-        post_n = jnp.where(fits, post_n, 0)
-        pre_n = jnp.where(fits, pre_n, jnp.minimum(pre_n, 1))
+        # The width: what each row could feed, cut to each width; the best net gain wins.
+        want = jnp.where(pre, pre_n, jnp.where(active, 1 + post_n, 0))
+        cut = jnp.minimum(want[None, :], width_array[:, None])  # [nW, B]
+        gain = jnp.sum(jnp.maximum(cut - 1, 0), axis=1).astype(jnp.float32)
+        n_active = jnp.sum(active).astype(jnp.float32)
+        score = gain - n_active * policy.slot_cost * (width_array - 1).astype(jnp.float32)
+        left = jnp.max(jnp.where(active[None, :], budget[None, :] - cut, 0), axis=1)
+        fits = (jnp.max(cut, axis=1) + left <= room) & (width_array <= room)  # W slots written
+        score = jnp.where(fits & (gain > 0), score, -jnp.inf).at[0].set(0.0)
+        choice = jnp.argmax(score).astype(jnp.int32)  # the first best: the narrowest
+        count = cut[choice]
+        pre_n = jnp.where(pre, count, 0)
+        post_n = jnp.where(sampling, count - 1, 0)
 
         shifted = jnp.concatenate([x[:, None], post_tok], axis=1)  # [B, W]
         padded_pre = jnp.concatenate([pre_tok, jnp.full((b, 1), pad_id, jnp.int32)], axis=1)
         tokens = jnp.where(pre[:, None], padded_pre, shifted)
-        count = jnp.where(pre, pre_n, jnp.where(active, 1 + post_n, 0))
         tokens = jnp.where(slots[None, :] < count[:, None], tokens, pad_id)
 
         def state_after(states, n, base):
@@ -162,15 +262,16 @@ def ff_loop(
         counted = count - is_eos.astype(jnp.int32)
         # Rows that will sample again feed their tokens; finished or cut-off rows do not.
         feed = jnp.where(~st.done & (written + count < num_steps), count, 0)
-        return tokens, count, on_batch(st), counted, feed
+        return tokens, count, on_batch(st), counted, feed, choice
 
     def write(buffer, written, tokens, count):
         idx = written[:, None] + slots[None, :]
         idx = jnp.where(slots[None, :] < count[:, None], idx, capacity)  # dropped
         return buffer.at[rows[:, None], idx].set(tokens, mode="drop")
 
-    def call(tokens, count, positions, cache):
-        """Feeds each row's ``count`` tokens; returns the logits after its last one."""
+    def call(tokens, count, positions, cache, choice):
+        """Feeds each row's ``count`` tokens in a call of width ``widths[choice]``; returns
+        the logits after each row's last token."""
         last = jnp.maximum(count - 1, 0)
 
         def single(cache):
@@ -179,23 +280,29 @@ def ff_loop(
             )
             return out[:, 0].astype(jnp.float32), cache
 
-        def chunked(cache):
-            start = None if cache is None else cache.end_index
-            pos = positions[:, None] + slots[None, :]
-            mask = slots[None, :] < count[:, None]
-            if with_logits_at:
-                out, cache = step_fn(params, tokens, pos, mask, cache, logits_at=last)
-                out = out[:, 0]
-            else:
-                out, cache = step_fn(params, tokens, pos, mask, cache)
-                out = jnp.take_along_axis(out, last[:, None, None], axis=1)[:, 0]
-            if cache is not None:
-                cache = cache.replace(end_index=start + jnp.max(count))
-            return out.astype(jnp.float32), cache
+        def chunked(width):
+            def run(cache):
+                start = None if cache is None else cache.end_index
+                pos = positions[:, None] + slots[None, :width]
+                mask = slots[None, :width] < count[:, None]
+                if with_logits_at:
+                    out, cache = step_fn(
+                        params, tokens[:, :width], pos, mask, cache, logits_at=last
+                    )
+                    out = out[:, 0]
+                else:
+                    out, cache = step_fn(params, tokens[:, :width], pos, mask, cache)
+                    out = jnp.take_along_axis(out, last[:, None, None], axis=1)[:, 0]
+                if cache is not None:
+                    cache = cache.replace(end_index=start + jnp.max(count))
+                return out.astype(jnp.float32), cache
 
-        if w == 1:
+            return run
+
+        branches = [single] + [chunked(width) for width in widths[1:]]
+        if len(branches) == 1:
             return single(cache)
-        return jax.lax.cond(jnp.any(count > 1), chunked, single, cache)
+        return jax.lax.switch(choice, branches, cache)
 
     def room_of(cache):
         if cache is None or cache_length is None:
@@ -204,7 +311,7 @@ def ff_loop(
 
     buffer = on_batch(jnp.full((b, capacity), pad_id, jnp.int32))
     written = jnp.zeros((b,), jnp.int32)
-    tokens, count, state, counted, feed = emit(0, logits, state, written, room_of(cache))
+    tokens, count, state, counted, feed, choice = emit(0, logits, state, written, room_of(cache))
     buffer = write(buffer, written, tokens, count)
     carry = (
         jnp.int32(1),
@@ -213,6 +320,7 @@ def ff_loop(
         counted,
         tokens,
         feed,
+        choice,
         state,
         cache,
         next_position,
@@ -220,21 +328,23 @@ def ff_loop(
     )
 
     def cond(carry):
-        _, _, written, _, _, _, state, _, _, _ = carry
+        _, _, written, _, _, _, _, state, _, _, _ = carry
         return jnp.any(~state.done & (written < num_steps))
 
     def body(carry):
-        i, buffer, written, lengths, tokens, feed, state, cache, position, calls = carry
-        logits, cache = call(tokens, feed, position, cache)
+        i, buffer, written, lengths, tokens, feed, choice, state, cache, position, calls = carry
+        logits, cache = call(tokens, feed, position, cache, choice)
         position = position + feed
         calls = calls + (feed > 0).astype(jnp.int32)
-        tokens, count, state, counted, feed = emit(i, logits, state, written, room_of(cache))
+        tokens, count, state, counted, feed, choice = emit(
+            i, logits, state, written, room_of(cache)
+        )
         buffer = write(buffer, written, tokens, count)
-        return (i + 1, buffer, written + count, lengths + counted, tokens, feed, state, cache,
-                position, calls)  # fmt: skip
+        return (i + 1, buffer, written + count, lengths + counted, tokens, feed, choice, state,
+                cache, position, calls)  # fmt: skip
 
     carry = jax.lax.while_loop(cond, body, carry)
-    _, buffer, _, lengths, _, _, state, _, _, calls = carry
+    _, buffer, _, lengths, _, _, _, state, _, _, calls = carry
     return buffer, lengths, state, calls
 
 

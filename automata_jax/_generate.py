@@ -202,7 +202,7 @@ def generate(
     pad_id: int = 0,
     buffer_length: int | None = None,
     data_sharding: jax.sharding.Sharding | None = None,
-    fast_forward: bool = False,
+    fast_forward: bool | _fast_forward.FastForward = False,
 ) -> GenerateOutput:
     """Generates up to ``max_new_tokens`` tokens per row under each row's constraint.
 
@@ -229,7 +229,9 @@ def generate(
       data_sharding: optional sharding of batch-major arrays (see `generate_sharded`).
       fast_forward: static; feed each row's forced canonical tokens (stored in the
         tables by the compiler) in the same model call as the token sampled before them,
-        instead of one call per token (see `automata_jax._fast_forward`). Forced tokens
+        instead of one call per token (see `automata_jax._fast_forward`). True uses the
+        default `FastForward` step policy (which call width each step takes); pass a
+        `FastForward` to tune it. Forced tokens
         count as generated tokens. Needs a cache with an ``end_index`` (or none); an
         ``init_cache`` callable gets ``buffer_length`` extra slots (rows chunk at different
         times, leaving padding slots); a cache pytree needs ``max_new_tokens`` slots past
@@ -268,7 +270,7 @@ def generate(
     capacity = bucket(n, MIN_BUFFER) if buffer_length is None else int(buffer_length)
     if capacity < n:
         raise RuntimeShapeError(f"buffer_length: expected >= max_new_tokens ({n}), got {capacity}")
-    fast_forward = bool(fast_forward) and _fast_forward.chunk_width(tables) > 1
+    fast_forward = _fast_forward.policy(fast_forward, tables)  # None: off
     slack = _fast_forward.cache_slack(capacity, tables) if fast_forward else 0
     init_cache = None
     if callable(cache):
@@ -359,6 +361,7 @@ def _generate_loop(
     state = on_batch(init_state(tables, constraint_ids))
     if fast_forward:
         buffer, lengths, state, calls = _fast_forward.ff_loop(
+            policy=fast_forward,
             step_fn=step_fn,
             sampler=sampler,
             capacity=capacity,

@@ -83,7 +83,7 @@ def generate_sharded(
     buffer_length: int | None = None,
     axis: str = DATA_AXIS,
     replicate_params: bool = True,
-    fast_forward: bool = False,
+    fast_forward=False,
 ) -> GenerateOutput:
     """`generate` with the batch split over mesh axis ``axis`` (data parallelism).
 

@@ -11,7 +11,15 @@ that machine noise hits all alike:
 * ``plain``: prefill + `lax.while_loop` + sampler with no constraint code (the same
   number of steps as ``ours``): the cost of the model alone;
 * ``ours``: `automata_jax.generate` (the mask is a gather inside the jitted loop);
-* ``ours_ff``: the same with ``fast_forward=True`` (forced tokens join a call);
+* ``ours_ff``: the same with ``fast_forward=True`` (forced tokens join a call; the
+  default `FastForward` step policy: a chunked call only when the rows' saved calls pay
+  for it, as narrow as the runs need);
+* ``ff_always``: fast-forward with the policy before `FastForward` existed (one chunk
+  width ``1 + F``, taken whenever any row has forced tokens: ``FastForward(widths=(W,),
+  slot_cost=0)``);
+* ``ff_c<x>`` (``--slot-costs x,...``): the default widths with ``slot_cost=x``, to
+  calibrate the cost model; ``ff_single`` (``--slot-costs single``): fast-forward's loop
+  restricted to single-token calls (``widths=(1,)``: the loop's own overhead);
 * ``host``: what a server with a host matcher does (vLLM + llguidance / XGrammar style):
   the same jitted model step, and per step llguidance fills the batch's token bitmask
   on the CPU (``LLExecutor``, in parallel over rows) while the device computes the
@@ -84,13 +92,19 @@ FREE_TEXT = r"[a-zA-Z ,.]{1,400}"  # nothing is ever forced: the no-regression c
 
 
 def constraints():
-    """name -> regex: the extraction job's schema (its default whitespace, and compact), this
-    script's schema, and a free-text constraint with no forced text."""
+    """name -> regex: the extraction job's schema as the job compiles it (``person``:
+    `automata_jax.extract.SCHEMA_OPTIONS`, the one place the job's compile options are set)
+    and with JSON's default separators (an optional space after ``,`` and ``:``), this
+    script's schema (the job's options but those default separators: the free-text-heavy
+    case), and a free-text constraint with no forced text."""
+    from automata_jax.extract import SCHEMA_OPTIONS
+
+    spaced = {**SCHEMA_OPTIONS, "whitespace": "default"}
     person = json.loads((ROOT / "automata_jax" / "data" / "person.json").read_text())
     return {
-        "person": ac.json_schema_to_regex(person),
-        "person_compact": ac.json_schema_to_regex(person, whitespace="compact"),
-        "bench_schema": ac.json_schema_to_regex(SCHEMA),
+        "person": ac.json_schema_to_regex(person, **SCHEMA_OPTIONS),
+        "person_default_ws": ac.json_schema_to_regex(person, **spaced),
+        "bench_schema": ac.json_schema_to_regex(SCHEMA, **spaced),
         "free_text": FREE_TEXT,
     }
 
@@ -231,6 +245,15 @@ def bench_case(name, model, params, cache_fn, dfa, host, prompt, b, args) -> dic
     plain = plain_generate_fn(model.apply_step, sampler, n)
     last_steps = {"n": n}
 
+    full = aj._fast_forward.chunk_width(tables)
+    policies = {"ours": False, "ours_ff": aj.FastForward()}
+    policies["ff_always"] = aj.FastForward(widths=(full,), slot_cost=0.0)
+    for c in filter(None, args.slot_costs.split(",")):
+        if c == "single":
+            policies["ff_single"] = aj.FastForward(widths=(1,))
+        else:
+            policies[f"ff_c{c}"] = aj.FastForward(slot_cost=float(c))
+
     def run_ours(ff):
         def run(rng):
             out = aj.generate(
@@ -256,7 +279,8 @@ def bench_case(name, model, params, cache_fn, dfa, host, prompt, b, args) -> dic
         count, calls, mask_s, steps = host.run(tokens, mask, rng, n)
         return count, calls, steps, mask_s / max(steps, 1)
 
-    loops = {"ours": run_ours(False), "ours_ff": run_ours(True), "plain": run_plain}
+    loops = {k: run_ours(ff) for k, ff in policies.items()}
+    loops["plain"] = run_plain
     if host is not None:
         loops["host"] = run_host
     if name == "free_text":
@@ -302,7 +326,12 @@ def main() -> None:
     parser.add_argument("--model", choices=sorted(MODELS), default="bench")
     parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
     parser.add_argument("--batches", default="1,8,64")
-    parser.add_argument("--constraints", default="person,person_compact,bench_schema,free_text")
+    parser.add_argument("--constraints", default="person,person_default_ws,bench_schema,free_text")
+    parser.add_argument(
+        "--slot-costs",
+        default="",
+        help="extra fast-forward loops: FastForward(slot_cost=x) per x, 'single' = widths (1,)",
+    )
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-host", action="store_true", help="skip the llguidance baseline")
@@ -354,6 +383,7 @@ def main() -> None:
         f"python benchmarks/decode_bench.py --model {args.model} --dtype {args.dtype} "
         f"--batches {args.batches} --constraints {args.constraints} "
         f"--max-new-tokens {args.max_new_tokens} --repeats {args.repeats}"
+        + (f" --slot-costs {args.slot_costs}" if args.slot_costs else "")
         + (" --no-host" if args.no_host else "")
     )
     result = {
@@ -404,7 +434,7 @@ def markdown(result) -> str:
         "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in result["rows"]:
-        for k in ("plain", "ours", "ours_ff", "host"):
+        for k in ("plain", "ours", "ours_ff", *sorted(x for x in r if x.startswith("ff_")), "host"):
             if k not in r:
                 continue
             x = r[k]

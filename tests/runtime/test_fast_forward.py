@@ -70,10 +70,11 @@ def _run(params, tables, ids, prompts, n, *, step=MODEL.apply_step, **kw):
     kw.setdefault("sampler", Greedy())
     kw.setdefault("cache", MODEL.init_cache)
     kw.setdefault("rng", jax.random.key(0))
+    kw.setdefault("fast_forward", True)
     return jax.device_get(
         aj.generate(
             step, params, tokens, tables, np.asarray(ids, np.int32), prompt_mask=mask,
-            pad_id=PAD, max_new_tokens=n, fast_forward=True, **kw,
+            pad_id=PAD, max_new_tokens=n, **kw,
         )
     )  # fmt: skip
 
@@ -84,10 +85,11 @@ def test_runs_exist(dfas):
 
 @pytest.mark.parametrize("n", [12, 5, 2])
 def test_matches_the_reference_loop(dfas, params, n):
-    """Tokens, lengths, model calls and acceptance equal a one-call-per-token reference."""
+    """Tokens, lengths, model calls and acceptance equal a one-call-per-token reference
+    (the policy that chunks whenever a row gains: ``slot_cost=0``)."""
     tables = ConstraintTables.from_dfas(dfas, vocab_size=V)
     ids = [0, 1, 2, 3]
-    out = _run(params, tables, ids, PROMPTS, n)
+    out = _run(params, tables, ids, PROMPTS, n, fast_forward=aj.FastForward(slot_cost=0))
     for row, k in enumerate(ids):
         ref, calls, accepted = _reference(dfas[k], params, PROMPTS[row], n)
         got = out.tokens[row].tolist()
@@ -206,8 +208,10 @@ def test_cache_without_end_index_is_refused(dfas, params):
         _run(params, tables, [0], [[1]], 4, cache=_NoIndexCache(h=jnp.zeros((1, 2))))
 
 
-def test_a_tight_cache_never_overflows(params):
-    """With only max_new_tokens slots past the prompt, chunks stop when room runs out."""
+@pytest.mark.parametrize("always", [True, False])
+def test_a_tight_cache_never_overflows(params, always):
+    """With only max_new_tokens slots past the prompt, chunks stop when room runs out
+    (under the widest always-chunk policy, and the default)."""
     # Two constraints out of phase: their rows chunk on alternate steps.
     pair = [ac.compile_regex(p, VOCAB) for p in (r"(cabcc(a|b)){4,6}", r"(a|b)(cabcc(a|b)){4,6}")]
     tables = ConstraintTables.from_dfas(pair, vocab_size=V)
@@ -221,15 +225,126 @@ def test_a_tight_cache_never_overflows(params):
         return MODEL.apply_step(params, tokens, positions, input_mask, cache)
 
     n = 20
-    _run(params, tables, ids, prompts, n, step=step, sampler=TopP(0.95))
-    assert max(seen) > 1 + n  # the default cache has extra slots, and they are used
+    policy = aj.FastForward(widths=(99,), slot_cost=0) if always else aj.FastForward()
+    _run(params, tables, ids, prompts, n, step=step, sampler=TopP(0.95), fast_forward=policy)
+    if always:
+        assert max(seen) > 1 + n  # the default cache has extra slots, and they are used
     seen.clear()
     tight = _run(
         params, tables, ids, prompts, n, step=step, sampler=TopP(0.95),
-        cache=MODEL.init_cache(8, 1 + n),
+        cache=MODEL.init_cache(8, 1 + n), fast_forward=policy,
     )  # fmt: skip
     assert max(seen) <= 1 + n
     assert not tight.states.error.any()
     for row in range(8):
         got, dfa = tight.tokens[row, : tight.lengths[row]].tolist(), pair[ids[row]]
         assert dfa.accepts(got) if tight.accepted[row] else dfa.walk(got) >= 0
+
+
+# --- the step policy (`FastForward`): which call width each iteration takes ---
+
+FORCED, FREE = 0, 3  # PATTERNS[0] forces "cabab" from its start; PATTERNS[3] forces nothing
+
+
+def _widths_taken(params, tables, ids, n, policy):
+    """(output, the width of every decode call) under ``policy``."""
+    seen = []
+
+    def step(params, tokens, positions, input_mask, cache):
+        jax.debug.callback(lambda: seen.append(tokens.shape[1]))  # static per branch
+        return MODEL.apply_step(params, tokens, positions, input_mask, cache)
+
+    prompts = [[i % 7] for i in range(len(ids))]
+    out = _run(params, tables, ids, prompts, n, step=step, fast_forward=policy)
+    return out, seen[1:]  # seen[0]: the prefill
+
+
+def test_one_forced_row_among_free_rows_takes_single_steps(dfas, params):
+    """The cost model: one row's 2 saved calls do not pay for 8 rows' wider call."""
+    tables = ConstraintTables.from_dfas(dfas, vocab_size=V)
+    ids = [FORCED] + [FREE] * 7
+    out, widths = _widths_taken(params, tables, ids, 6, aj.FastForward(slot_cost=0.25))
+    assert set(widths) == {1}
+    always, widths = _widths_taken(params, tables, ids, 6, aj.FastForward(slot_cost=0))
+    assert max(widths) > 1  # the old policy chunks for the one row
+    np.testing.assert_array_equal(out.tokens, always.tokens)
+
+
+def test_a_batch_of_forced_rows_takes_chunked_steps(dfas, params):
+    tables = ConstraintTables.from_dfas(dfas, vocab_size=V)
+    policy = aj.FastForward(slot_cost=0.25)
+    out, widths = _widths_taken(params, tables, [FORCED] * 8, 6, policy)
+    assert widths[0] > 1 and set(widths) <= set(policy.resolve(full_width=5).widths)
+    assert (out.model_calls < 1 + 6).all()  # fewer calls than tokens
+
+
+def test_widths_are_as_narrow_as_the_runs():
+    """A sampled token plus a run of 2 ("c", "ab") takes 3-slot calls, not the tables' 8."""
+    pair = [ac.compile_regex(p, VOCAB) for p in (r"((a|b)cab)+", r"cabababababab")]
+    tables = ConstraintTables.from_dfas(pair, vocab_size=V)
+    assert tables.forced_tokens.shape[2] > 2
+    model_params = MODEL.init_params()
+    policy = aj.FastForward(widths=(2, 3, 8), slot_cost=0.1)
+    _, widths = _widths_taken(model_params, tables, [0, 0], 12, policy)
+    assert 3 in widths and max(widths) <= 3, widths
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [aj.FastForward(), aj.FastForward(slot_cost=0.05), aj.FastForward(widths=(3,), slot_cost=0.5)],
+)
+def test_every_policy_gives_the_same_greedy_output(dfas, params, policy):
+    """Policies change how tokens are grouped into calls, never which tokens (greedy):
+    outputs equal the always-chunk loop's, and calls lie between it and one per token."""
+    tables = ConstraintTables.from_dfas(dfas, vocab_size=V)
+    ids = [0, 1, 2, 3, 0, 3, 1, 3]
+    prompts = PROMPTS * 2
+    fastest = _run(params, tables, ids, prompts, 12, fast_forward=aj.FastForward(slot_cost=0))
+    one = _run(params, tables, ids, prompts, 12, fast_forward=aj.FastForward(widths=(1,)))
+    got = _run(params, tables, ids, prompts, 12, fast_forward=policy)
+    for out in (one, got):
+        for x, y in zip(jax.tree.leaves(fastest.states), jax.tree.leaves(out.states), strict=True):
+            np.testing.assert_array_equal(x, y)
+        np.testing.assert_array_equal(out.tokens, fastest.tokens)
+        np.testing.assert_array_equal(out.lengths, fastest.lengths)
+    # widths=(1,): one call per token (EOS included), as without fast-forward.
+    np.testing.assert_array_equal(one.model_calls, one.lengths + one.accepted)
+    assert (fastest.model_calls <= got.model_calls).all()
+    assert (got.model_calls <= one.model_calls).all()
+    for row, k in enumerate(ids):
+        n = int(got.lengths[row])
+        assert dfas[k].accepts(got.tokens[row, :n].tolist()) or not got.accepted[row]
+
+
+def test_policy_resolution_and_bad_values():
+    assert aj.FastForward().resolve(full_width=5).widths == (1, 3, 5)
+    assert aj.FastForward().resolve(full_width=9).widths == (1, 5, 9)
+    assert aj.FastForward().resolve(full_width=3).widths == (1, 2, 3)
+    assert aj.FastForward().resolve(full_width=2).widths == (1, 2)
+    assert aj.FastForward(widths=(4, 16)).resolve(full_width=9).widths == (1, 4, 9)
+    hash(aj.FastForward(widths=[2, 3]))  # lists become tuples: hashable, a static argument
+    with pytest.raises(aj.RuntimeShapeError, match="widths"):
+        aj.FastForward(widths=(0,))
+    with pytest.raises(aj.RuntimeShapeError, match="slot_cost"):
+        aj.FastForward(slot_cost=-1)
+    tables = ConstraintTables.from_dfas([ac.compile_regex("ab", VOCAB)], vocab_size=V)
+    with pytest.raises(aj.RuntimeShapeError, match="fast_forward"):
+        _run(None, tables, [0], [[1]], 4, fast_forward="yes")
+
+
+def test_no_retrace_for_a_second_constraint_of_the_bucket(params):
+    """A new constraint set of the same bucket reuses the compiled fast-forward loop."""
+    from automata_jax import _generate
+
+    first = ConstraintTables.from_dfas(
+        [ac.compile_regex(p, VOCAB) for p in (r"cabab(c|a)b?", r"abcc|cab")], vocab_size=V
+    )
+    second = ConstraintTables.from_dfas(
+        [ac.compile_regex(p, VOCAB) for p in (r"bcabab(a|b)", r"ccab|cbb")], vocab_size=V
+    )
+    assert jax.tree.map(jnp.shape, first) == jax.tree.map(jnp.shape, second)
+    _run(params, first, [0, 1], [[1], [2]], 8)
+    before = _generate._generate_jit._cache_size()
+    out = _run(params, second, [0, 1], [[1], [2]], 8)
+    assert _generate._generate_jit._cache_size() == before
+    assert not out.states.error.any()

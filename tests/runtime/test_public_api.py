@@ -9,12 +9,21 @@ import sys
 import pytest
 
 import automata_jax
-from automata_jax import _constraint, _flax_adapters, _generate, _sampling, _sharding, _tables
+from automata_jax import (
+    _constraint,
+    _fast_forward,
+    _flax_adapters,
+    _generate,
+    _sampling,
+    _sharding,
+    _tables,
+)
 
 PUBLIC = [
     "UNCONSTRAINED",
     "ConstraintState",
     "ConstraintTables",
+    "FastForward",
     "GenerateOutput",
     "Greedy",
     "LinenStep",
@@ -74,7 +83,16 @@ def test_importing_the_runtime_pulls_in_no_compiler():
 
 @pytest.mark.parametrize(
     "module",
-    [automata_jax, _tables, _constraint, _sampling, _generate, _sharding, _flax_adapters],
+    [
+        automata_jax,
+        _tables,
+        _constraint,
+        _sampling,
+        _generate,
+        _sharding,
+        _flax_adapters,
+        _fast_forward,
+    ],
     ids=lambda m: m.__name__,
 )
 def test_docstring_examples_run(module):
