@@ -58,37 +58,23 @@ def compose_pda(pda: BytePDA, trie: TokenTrie, vocab) -> dict:
         check_time(STEP)
         q = todo.pop()
         groups, ids = walked[q] = walker.walk(q)
-        for oid in np.unique(ids).tolist():
+        for oid in _distinct(ids).tolist():
             for target, _pushed, _popped in walker.outcomes[oid]:
                 if target not in seen:
                     seen.add(target)
                     todo.append(target)
-    # A group's signature: its outcome id from every boundary state (-1 = dead). Equal rows
-    # are one class; the all-dead row is class 0.
     boundary = sorted(walked)
-    sig = np.full((trie.num_groups + 1, len(boundary)), -1, np.int64)  # last row: all dead
-    for col, q in enumerate(boundary):
-        groups, ids = walked[q]
-        sig[groups, col] = ids
-    void = np.ascontiguousarray(sig).view(np.dtype((np.void, 8 * sig.shape[1]))).reshape(-1)
-    _, first, inverse = np.unique(void, return_index=True, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    dead = inverse[-1]
-    order = np.argsort(first)  # classes numbered by first group, the dead class moved to 0
-    rank = np.empty_like(order)
-    rank[order] = np.arange(order.shape[0])
-    rank = np.where(rank < rank[dead], rank + 1, rank)
-    rank[dead] = 0
-    group_class = rank[inverse[:-1]]
-    reps = [None] * order.shape[0]
-    for u in range(order.shape[0]):
-        if rank[u]:
-            row = sig[first[u]]
-            reps[rank[u]] = [
-                (q, walker.outcomes[int(row[col])])
-                for col, q in enumerate(boundary)
-                if row[col] >= 0
-            ]
+    cols = [walked[q] for q in boundary]
+    classes = _classes_hashed(trie.num_groups, cols)
+    if classes is None:  # a hash collision (never seen): sort the signatures instead
+        classes = _classes_exact(trie.num_groups, cols)
+    group_class, reps_of = classes
+    reps = [None] + [[] for _ in range(len(reps_of))]
+    for col, (groups, ids) in enumerate(cols if len(reps_of) else ()):
+        pos = reps_of.searchsorted(groups)
+        hit = np.flatnonzero(reps_of[np.minimum(pos, len(reps_of) - 1)] == groups)
+        for c, oid in zip((pos[hit] + 1).tolist(), ids[hit].tolist(), strict=True):
+            reps[c].append((boundary[col], walker.outcomes[oid]))
     tg = trie.token_group
     token_class = np.where(tg >= 0, group_class[np.maximum(tg, 0)], 0).astype(np.int32)
     q_count, c_count = pda.num_states, len(reps)
@@ -134,6 +120,76 @@ def compose_pda(pda: BytePDA, trie: TokenTrie, vocab) -> dict:
     }
 
 
+def _distinct(ids: np.ndarray) -> np.ndarray:
+    """The distinct values of small non-negative ``ids``, ascending (by counting)."""
+    if ids.size == 0:
+        return ids
+    return np.flatnonzero(np.bincount(ids))
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """A 64-bit finalizer (splitmix64's) over uint64 arrays."""
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def _classes_hashed(num_groups: int, cols: list) -> tuple | None:
+    """Token-group classes from the per-state walks, without a dense signature matrix.
+
+    A group's signature is its outcome id from every boundary state (column), dead where
+    absent; equal signatures form one class. Each group's signature is hashed as a sum of
+    per-(column, outcome) hashes over its live entries, the hashes are grouped with one
+    sort of G keys, and every group is then checked against its class's first group
+    (same live count, same outcome in each of its live columns), so the result is exact.
+
+    Returns:
+      (group_class, reps): int class per group (0 = dead in every state, others numbered by
+      first group) and, ascending, the first group of each class 1.. ; None on a collision.
+    """
+    g1 = num_groups + 1  # the last row stays dead: the all-dead signature always exists
+    h = np.zeros(g1, np.uint64)
+    live = np.zeros(g1, np.int64)
+    for col, (groups, ids) in enumerate(cols):
+        salt = _mix(np.array([col + 1], np.uint64))
+        h[groups] += _mix(ids.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) + salt)
+        live[groups] += 1
+    _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    rep = first[inverse]  # each group's class representative
+    if not np.array_equal(live, live[rep]):
+        return None
+    buf = np.full(g1, -1, np.int64)
+    for groups, ids in cols:
+        buf[groups] = ids
+        same = np.array_equal(buf[rep[groups]], ids)
+        buf[groups] = -1
+        if not same:
+            return None
+    return _number(first, inverse)
+
+
+def _classes_exact(num_groups: int, cols: list) -> tuple:
+    """`_classes_hashed` by sorting the dense signature matrix (G x states)."""
+    sig = np.full((num_groups + 1, len(cols)), -1, np.int64)  # last row: all dead
+    for col, (groups, ids) in enumerate(cols):
+        sig[groups, col] = ids
+    void = np.ascontiguousarray(sig).view(np.dtype((np.void, 8 * sig.shape[1]))).reshape(-1)
+    _, first, inverse = np.unique(void, return_index=True, return_inverse=True)
+    return _number(first, inverse.reshape(-1))
+
+
+def _number(first: np.ndarray, inverse: np.ndarray) -> tuple:
+    """Classes numbered by first group, the dead class (the last row's) moved to 0."""
+    dead = inverse[-1]
+    order = np.argsort(first)
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.shape[0])
+    rank = np.where(rank < rank[dead], rank + 1, rank)
+    rank[dead] = 0
+    return rank[inverse[:-1]], np.sort(first[np.arange(first.shape[0]) != dead])
+
+
 def _check_bytes(pda: BytePDA, vocab) -> None:
     used = np.flatnonzero((pda.kind != 0).any(axis=0))
     have = {t for t in vocab.tokens if t is not None and len(t) == 1}
@@ -169,6 +225,7 @@ class _Walker:
         self.outcome_id: dict[tuple, int] = {}
         self.contexts: list[tuple] = [((), ())]
         self.context_id: dict[tuple, int] = {((), ()): 0}
+        self.single_memo = np.full(4 * pda.num_states, -1, np.int64)  # see `single_ids`
 
     def byte_outcomes(self, q: int, b: int) -> tuple:
         """(popped, target, pushed) for byte ``b`` from ``q`` with nothing pushed yet."""
@@ -297,13 +354,8 @@ class _Walker:
             term = trie.terminal[d][node]
             hit = np.flatnonzero(term >= 0)
             if hit.size:
-                keys, inv = np.unique(cur[hit] + q_count * ctx[hit], return_inverse=True)
-                ids = np.array(
-                    [self.single(int(key % q_count), int(key // q_count)) for key in keys],
-                    np.int64,
-                )
                 out_g.append(term[hit])
-                out_o.append(ids[inv.reshape(-1)])
+                out_o.append(self.single_ids(cur[hit] + q_count * ctx[hit]))
         if extra_g:
             out_g.append(np.array(extra_g, np.int64))
             out_o.append(np.array(extra_o, np.int64))
@@ -317,6 +369,24 @@ class _Walker:
             cid = self.context_id[key] = len(self.contexts)
             self.contexts.append(key)
         return cid
+
+    def single_ids(self, keys: np.ndarray) -> np.ndarray:
+        """Outcome ids of single configurations keyed ``state + Q * context``, memoized in a
+        dense array (interned on first sight, in key order)."""
+        memo = self.single_memo
+        top = int(keys.max())
+        if top >= memo.shape[0]:
+            grown = np.full(max(2 * memo.shape[0], top + 1), -1, np.int64)
+            grown[: memo.shape[0]] = memo
+            memo = self.single_memo = grown
+        ids = memo[keys]
+        miss = ids < 0
+        if miss.any():
+            q_count = self.pda.num_states
+            for key in np.unique(keys[miss]).tolist():
+                memo[key] = self.single(key % q_count, key // q_count)
+            ids = memo[keys]
+        return ids
 
     def single(self, q: int, cid: int) -> int:
         pushed, popped = self.contexts[cid]
