@@ -42,6 +42,7 @@ def compose_pda(pda: BytePDA, trie: TokenTrie, vocab) -> dict:
     Returns a dict of NumPy arrays (see `TokenDFA`'s PDA block): ``token_class``,
     ``next_state``, ``accepting``, ``start``, ``edge_push``, ``push_seq``, ``push_len``,
     ``cd_state``, ``cd_class``, ``cd_pop``, ``cd_npop``, ``cd_target``, ``cd_push``.
+    ``trie`` is ``vocab``'s (`trie_for`); the single-byte tokens are read from it.
 
     Raises:
       UnsupportedGrammarError: the vocabulary cannot spell some byte the grammar uses on
@@ -49,7 +50,7 @@ def compose_pda(pda: BytePDA, trie: TokenTrie, vocab) -> dict:
       CompileTimeoutError: an open `_fsa.limits` deadline passed (checked per state walked,
         per trie level and every few thousand nodes of a Python walk).
     """
-    _check_bytes(pda, vocab)
+    _check_bytes(pda, trie)
     walker = _Walker(pda, trie)
     start = int(pda.starts[0])
     walked: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # state -> (groups, outcome ids)
@@ -190,10 +191,13 @@ def _number(first: np.ndarray, inverse: np.ndarray) -> tuple:
     return rank[inverse[:-1]], np.sort(first[np.arange(first.shape[0]) != dead])
 
 
-def _check_bytes(pda: BytePDA, vocab) -> None:
+def _check_bytes(pda: BytePDA, trie: TokenTrie) -> None:
+    """Every byte the grammar uses is a token on its own (a terminal at trie level 1)."""
     used = np.flatnonzero((pda.kind != 0).any(axis=0))
-    have = {t for t in vocab.tokens if t is not None and len(t) == 1}
-    missing = [b for b in used if bytes([b]) not in have]
+    have = np.zeros(256, bool)
+    if trie.depth:
+        have[trie.byte[1][trie.terminal[1] >= 0]] = True
+    missing = used[~have[used]].tolist()
     if missing:
         raise UnsupportedGrammarError(
             f"the vocabulary has no single-byte token for byte(s) "
@@ -214,9 +218,6 @@ class _Walker:
         self.rule_of = pda.rule_of.tolist()
         self.starts = pda.starts.tolist()
         self.returns = pda.returns
-        self.child_start = [c.tolist() for c in trie.child_start]
-        self.byte = [b.tolist() for b in trie.byte]
-        self.terminal = [t.tolist() for t in trie.terminal]
         self.depth = trie.depth
         self.byte_memo: dict[tuple[int, int], tuple] = {}
         self.memo: dict[tuple, tuple] = {}
@@ -225,6 +226,7 @@ class _Walker:
         self.outcome_id: dict[tuple, int] = {}
         self.contexts: list[tuple] = [((), ())]
         self.context_id: dict[tuple, int] = {((), ()): 0}
+        self.lists: tuple | None = None  # see `_dfs`
         self.single_memo = np.full(4 * pda.num_states, -1, np.int64)  # see `single_ids`
 
     def byte_outcomes(self, q: int, b: int) -> tuple:
@@ -394,7 +396,10 @@ class _Walker:
 
     def _dfs(self, d0: int, node0: int, configs0: tuple, out_g: list, out_o: list) -> None:
         """Python walk of the subtree under ``node0`` (level ``d0``, reached with ``configs0``)."""
-        child_start, byte, terminal, step = self.child_start, self.byte, self.terminal, self.step
+        if self.lists is None:  # the trie as Python lists, made on the first Python walk
+            t = self.trie
+            self.lists = tuple([a.tolist() for a in x] for x in (t.child_start, t.byte, t.terminal))
+        (child_start, byte, terminal), step = self.lists, self.step
         g = terminal[d0][node0]
         if g >= 0:
             out_g.append(g)
