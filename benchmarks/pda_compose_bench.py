@@ -4,7 +4,7 @@ Byte PDAs are built once per vocabulary: the built-in JSON grammar (this checkou
 with ``--schema-checkout DIR`` (a checkout whose `compile_json_schema` targets the PDA),
 a recursive "tree" schema and the schema-free ``{}``, built there in a subprocess. Both
 compositions then run on the same PDA and trie, interleaved (old/new, new/old, ...), and
-their tables are compared array by array. Prints a Markdown table of medians.
+their tables are compared array by array. Prints a Markdown table: medians (min-max) of seconds.
 
 Run: ``PYTHONPATH=$PWD:$PWD/compile python benchmarks/pda_compose_bench.py [--ref perf]
 [--repeats 3] [--vocabs llama3,gemma3] [--schema-checkout ../wt-schemagrammar]``
@@ -81,6 +81,11 @@ def _schema_pdas(checkout: Path) -> dict:
         }
 
 
+def _span(ts: list) -> str:
+    """Median (min-max) seconds."""
+    return f"{statistics.median(ts):.2f} ({min(ts):.2f}-{max(ts):.2f})"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--ref", default="perf")
@@ -102,7 +107,9 @@ def main() -> None:
         old = _module(old_path, "old_pda_compose")
     new = _module(ROOT / MODULE, "new_pda_compose")
     schemas = _schema_pdas(args.schema_checkout) if args.schema_checkout else {}
-    print(f"| vocabulary | workload | Q | {args.ref} (s) | this (s) | speed-up | identical |")
+    print(
+        f"| vocabulary | workload | Q | {args.ref} (s) | this checkout (s) | speed-up | identical |"
+    )
     print("|---|---|---:|---:|---:|---:|---|")
     for vname in args.vocabs.split(","):
         vocab = ac.Vocabulary.from_file(TOKENIZERS / vname / "tokenizer.json")
@@ -121,8 +128,8 @@ def main() -> None:
             same = a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
             to, tn = statistics.median(times[old]), statistics.median(times[new])
             print(
-                f"| {vname} ({vocab.size:,}) | {wname} | {pda.num_states} | {to:.2f} | "
-                f"{tn:.2f} | {to / tn:.1f}x | {'yes' if same else 'NO'} |",
+                f"| {vname} ({vocab.size:,}) | {wname} | {pda.num_states} | {_span(times[old])} | "
+                f"{_span(times[new])} | {to / tn:.1f}x | {'yes' if same else 'NO'} |",
                 flush=True,
             )
 
