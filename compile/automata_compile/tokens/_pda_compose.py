@@ -34,6 +34,8 @@ from automata_compile.tokens._token_trie import TokenTrie
 # combinatorially: refuse rather than run away.
 MAX_OUTCOMES = 4096
 STEP = "the composition of the grammar with the vocabulary"
+# States whose tokens are walked together (one NumPy pass over the trie for all of them).
+WALK_BATCH = 16
 
 
 def compose_pda(pda: BytePDA, trie: TokenTrie, vocab) -> dict:
@@ -47,7 +49,7 @@ def compose_pda(pda: BytePDA, trie: TokenTrie, vocab) -> dict:
     Raises:
       UnsupportedGrammarError: the vocabulary cannot spell some byte the grammar uses on
         its own (masks could not be exact), or a token's outcomes explode.
-      CompileTimeoutError: an open `_fsa.limits` deadline passed (checked per state walked,
+      CompileTimeoutError: an open `_fsa.limits` deadline passed (checked per batch of states walked,
         per trie level and every few thousand nodes of a Python walk).
     """
     _check_bytes(pda, trie)
@@ -57,13 +59,14 @@ def compose_pda(pda: BytePDA, trie: TokenTrie, vocab) -> dict:
     todo, seen = [start], {start}
     while todo:
         check_time(STEP)
-        q = todo.pop()
-        groups, ids = walked[q] = walker.walk(q)
-        for oid in _distinct(ids).tolist():
-            for target, _pushed, _popped in walker.outcomes[oid]:
-                if target not in seen:
-                    seen.add(target)
-                    todo.append(target)
+        batch, todo = todo[-WALK_BATCH:], todo[:-WALK_BATCH]
+        for q, (groups, ids) in zip(batch, walker.walk(batch), strict=True):
+            walked[q] = groups, ids
+            for oid in _distinct(ids).tolist():
+                for target, _pushed, _popped in walker.outcomes[oid]:
+                    if target not in seen:
+                        seen.add(target)
+                        todo.append(target)
     boundary = sorted(walked)
     cols = [walked[q] for q in boundary]
     classes = _classes_hashed(trie.num_groups, cols)
@@ -309,21 +312,23 @@ class _Walker:
             self.outcomes.append(outs)
         return oid
 
-    def walk(self, q0: int) -> tuple[np.ndarray, np.ndarray]:
-        """(groups, outcome ids) of every token live from ``q0``; outcomes are interned
-        tuples of (target, pushed, popped).
+    def walk(self, q0s: list) -> list:
+        """[(groups, outcome ids)] of every token live from each state of ``q0s``; outcomes
+        are interned tuples of (target, pushed, popped).
 
         Lanes with a single configuration (a state plus a fixed context of pushed / popped
         symbols, interned as ``ctx``) are walked level by level with NumPy for all trie nodes
-        at once; a lane whose byte calls or returns is stepped in Python and, if it stays a
-        single configuration (the usual case), rejoins the NumPy walk with its new context.
-        Only lanes that branch over unknown stack contents finish in Python.
+        and all states of ``q0s`` at once (``src`` = the lane's start state); a lane whose
+        byte calls or returns is stepped in Python and, if it stays a single configuration
+        (the usual case), rejoins the NumPy walk with its new context. Only lanes that
+        branch over unknown stack contents finish in Python.
         """
         trie, kind, arg, q_count = self.trie, self.pda.kind, self.pda.arg, self.pda.num_states
-        out_g, out_o, extra_g, extra_o = [], [], [], []
-        node = np.zeros(1, np.int64)
-        cur = np.array([q0], np.int64)
-        ctx = np.zeros(1, np.int64)
+        out_s, out_g, out_o, extra_s, extra_g, extra_o = [], [], [], [], [], []
+        node = np.zeros(len(q0s), np.int64)
+        cur = np.array(q0s, np.int64)
+        ctx = np.zeros(len(q0s), np.int64)
+        src = np.arange(len(q0s))
         for d in range(1, trie.depth + 1):
             check_time(STEP)
             if node.size == 0:
@@ -331,14 +336,15 @@ class _Walker:
             rep, child = trie.children(d, node)
             if child.size == 0:
                 break
-            c, x = cur[rep], ctx[rep]
+            c, x, s = cur[rep], ctx[rep], src[rep]
             b = trie.byte[d][child]
             k = kind[c, b]
             shift = k == SHIFT
-            node, cur, ctx = child[shift], arg[c[shift], b[shift]].astype(np.int64), x[shift]
+            node, cur = child[shift], arg[c[shift], b[shift]].astype(np.int64)
+            ctx, src = x[shift], s[shift]
             other = np.flatnonzero((k == CALL) | (k == RETURN))
             if other.size:
-                seeds = ([], [], [])
+                seeds = ([], [], [], [])
                 for y in other.tolist():
                     pushed, popped = self.contexts[int(x[y])]
                     configs = self.step(((int(c[y]), pushed, popped),), int(b[y]))
@@ -347,23 +353,33 @@ class _Walker:
                         seeds[0].append(int(child[y]))
                         seeds[1].append(q)
                         seeds[2].append(self.context((pushed, popped)))
+                        seeds[3].append(int(s[y]))
                     elif configs:
+                        n0 = len(extra_g)
                         self._dfs(d, int(child[y]), configs, extra_g, extra_o)
+                        extra_s.extend([int(s[y])] * (len(extra_g) - n0))
                 if seeds[0]:
-                    node = np.concatenate([node, np.array(seeds[0], np.int64)])
-                    cur = np.concatenate([cur, np.array(seeds[1], np.int64)])
-                    ctx = np.concatenate([ctx, np.array(seeds[2], np.int64)])
+                    node, cur, ctx, src = (
+                        np.concatenate([a, np.array(e, np.int64)])
+                        for a, e in zip((node, cur, ctx, src), seeds, strict=True)
+                    )
             term = trie.terminal[d][node]
             hit = np.flatnonzero(term >= 0)
             if hit.size:
+                out_s.append(src[hit])
                 out_g.append(term[hit])
                 out_o.append(self.single_ids(cur[hit] + q_count * ctx[hit]))
         if extra_g:
+            out_s.append(np.array(extra_s, np.int64))
             out_g.append(np.array(extra_g, np.int64))
             out_o.append(np.array(extra_o, np.int64))
         if not out_g:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        return np.concatenate(out_g), np.concatenate(out_o)
+            return [(np.zeros(0, np.int64), np.zeros(0, np.int64)) for _ in q0s]
+        s, g, o = (np.concatenate(a) for a in (out_s, out_g, out_o))
+        order = np.argsort(s, kind="stable")
+        cuts = np.searchsorted(s[order], np.arange(len(q0s) + 1))
+        g, o = g[order], o[order]
+        return [(g[lo:hi], o[lo:hi]) for lo, hi in zip(cuts[:-1], cuts[1:], strict=True)]
 
     def context(self, key: tuple) -> int:
         cid = self.context_id.get(key)
