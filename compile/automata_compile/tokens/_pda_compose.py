@@ -49,8 +49,8 @@ def compose_pda(pda: BytePDA, trie: TokenTrie, vocab) -> dict:
     Raises:
       UnsupportedGrammarError: the vocabulary cannot spell some byte the grammar uses on
         its own (masks could not be exact), or a token's outcomes explode.
-      CompileTimeoutError: an open `_fsa.limits` deadline passed (checked per batch of states walked,
-        per trie level and every few thousand nodes of a Python walk).
+      CompileTimeoutError: an open `_fsa.limits` deadline passed (checked per batch of
+        states walked, per trie level and every few thousand nodes of a Python walk).
     """
     _check_bytes(pda, trie)
     walker = _Walker(pda, trie)
