@@ -208,7 +208,7 @@ def _exact_groups(mem, starts, g_len):
     """(first group of each distinct set, set of each group), by exact member bytes."""
     seen: dict[bytes, int] = {}
     rep, inv = [], []
-    for g, (s, m) in enumerate(zip(starts.tolist(), g_len.tolist())):
+    for g, (s, m) in enumerate(zip(starts.tolist(), g_len.tolist(), strict=True)):
         b = mem[s : s + m].tobytes()
         j = seen.get(b)
         if j is None:
