@@ -4,14 +4,17 @@ The symbols are first cut into *classes*: maximal intervals that no NFA edge spl
 (a JSON-Schema byte NFA has a few dozen). Each NFA state's edges become (class, target)
 moves, and each edge target's epsilon closure (restricted to the states that matter: those
 with edges, and the final state) is computed once. Then the DFA is built level by level:
-for all states of a BFS level together, NumPy expands members → moves → closures into
-(state, class, member) triples, groups them into the successor sets, and hashes each set
-(a sum of random 64-bit weights), verified exactly against one representative per hash.
-Python touches only the distinct sets of a level, to look them up by their exact member
-bytes and number the new ones.
+for all states of a BFS level together, NumPy expands members → moves, groups the moves
+into the distinct target sets (the classes of a state mostly share one), expands only
+those into closures, and groups the result into the successor sets. Sets are hashed (a sum
+of random 64-bit weights) and verified exactly against one representative per hash.
+Python touches only the distinct successor sets of a level, to look them up by their
+exact member bytes and number the new ones.
 
 New states are numbered as the one-state-at-a-time construction numbers them (FIFO order,
-successors in increasing symbol order), so the DFA is the same table, state for state.
+successors in increasing symbol order), so the DFA is the same table, state for state
+(an empty successor set, which that construction numbered as a state, is a dead edge here;
+trimming makes the two equal).
 """
 
 from __future__ import annotations
