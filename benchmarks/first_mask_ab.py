@@ -65,7 +65,11 @@ def main(argv=None) -> int:
             w.close()
     summary = {}
     for corpus, rows in results["corpora"].items():
-        both = [r for r in rows.values() if "first_mask_s" in r["before"] and "first_mask_s" in r["after"]]
+        both = [
+            r
+            for r in rows.values()
+            if "first_mask_s" in r["before"] and "first_mask_s" in r["after"]
+        ]
         before = _stats([r["before"]["first_mask_s"] for r in both])
         after = _stats([r["after"]["first_mask_s"] for r in both])
         ratios = [r["before"]["first_mask_s"] / r["after"]["first_mask_s"] for r in both]

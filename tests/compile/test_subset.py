@@ -15,7 +15,6 @@ from automata_compile.frontends import _regex
 from automata_compile.frontends.json_schema import _api
 
 
-
 def _patterns():
     leaf = st.sampled_from(["a", "b", "c", "[ab]", "[^a]", ".", "é", "[0-9]"])
     return st.recursive(
@@ -78,7 +77,7 @@ def test_same_table_as_the_reference(pattern):
 
 @pytest.mark.parametrize(
     "pattern",
-    ["", "a*", "(a|b)*a(a|b){3}", "[^\"\\\\]{0,4}é|.", "(?:ab|.){0,5}", "[0-9]+(\\.[0-9]+)?"],
+    ["", "a*", "(a|b)*a(a|b){3}", '[^"\\\\]{0,4}é|.', "(?:ab|.){0,5}", "[0-9]+(\\.[0-9]+)?"],
 )
 def test_same_table_on_byte_classes(pattern):
     _same(pattern)

@@ -4,14 +4,17 @@ The symbols are first cut into *classes*: maximal intervals that no NFA edge spl
 (a JSON-Schema byte NFA has a few dozen). Each NFA state's edges become (class, target)
 moves, and each edge target's epsilon closure (restricted to the states that matter: those
 with edges, and the final state) is computed once. Then the DFA is built level by level:
-for all states of a BFS level together, NumPy expands members → moves → closures into
-(state, class, member) triples, groups them into the successor sets, and hashes each set
-(a sum of random 64-bit weights), verified exactly against one representative per hash.
-Python touches only the distinct sets of a level, to look them up by their exact member
-bytes and number the new ones.
+for all states of a BFS level together, NumPy expands members → moves, groups the moves
+into the distinct target sets (the classes of a state mostly share one), expands only
+those into closures, and groups the result into the successor sets. Sets are hashed (a sum
+of random 64-bit weights) and verified exactly against one representative per hash.
+Python touches only the distinct successor sets of a level, to look them up by their
+exact member bytes and number the new ones.
 
 New states are numbered as the one-state-at-a-time construction numbers them (FIFO order,
-successors in increasing symbol order), so the DFA is the same table, state for state.
+successors in increasing symbol order), so the DFA is the same table, state for state
+(an empty successor set, which that construction numbered as a state, is a dead edge here;
+trimming makes the two equal).
 """
 
 from __future__ import annotations
@@ -21,6 +24,10 @@ import itertools
 import numpy as np
 
 DEAD = -1
+# A level's arrays are not built past GUARD times the work budget (a memory guard: the
+# budget itself is checked after the level, on the work a one-state-at-a-time construction
+# would count at most).
+GUARD = 4
 
 
 def determinize(nfa, start: int, final: int, num_symbols: int, check_time, *, classes=False):
@@ -29,10 +36,14 @@ def determinize(nfa, start: int, final: int, num_symbols: int, check_time, *, cl
     With ``classes``, (table int32[Q, K], accepting, symbol_class int64[S]) instead: the
     table over symbol classes, ``trans = table[:, symbol_class]``.
 
-    ``check_time(step)`` is called once per level. Work (members, moves and closure members
-    visited) is checked after each level's new states are numbered (so a state budget is
-    met first, as in a one-state-at-a-time construction), and also, at twice the budget,
-    before a level's arrays are built, so a blow-up stops before its memory is spent.
+    ``check_time(step)`` is called once per level. Work is the members, their edges and the
+    members of each distinct successor set, never more than the one-state-at-a-time
+    construction counted (which counted a successor set once per symbol interval of each
+    state); it is checked after each level's new states are numbered (so a state budget is
+    met first, as there), and, at `GUARD` times the budget, before a level's arrays are
+    built, so a blow-up stops before its memory is spent. An empty successor set is no
+    state: that edge is dead (the reference construction numbered an empty state, which
+    trimming removes).
 
     Raises:
       StateBudgetExceededError: more than ``nfa.budget.max_states`` DFA states, or more than
@@ -70,49 +81,56 @@ def determinize(nfa, start: int, final: int, num_symbols: int, check_time, *, cl
     while fr_len.shape[0]:
         f = fr_len.shape[0]
         m_cnt = move_off[fr_mem + 1] - move_off[fr_mem]
-        work += fr_mem.shape[0] + int(m_cnt.sum())
-        if work > 2 * budget.max_work:  # a guard before the arrays: the budget is checked below
+        work += fr_mem.shape[0] + int(counts[fr_mem].sum())
+        if work + int(m_cnt.sum()) > GUARD * budget.max_work:  # memory guard; budget below
             raise budget.work_exceeded(step)
         idx = _ranges(move_off[fr_mem], m_cnt)
         fc = np.repeat(np.repeat(np.arange(f, dtype=np.int64), fr_len), m_cnt) * k + move_cls[idx]
         key = _sorted_unique(fc * n + move_tgt[idx])
         fc, t = key // n, key % n
-        c_cnt = clo_len[t]
-        work += int(c_cnt.sum())
-        if work > 2 * budget.max_work:
-            raise budget.work_exceeded(step)
-        key = _sorted_unique(np.repeat(fc, c_cnt) * n + clo_mem[_ranges(clo_off[t], c_cnt)])
-        grp, mem = key // n, key % n
         row = np.full(f * k, DEAD, np.int32)
-        if grp.shape[0]:
-            starts = np.flatnonzero(np.concatenate([[True], grp[1:] != grp[:-1]]))
-            g_len = np.diff(np.append(starts, grp.shape[0]))
-            g_hash = np.add.reduceat(weights[mem], starts, dtype=np.uint64)
-            uniq, rep, inv = np.unique(g_hash, return_index=True, return_inverse=True)
-            inv = inv.reshape(-1)
-            if not _same_sets(mem, starts, g_len, rep[inv]):  # a 64-bit collision: 2**-64
-                rep, inv = _exact_groups(mem, starts, g_len)
-            # Number new sets by their first (parent, class), as the FIFO construction does.
-            set_id = np.empty(rep.shape[0], np.int32)
-            new = []
-            for j in np.argsort(rep, kind="stable").tolist():
-                s = int(starts[rep[j]])
-                members = mem[s : s + int(g_len[rep[j]])]
-                b = members.tobytes()
-                d = ids.get(b)
-                if d is None:
-                    d = len(ids)
-                    if d >= budget.max_states:
-                        raise budget.states_exceeded(step)
-                    ids[b] = d
-                    new.append(j)
-                set_id[j] = d
-            row[grp[starts]] = set_id[inv]
-            new = np.array(new, np.int64)
-            new_start, fr_len = starts[rep[new]], g_len[rep[new]]
-            fr_mem = mem[_ranges(new_start, fr_len)]
-            has_final = np.add.reduceat((mem == final).astype(np.int64), starts) > 0
-            accepting.extend(has_final[rep[new]].tolist())
+        if fc.shape[0]:
+            # Distinct target sets (many classes of a state share one), numbered by first
+            # (parent, class); only their closures are expanded.
+            t_starts, t_len, t_rep, t_inv = _distinct_sets(fc, t, weights)
+            rank = np.empty(t_rep.shape[0], np.int64)
+            rank[np.argsort(t_rep, kind="stable")] = np.arange(t_rep.shape[0])
+            t_inv, t_rep = rank[t_inv], np.sort(t_rep)
+            sel_len = t_len[t_rep]
+            tt = t[_ranges(t_starts[t_rep], sel_len)]
+            c_cnt = clo_len[tt]
+            if work + int(c_cnt.sum()) > GUARD * budget.max_work:
+                raise budget.work_exceeded(step)
+            tj = np.repeat(np.repeat(np.arange(t_rep.shape[0], dtype=np.int64), sel_len), c_cnt)
+            key = _sorted_unique(tj * n + clo_mem[_ranges(clo_off[tt], c_cnt)])
+            grp, mem = key // n, key % n
+            work += grp.shape[0]
+            set_of = np.full(t_rep.shape[0], DEAD, np.int32)  # an empty closure: no state
+            if grp.shape[0]:
+                starts, g_len, rep, inv = _distinct_sets(grp, mem, weights)
+                # Number new sets by their first (parent, class), as the FIFO construction does.
+                set_id = np.empty(rep.shape[0], np.int32)
+                new = []
+                for j in np.argsort(rep, kind="stable").tolist():
+                    s = int(starts[rep[j]])
+                    b = mem[s : s + int(g_len[rep[j]])].tobytes()
+                    d = ids.get(b)
+                    if d is None:
+                        d = len(ids)
+                        if d >= budget.max_states:
+                            raise budget.states_exceeded(step)
+                        ids[b] = d
+                        new.append(j)
+                    set_id[j] = d
+                set_of[grp[starts]] = set_id[inv]
+                new = np.array(new, np.int64)
+                fr_len = g_len[rep[new]]
+                fr_mem = mem[_ranges(starts[rep[new]], fr_len)]
+                has_final = np.add.reduceat((mem == final).astype(np.int64), starts) > 0
+                accepting.extend(has_final[rep[new]].tolist())
+            else:
+                fr_len = np.zeros(0, np.int64)
+            row[fc[t_starts]] = set_of[t_inv]
         else:
             fr_len = np.zeros(0, np.int64)
         rows.append(row.reshape(f, k))
@@ -140,43 +158,45 @@ def _ranges(lo: np.ndarray, counts: np.ndarray) -> np.ndarray:
 
 def _closures(eps, targets: np.ndarray, important: np.ndarray, n: int):
     """CSR epsilon closures (important states only, sorted) of ``targets``: (off, len, mem)
-    indexed by NFA state; states not in ``targets`` have length 0.
-
-    A search stops at a state whose closure is already known and takes that closure whole
-    (it is complete, cycles or not), so shared tails of epsilon paths are walked once.
-    """
+    indexed by NFA state; states not in ``targets`` have length 0."""
     imp = important.tolist()
     off = np.zeros(n, np.int64)
     length = np.zeros(n, np.int64)
     out: list[int] = []
-    memo: dict[int, tuple] = {}
-    for t in np.unique(targets)[::-1].tolist():
+    for t in np.unique(targets).tolist():
         off[t] = len(out)
         if not eps[t]:
             if imp[t]:
                 out.append(t)
                 length[t] = 1
-                memo[t] = (t,)
-            else:
-                memo[t] = ()
             continue
-        members = {t} if imp[t] else set()
         seen, stack = {t}, [t]
         while stack:
             for z in eps[stack.pop()]:
                 if z not in seen:
                     seen.add(z)
-                    known = memo.get(z)
-                    if known is not None:
-                        members.update(known)
-                    else:
-                        if imp[z]:
-                            members.add(z)
-                        stack.append(z)
-        closure = memo[t] = tuple(sorted(members))
-        out.extend(closure)
-        length[t] = len(closure)
+                    stack.append(z)
+        members = sorted(y for y in seen if imp[y])
+        out.extend(members)
+        length[t] = len(members)
     return off, length, np.array(out, np.int64)
+
+
+def _distinct_sets(grp: np.ndarray, mem: np.ndarray, weights: np.ndarray):
+    """Groups of sorted (group, member) pairs and their distinct member sets.
+
+    Returns (starts, g_len, rep, inv): each group's offset and size, the first group of
+    each distinct set, and each group's set. Sets are hashed (sum of random weights) and
+    checked exactly against their representative; a collision falls back to exact keys.
+    """
+    starts = np.flatnonzero(np.concatenate([[True], grp[1:] != grp[:-1]]))
+    g_len = np.diff(np.append(starts, grp.shape[0]))
+    g_hash = np.add.reduceat(weights[mem], starts, dtype=np.uint64)
+    _, rep, inv = np.unique(g_hash, return_index=True, return_inverse=True)
+    inv = inv.reshape(-1)
+    if not _same_sets(mem, starts, g_len, rep[inv]):  # a 64-bit collision: 2**-64
+        rep, inv = _exact_groups(mem, starts, g_len)
+    return starts, g_len, rep, inv
 
 
 def _same_sets(mem, starts, g_len, rep_start_of) -> bool:
@@ -191,7 +211,7 @@ def _exact_groups(mem, starts, g_len):
     """(first group of each distinct set, set of each group), by exact member bytes."""
     seen: dict[bytes, int] = {}
     rep, inv = [], []
-    for g, (s, m) in enumerate(zip(starts.tolist(), g_len.tolist())):
+    for g, (s, m) in enumerate(zip(starts.tolist(), g_len.tolist(), strict=True)):
         b = mem[s : s + m].tobytes()
         j = seen.get(b)
         if j is None:
