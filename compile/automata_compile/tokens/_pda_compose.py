@@ -28,7 +28,8 @@ import numpy as np
 from automata_compile._errors import StateBudgetExceededError, UnsupportedGrammarError
 from automata_compile.automata._fsa import check_time
 from automata_compile.frontends.grammar._byte_pda import CALL, RETURN, SHIFT, BytePDA
-from automata_compile.tokens._token_trie import TokenTrie
+from automata_compile.tokens._token_dfa import TokenDFA
+from automata_compile.tokens._token_trie import TokenTrie, trie_for
 
 # Outcomes of one (state, token) beyond this mean the walk is enumerating stack contexts
 # combinatorially: refuse rather than run away.
@@ -36,6 +37,23 @@ MAX_OUTCOMES = 4096
 STEP = "the composition of the grammar with the vocabulary"
 # States whose tokens are walked together (one NumPy pass over the trie for all of them).
 WALK_BATCH = 16
+
+
+def token_pda(pda: BytePDA, vocab, *, spec_kind: str, spec: str) -> TokenDFA:
+    """``pda`` composed with ``vocab``'s tokens: a `TokenDFA` with the PDA block (the one
+    artifact format of DFAs and PDAs), labelled with the spec it was compiled from."""
+    tables = compose_pda(pda, trie_for(vocab), vocab)
+    return TokenDFA(
+        token_class=tables.pop("token_class").astype(np.int32),
+        next_state=tables.pop("next_state"),
+        accepting=tables.pop("accepting"),
+        start=tables.pop("start"),
+        eos_ids=tuple(vocab.eos_ids),
+        vocab_fingerprint=vocab.fingerprint,
+        spec_kind=spec_kind,
+        spec=spec,
+        **tables,
+    )
 
 
 def compose_pda(pda: BytePDA, trie: TokenTrie, vocab) -> dict:

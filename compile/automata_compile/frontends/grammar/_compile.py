@@ -4,15 +4,12 @@ from __future__ import annotations
 
 from importlib import resources
 
-import numpy as np
-
 from automata_compile._errors import InvalidGrammarError
 from automata_compile.automata import _fsa
 from automata_compile.frontends.grammar._byte_pda import build_byte_pda
 from automata_compile.frontends.grammar._lark_reader import read_grammar
-from automata_compile.tokens._pda_compose import compose_pda
+from automata_compile.tokens._pda_compose import token_pda
 from automata_compile.tokens._token_dfa import TokenDFA
-from automata_compile.tokens._token_trie import trie_for
 
 BUILTIN_GRAMMARS = ("arithmetic", "json")
 
@@ -80,15 +77,4 @@ def compile_grammar(
     with _fsa.limits(timeout_s, "the grammar"):
         grammar = read_grammar(spec, vocab, start=start)
         pda = build_byte_pda(grammar, max_states=max_states)
-        tables = compose_pda(pda, trie_for(vocab), vocab)
-    return TokenDFA(
-        token_class=tables.pop("token_class").astype(np.int32),
-        next_state=tables.pop("next_state"),
-        accepting=tables.pop("accepting"),
-        start=tables.pop("start"),
-        eos_ids=tuple(vocab.eos_ids),
-        vocab_fingerprint=vocab.fingerprint,
-        spec_kind="grammar",
-        spec=spec,
-        **tables,
-    )
+        return token_pda(pda, vocab, spec_kind="grammar", spec=spec)

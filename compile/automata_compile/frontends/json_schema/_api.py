@@ -153,8 +153,6 @@ import dataclasses
 import json
 import warnings
 
-import numpy as np
-
 from automata_compile._errors import (
     GrammarConflictError,
     InvalidSchemaError,
@@ -175,9 +173,7 @@ from automata_compile.frontends.json_schema._rules import (
 )
 from automata_compile.frontends.json_schema._translator import _Options, _Translator
 from automata_compile.frontends.json_schema._types import _Unroll
-from automata_compile.tokens._pda_compose import compose_pda
-from automata_compile.tokens._token_dfa import TokenDFA
-from automata_compile.tokens._token_trie import trie_for
+from automata_compile.tokens._pda_compose import token_pda
 
 
 def _load(schema):
@@ -421,15 +417,4 @@ def compile_json_schema(
                 _, pda = byte_language(schema, opts, max_states=max_states, share=True)
                 if pda is None:
                     raise
-        tables = compose_pda(pda, trie_for(vocab), vocab)
-    return TokenDFA(
-        token_class=tables.pop("token_class").astype(np.int32),
-        next_state=tables.pop("next_state"),
-        accepting=tables.pop("accepting"),
-        start=tables.pop("start"),
-        eos_ids=tuple(vocab.eos_ids),
-        vocab_fingerprint=vocab.fingerprint,
-        spec_kind="json_schema",
-        spec=spec,
-        **tables,
-    )
+        return token_pda(pda, vocab, spec_kind="json_schema", spec=spec)
