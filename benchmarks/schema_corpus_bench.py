@@ -70,7 +70,7 @@ def suite_schemas(limit: int | None) -> dict[str, object]:
 # -- the worker -----------------------------------------------------------------------------------
 
 
-def _compile_one(vocab, schema, strict: bool, profile: bool) -> dict:
+def _compile_one(vocab, schema, strict: bool, profile: bool, options: dict) -> dict:
     import automata_compile as ac
     import automata_jax as aj
 
@@ -81,7 +81,7 @@ def _compile_one(vocab, schema, strict: bool, profile: bool) -> dict:
         if prof:
             prof.enable()
         try:
-            dfa = ac.compile_json_schema(schema, vocab, strict=strict)
+            dfa = ac.compile_json_schema(schema, vocab, strict=strict, **options)
         except ac.AutomataError as e:
             return {
                 "refused": type(e).__name__,
@@ -130,9 +130,9 @@ def _worker(conn, tokenizer_path: str, checkout: str | None = None):
     ac.compile_json_schema({"type": "integer"}, vocab)  # builds the trie once
     conn.send("ready")
     while (job := conn.recv()) is not None:
-        schema, strict, profile = job
+        schema, strict, profile, options = job
         try:
-            conn.send(_compile_one(vocab, schema, strict, profile))
+            conn.send(_compile_one(vocab, schema, strict, profile, options))
         except Exception as e:  # a crash is a finding: report it, do not stop the run
             conn.send({"crash": f"{type(e).__name__}: {e}"[:300]})
 
@@ -144,7 +144,8 @@ class Worker:
         self.path, self.timeout, self.proc = str(tokenizer_path), timeout, None
         self.checkout = checkout
 
-    def run(self, schema, *, strict: bool = True, profile: bool = False) -> dict:
+    def run(self, schema, *, strict: bool = True, profile: bool = False, **options) -> dict:
+        """``options``: more `compile_json_schema` keywords."""
         if self.proc is None:
             ctx = mp.get_context("spawn")
             self.conn, child = ctx.Pipe()
@@ -153,7 +154,7 @@ class Worker:
             )
             self.proc.start()
             self.conn.recv()
-        self.conn.send((schema, strict, profile))
+        self.conn.send((schema, strict, profile, options))
         if self.conn.poll(self.timeout):
             try:
                 return self.conn.recv()
@@ -265,7 +266,11 @@ def main(argv=None) -> int:
     parser.add_argument("--no-suite", action="store_true", help="SchemaStore corpus only")
     parser.add_argument("--profile", type=int, default=0, help="profile the N slowest compiles")
     parser.add_argument("--write-md", action="store_true", help="update BENCHMARKS.md")
+    parser.add_argument(
+        "--property-order", choices=("any", "declared"), default="any", help="objects' key order"
+    )
     args = parser.parse_args(argv)
+    opts = {"property_order": args.property_order}
 
     tok = TOKENIZERS / "llama3" / "tokenizer.json"
     if not tok.is_file():
@@ -276,15 +281,15 @@ def main(argv=None) -> int:
             sys.exit(f"needs the JSON Schema Test Suite at {SUITE} (or pass --no-suite)")
         corpora["test-suite"] = suite_schemas(args.suite_limit)
 
-    results = {"machine": machine(), "timeout": args.timeout, "corpora": {}}
+    results = {"machine": machine(), "timeout": args.timeout, "options": opts, "corpora": {}}
     worker = Worker(tok, args.timeout)
     try:
         for corpus, schemas in corpora.items():
             rows = results["corpora"][corpus] = {}
             for name, schema in schemas.items():
-                row = rows[name] = {"strict": worker.run(schema)}
+                row = rows[name] = {"strict": worker.run(schema, **opts)}
                 if corpus == "schemastore" and "refused" in row["strict"]:
-                    row["lenient"] = worker.run(schema, strict=False)
+                    row["lenient"] = worker.run(schema, strict=False, **opts)
                 print(f"{corpus:12} {name:40} {_outcome(row['strict'])}", file=sys.stderr)
         results["summary"] = summary(results)
         if args.profile:
@@ -298,13 +303,18 @@ def main(argv=None) -> int:
                 reverse=True,
             )[: args.profile]
             for _, corpus, name in slow:
-                r = worker.run(corpora[corpus][name], profile=True)
+                r = worker.run(corpora[corpus][name], profile=True, **opts)
                 results["corpora"][corpus][name]["profile"] = r.get("profile")
                 print(f"== profile: {corpus} {name}\n{r.get('profile')}")
     finally:
         worker.close()
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(results, indent=1))
+    out = (
+        RESULTS
+        if args.property_order == "any"
+        else RESULTS.with_name("schema_corpus_declared.json")
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=1))
     text = markdown(results)
     print(text)
     if args.write_md:

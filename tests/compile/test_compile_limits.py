@@ -88,9 +88,10 @@ def test_timeout_must_be_positive(vocab, bad):
 def test_tiny_state_budget(vocab):
     with pytest.raises(StateBudgetExceededError) as info:
         ac.compile_json_schema(SCHEMA, vocab, max_states=5)
-    # SCHEMA allows free-form extra properties: a pushdown automaton, the message names the rule
+    # SCHEMA allows free-form extra properties: a pushdown automaton whose root rule is the
+    # schema itself (other rules would be named)
     assert str(info.value).startswith(
-        "rule '<root>': the subset construction of the schema's byte DFA exceeds max_states=5"
+        "the subset construction of the schema's byte DFA exceeds max_states=5"
     )
 
 
@@ -153,7 +154,9 @@ def test_progress_off_unless_a_terminal_or_asked():
 def test_grammar_and_dataclass_timeouts(vocab):
     import dataclasses
 
-    with pytest.raises(CompileTimeoutError, match=r"^rule '[^']+': compiling the grammar ran past"):
+    with pytest.raises(
+        CompileTimeoutError, match=r"^(rule '[^']+': )?compiling the grammar ran past"
+    ):
         ac.compile_grammar('start: /[a-z]{1,20}@[a-z]{1,20}/ ("," start)?', vocab, timeout_s=1e-9)
 
     @dataclasses.dataclass

@@ -110,10 +110,12 @@ def build_byte_pda(grammar, *, max_states: int | None = None, what: str = "the g
     r_count = len(names)
     budget = max_states or _byte_dfa.DEFAULT_MAX_STATES
     dfas = []
-    for name, body in zip(names, grammar.bodies, strict=False):
+    for j, (name, body) in enumerate(zip(names, grammar.bodies, strict=False)):
         try:
             dfas.append(_byte_dfa.build_byte_dfa(body, r_count, max_states=budget, what=what))
         except AutomataError as e:
+            if j == 0:  # the synthetic root stands for the input itself, which ``what`` names
+                raise
             raise type(e)(f"rule {name!r}: {e}") from None
     offsets = np.cumsum([0] + [d.num_states for d in dfas])
     q_count = int(offsets[-1])
