@@ -266,6 +266,7 @@ def main(argv=None) -> int:
     parser.add_argument("--no-suite", action="store_true", help="SchemaStore corpus only")
     parser.add_argument("--profile", type=int, default=0, help="profile the N slowest compiles")
     parser.add_argument("--write-md", action="store_true", help="update BENCHMARKS.md")
+    parser.add_argument("--out", default=str(RESULTS), help="results JSON file")
     parser.add_argument(
         "--property-order", choices=("any", "declared"), default="any", help="objects' key order"
     )
@@ -308,11 +309,7 @@ def main(argv=None) -> int:
                 print(f"== profile: {corpus} {name}\n{r.get('profile')}")
     finally:
         worker.close()
-    out = (
-        RESULTS
-        if args.property_order == "any"
-        else RESULTS.with_name("schema_corpus_declared.json")
-    )
+    out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1))
     text = markdown(results)
