@@ -21,7 +21,7 @@ from automata_compile.frontends.json_schema._numbers import (
     number_text,
 )
 from automata_compile.frontends.json_schema._resolver import _loc, _Refuse
-from automata_compile.frontends.json_schema._rules import SHARE_MIN_SIZE, _calls
+from automata_compile.frontends.json_schema._rules import SHARE_MIN_SIZE, rule_calls
 from automata_compile.frontends.json_schema._translator import _Options
 from automata_compile.frontends.json_schema._types import _Arr, _meet, _negate, _Num, _Obj, _top
 
@@ -382,7 +382,7 @@ class _Emitter:
         is one edge there, as in the byte PDA."""
         hit = self.dfa_sizes.get(id(label))
         if hit is None:
-            calls = 1 + max(_calls(label, set()), default=-1)
+            calls = 1 + max(rule_calls(label, set()), default=-1)
             try:
                 n = 0 if sf.is_never(label) else _byte_dfa.build_byte_dfa(label, calls).num_states
             except EmptyLanguageError:

@@ -81,7 +81,7 @@ class Rules:
             bodies = [_rewrite(b, dead, {}) for b in bodies]
         reach, todo = {0}, [0]
         while todo:
-            for j in _calls(bodies[todo.pop()], set()):
+            for j in rule_calls(bodies[todo.pop()], set()):
                 if j not in reach:
                     reach.add(j)
                     todo.append(j)
@@ -128,7 +128,7 @@ def _kids(node):
     return sf._kids(node)
 
 
-def _calls(node, seen: set):
+def rule_calls(node, seen: set):
     """The rule ids called anywhere in ``node``."""
     if isinstance(node, Terminal):
         yield node.index
@@ -136,7 +136,7 @@ def _calls(node, seen: set):
     for k in _kids(node):
         if id(k) not in seen:
             seen.add(id(k))
-            yield from _calls(k, seen)
+            yield from rule_calls(k, seen)
 
 
 def _nonempty(node, live: set, memo: dict) -> bool:
