@@ -1,7 +1,7 @@
 """`compose_pda` against a straightforward reference: the same tables, array for array.
 
 The reference walks the vocabulary trie token by token in Python from every boundary
-state (`_Walker._dfs`, no NumPy lanes), keys each token group by its tuple of outcomes
+state (`Walker._dfs`, no NumPy lanes, no cache), keys each token group by its tuple of outcomes
 per state (a dict, no hashing tricks) and assembles the tables with plain loops.
 """
 
@@ -18,7 +18,8 @@ from automata_compile.frontends.grammar._byte_pda import build_byte_pda
 from automata_compile.frontends.grammar._compile import builtin_grammar
 from automata_compile.frontends.grammar._lark_reader import read_grammar
 from automata_compile.tokens import _pda_compose
-from automata_compile.tokens._pda_compose import _Walker, compose_pda
+from automata_compile.tokens._pda_compose import compose_pda
+from automata_compile.tokens._pda_walk import Walker
 from automata_compile.tokens._token_trie import trie_for
 
 EOS = 256
@@ -26,7 +27,7 @@ EOS = 256
 
 def reference_compose(pda, trie) -> dict:
     """The token-level tables, computed the slow, obvious way."""
-    walker = _Walker(pda, trie)
+    walker = Walker(pda, trie)
     start = int(pda.starts[0])
     rows: dict[int, dict[int, tuple]] = {}  # state -> group -> outcomes
     todo, seen = [start], {start}
@@ -191,6 +192,9 @@ def test_hash_collisions_fall_back_to_the_exact_classes(byte_vocab, monkeypatch)
     """Every signature hashing alike is caught by the check, and the result is unchanged."""
     pda = _pda(builtin_grammar("json"), byte_vocab)
     want = reference_compose(pda, trie_for(byte_vocab))
+    calls = []
+    exact = _pda_compose._classes_exact
     monkeypatch.setattr(_pda_compose, "_mix", lambda x: np.zeros_like(x))
-    assert _pda_compose._classes_hashed(3, [(np.array([0, 1]), np.array([0, 1]))]) is None
+    monkeypatch.setattr(_pda_compose, "_classes_exact", lambda *a: calls.append(1) or exact(*a))
     _assert_same(compose_pda(pda, trie_for(byte_vocab), byte_vocab), want)
+    assert calls, "the all-zero hash must collide and be caught"

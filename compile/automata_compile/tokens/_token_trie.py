@@ -8,6 +8,7 @@ DFA states at the same time (see `_compose`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import threading
 
 import numpy as np
@@ -47,6 +48,33 @@ class TokenTrie:
     @property
     def num_nodes(self) -> int:
         return sum(int(p.shape[0]) for p in self.parent)
+
+    @functools.cached_property
+    def lists(self) -> tuple:
+        """(child_start, byte, terminal) as Python lists per level, for walks in Python
+        (made on first use, once per vocabulary)."""
+        return tuple([a.tolist() for a in x] for x in (self.child_start, self.byte, self.terminal))
+
+    @functools.cached_property
+    def first_byte_nodes(self) -> np.ndarray:
+        """int64[256]: the number of nodes below each first byte (how far a walk from a state
+        taking that byte may go)."""
+        top = np.arange(self.parent[1].shape[0]) if self.depth else np.zeros(0, np.int64)
+        counts = np.ones(top.shape[0], np.int64)
+        for d in range(2, self.depth + 1):
+            top = top[self.parent[d]]
+            counts += np.bincount(top, minlength=counts.shape[0])
+        out = np.zeros(256, np.int64)
+        np.add.at(out, self.byte[1][: counts.shape[0]], counts)
+        return out
+
+    @functools.cached_property
+    def child_keys(self) -> tuple:
+        """Per level d, int64[N_d] ``parent * 256 + byte``, ascending: the child of a node on a
+        byte is found by binary search (level 0: empty)."""
+        keys = [np.zeros(0, np.int64)]
+        keys += [p.astype(np.int64) * 256 + b for p, b in zip(self.parent[1:], self.byte[1:])]
+        return tuple(keys)
 
     def children(self, d: int, node: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The children of level-``d - 1`` nodes ``node``, in one vectorized step.

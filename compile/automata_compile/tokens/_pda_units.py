@@ -1,0 +1,280 @@
+"""Walks of parts of a byte PDA, cached across compilations by the parts' structure.
+
+Two kinds of part are walked on their own, renumbered canonically, and cached by a
+digest of the renumbered part and the vocabulary's fingerprint:
+
+* **rules**: a token walked from a state of rule R, stopped where it would pop below
+  its own pushes (an *exit*, `_pda_walk`), depends only on R and the rules R calls
+  (its *closure*), not on where R is called from. JSON Schemas share rules (a free
+  value's ``json_array`` / ``json_object``). The exits are finished per compilation
+  with the real call sites: the byte is stepped with the symbolic stack (branching
+  over return states) and the rest of the subtree walked in Python.
+* **loops**: a wide state inside a loop of shifts (a free string's content, its
+  escapes) walks most of the trie without leaving the loop; that walk, stopped where
+  a byte leaves the loop, depends only on the loop. Every free string is the same
+  loop. Its exits (a closing quote and what follows in the token) are finished as
+  lanes of the enclosing walk.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import hashlib
+import threading
+
+import numpy as np
+
+from automata_compile.frontends.grammar._byte_pda import CALL, DEAD, RETURN, SHIFT, BytePDA
+from automata_compile.tokens._pda_walk import Walk, Walker
+from automata_compile.tokens._token_trie import TokenTrie
+
+# Cached walks (each holds a few int arrays over the vocabulary's token groups, ~1 MB).
+CACHE_SIZE = 64
+# A wide state's walk comes from the loop cache when the trie nodes below the bytes that
+# keep it in its loop exceed this share of all nodes (a free string's content: nearly all).
+LOOP_SHARE = 0.1
+
+
+@dataclasses.dataclass(frozen=True)
+class _Closure:
+    """Rule R and the rules it calls, renumbered: ``states[i]`` is local state i's global id."""
+
+    rules: np.ndarray
+    states: np.ndarray
+    pda: BytePDA
+    key: str
+
+
+@dataclasses.dataclass(frozen=True)
+class _PartWalk:
+    """The walks of a part, in its local numbers."""
+
+    walks: tuple  # of `Walk`
+    outcomes: tuple  # per local outcome id: ((target, pushed, popped),)
+    contexts: tuple  # per local context id: (pushed, popped)
+
+
+_CACHE: collections.OrderedDict[str, _PartWalk] = collections.OrderedDict()
+_LOCK = threading.Lock()
+
+
+def _cached(key: str, make) -> _PartWalk:
+    with _LOCK:
+        got = _CACHE.get(key)
+        if got is not None:
+            _CACHE.move_to_end(key)
+            return got
+    got = make()
+    with _LOCK:
+        _CACHE[key] = got
+        while len(_CACHE) > CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    return got
+
+
+def clear_cache() -> None:
+    with _LOCK:
+        _CACHE.clear()
+
+
+def walk_states(walker: Walker, q0s, fingerprint: str, *, truncate: bool = False) -> list:
+    """The walks of ``q0s``: wide states in a loop from the loop cache, the others walked
+    here, together with the loops' exits."""
+    q0s = np.asarray(q0s, np.int64)
+    parts, injected = [], collections.defaultdict(list)
+    served = np.zeros(q0s.shape[0], bool)
+    for i, order, sub in _loops(walker, q0s):
+        key = f"{fingerprint}:loop:{sub[1]}"
+        pw = _cached(key, lambda sub=sub: _walk_part(sub[0], walker.trie, fingerprint, [0]))
+        (walk,) = pw.walks
+        parts.append(_mapped(walk, pw, order, walker))
+        ex = walk.exits
+        for d in np.unique(ex[:, 1]).tolist():
+            e = ex[ex[:, 1] == d]
+            child, state = e[:, 2], order[e[:, 3]]
+            byte = walker.trie.byte[d][child].astype(np.int64)
+            injected[d].append((child, state, np.zeros_like(child), np.full_like(child, q0s[i]), byte))
+        served[i] = True
+    lanes = {d: [np.concatenate(a) for a in zip(*v, strict=True)] for d, v in injected.items()}
+    parts.insert(0, walker.walk(q0s[~served], truncate=truncate, injected=lanes))
+    return parts
+
+
+def rule_walks(pda: BytePDA, rule: int, trie: TokenTrie, fingerprint: str, walker: Walker) -> list:
+    """The walks of every live state of ``rule`` (not the start rule), in ``pda``'s numbers,
+    their exits finished with ``walker`` (a `Walker` of ``pda``, which interns the outcomes)."""
+    closure = _closure(pda, rule)
+    key = f"{fingerprint}:rule:{closure.key}"
+    pw = _cached(key, lambda: _walk_part(closure.pda, trie, fingerprint))
+    return [_to_global(w, pw, closure.states, walker) for w in pw.walks]
+
+
+def _closure(pda: BytePDA, rule: int) -> _Closure:
+    rule_of, kind, arg = pda.rule_of, pda.kind, pda.arg
+    first = np.searchsorted(rule_of, np.arange(len(pda.names) + 1))  # rules' states are contiguous
+    order, seen = [rule], {rule}
+    i = 0
+    while i < len(order):
+        r = order[i]
+        lo, hi = first[r], first[r + 1]
+        calls = arg[lo:hi][kind[lo:hi] == CALL]  # row-major: by state, then byte
+        for j in dict.fromkeys(calls.tolist()):
+            if j not in seen:
+                seen.add(j)
+                order.append(j)
+        i += 1
+    rules = np.array(order, np.int64)
+    sizes = first[rules + 1] - first[rules]
+    states = np.concatenate([np.arange(first[r], first[r + 1]) for r in order])
+    local = np.full(pda.num_states, -1, np.int64)
+    local[states] = np.arange(states.shape[0])
+    rule_local = np.full(len(pda.names), -1, np.int64)
+    rule_local[rules] = np.arange(rules.shape[0])
+    k = kind[states]
+    g = arg[states].astype(np.int64)
+    a = np.full(g.shape, -1, np.int64)
+    a[k == SHIFT] = local[g[k == SHIFT]]
+    a[k == CALL] = rule_local[g[k == CALL]]
+    r = pda.ret[states].astype(np.int64)
+    r = np.where(r >= 0, local[np.maximum(r, 0)], -1)
+    starts = local[pda.starts[rules]]
+    sub = BytePDA(
+        names=tuple(pda.names[j] for j in order),
+        rule_of=np.repeat(np.arange(rules.shape[0]), sizes).astype(np.int32),
+        starts=starts.astype(np.int32),
+        shift=np.where(k == SHIFT, a, -1).astype(np.int32),
+        ends=pda.ends[states],
+        kind=k,
+        arg=a.astype(np.int32),
+        ret=r.astype(np.int32),
+        returns=tuple(() for _ in order),  # a truncated walk never pops below its own pushes
+    )
+    digest = hashlib.blake2b(digest_size=16)
+    for x in (sizes.astype(np.int64), starts, k, sub.arg, sub.ret):
+        digest.update(np.ascontiguousarray(x).tobytes())
+        digest.update(b"|")
+    return _Closure(rules, states, sub, digest.hexdigest())
+
+
+def _walk_part(sub: BytePDA, trie: TokenTrie, fingerprint: str, starts=None) -> _PartWalk:
+    """Walks ``starts`` of ``sub`` (default: rule 0's live states, with loops from the
+    cache), stopped at exits."""
+    walker = Walker(sub, trie)
+    if starts is None:
+        live = np.flatnonzero((sub.rule_of == 0) & (sub.kind != 0).any(axis=1))
+        walks = walk_states(walker, live, fingerprint, truncate=True)
+    else:
+        walks = [walker.walk(starts, truncate=True)]
+    return _PartWalk(tuple(walks), tuple(walker.outcomes), tuple(walker.contexts))
+
+
+def _outcome_map(pw: _PartWalk, gmap: list, walker: Walker) -> np.ndarray:
+    """Global outcome id of each of ``pw``'s local ones (``gmap``: local state -> global)."""
+
+    def glob(t):
+        return tuple(gmap[s] for s in t)
+
+    ids = [
+        walker.intern(tuple((gmap[t], glob(pu), glob(po)) for t, pu, po in outs))
+        for outs in pw.outcomes
+    ]
+    return np.array(ids, np.int64).reshape(-1)
+
+
+def _mapped(w: Walk, pw: _PartWalk, states: np.ndarray, walker: Walker) -> Walk:
+    """``w`` (of part ``pw``) in the whole PDA's numbers, without its exits."""
+    q_count = walker.pda.num_states
+    omap = _outcome_map(pw, states.tolist(), walker)
+    states_sink = np.append(states, q_count)  # the local sink is the last local state + 1
+    rows = states_sink[w.rows].astype(np.int32)
+    return Walk(
+        states[w.src], w.group, omap[w.oid], states[w.wide], rows, w.group_row, q_count,
+        np.zeros((0, 5), np.int64),
+    )  # fmt: skip
+
+
+def _to_global(w: Walk, pw: _PartWalk, states: np.ndarray, walker: Walker) -> Walk:
+    """``w`` (of a rule's part ``pw``) in the whole PDA's numbers, its exits finished."""
+    gmap = states.tolist()
+    out = _mapped(w, pw, states, walker)
+    extra: tuple[list, list, list] = ([], [], [])
+    trie_byte = walker.trie.byte
+    for s, d, node, c, x in w.exits.tolist():
+        pushed, _ = pw.contexts[x]
+        configs = walker.step(
+            ((gmap[c], tuple(gmap[p] for p in pushed), ()),), int(trie_byte[d][node])
+        )
+        if configs:
+            walker.walk_subtree(d, node, configs, gmap[s], extra)
+    if not extra[0]:
+        return out
+    return dataclasses.replace(
+        out,
+        src=np.concatenate([out.src, np.array(extra[0], np.int64)]),
+        group=np.concatenate([out.group, np.array(extra[1], np.int64)]),
+        oid=np.concatenate([out.oid, np.array(extra[2], np.int64)]),
+    )
+
+
+# -- loops ----------------------------------------------------------------------------------------
+
+
+def _loops(walker: Walker, q0s: np.ndarray):
+    """Yields (index in ``q0s``, the loop's states in BFS order from it, (sub-PDA, digest))
+    for each wide state of ``q0s`` whose walk mostly stays in its loop of shifts."""
+    pda, trie = walker.pda, walker.trie
+    wide = np.flatnonzero(walker.wide(q0s))
+    if wide.size == 0:
+        return
+    comp = walker.components()
+    kind, arg = pda.kind, pda.arg
+    bound = LOOP_SHARE * trie.num_nodes
+    for i in wide.tolist():
+        q = int(q0s[i])
+        inside = (kind[q] == SHIFT) & (comp[np.maximum(arg[q], 0)] == comp[q])
+        if inside.astype(np.int64) @ trie.first_byte_nodes <= bound:
+            continue
+        order = _bfs(kind, arg, comp, q)
+        yield i, order, _loop_pda(pda, order)
+
+
+def _bfs(kind, arg, comp, q: int) -> np.ndarray:
+    """The states of ``q``'s loop in BFS order from ``q`` (bytes ascending)."""
+    order, seen = [q], {q}
+    i = 0
+    while i < len(order):
+        s = order[i]
+        t = arg[s][(kind[s] == SHIFT)]
+        for x in dict.fromkeys(t.tolist()):
+            if x not in seen and comp[x] == comp[q]:
+                seen.add(x)
+                order.append(x)
+        i += 1
+    return np.array(order, np.int64)
+
+
+def _loop_pda(pda: BytePDA, order: np.ndarray) -> tuple[BytePDA, str]:
+    """The loop as a one-rule PDA: shifts inside it kept, every other move a return (an
+    exit of the truncated walk); and its digest."""
+    local = np.full(pda.num_states, -1, np.int64)
+    local[order] = np.arange(order.shape[0])
+    k = pda.kind[order]
+    t = np.where(k == SHIFT, local[np.maximum(pda.arg[order], 0)], -1)
+    inside = (k == SHIFT) & (t >= 0)
+    kind = np.where(inside, SHIFT, np.where(k == DEAD, DEAD, RETURN)).astype(pda.kind.dtype)
+    arg = np.where(inside, t, -1).astype(np.int32)
+    n = order.shape[0]
+    sub = BytePDA(
+        names=("loop",),
+        rule_of=np.zeros(n, np.int32),
+        starts=np.zeros(1, np.int32),
+        shift=arg,
+        ends=np.zeros(n, bool),
+        kind=kind,
+        arg=arg,
+        ret=np.full(arg.shape, -1, np.int32),
+        returns=((),),
+    )
+    digest = hashlib.blake2b(kind.tobytes() + arg.tobytes(), digest_size=16).hexdigest()
+    return sub, digest

@@ -1,0 +1,588 @@
+"""Walks a byte PDA's states over the vocabulary trie with a symbolic stack.
+
+Every token is walked from every start state, byte by byte, level by level of the
+trie, for all start states at once. A *lane* is (trie node, current state, context,
+start): the context holds the symbols pushed inside the token and those popped
+below it (the return states read off the row's real stack). Pushes made inside the
+token are known; a return with nothing of its own to pop branches over the return
+states of the rule's call sites, and such branching lanes finish in a Python walk.
+
+As in `_compose`, start states are split by how many tokens they let through:
+
+* *narrow* states walk sparse lanes;
+* *wide* states (free text: most tokens start there) are walked together with
+  hash-consed *rows* (the current state of every wide start at a trie node, given
+  by the parent's row and the byte's class), so their cost follows the number of
+  distinct rows, not nodes × states. A row holds plain shifts only: a wide lane whose
+  byte calls or returns is *diverted* to the sparse lanes, with an empty context.
+
+With ``truncate=True`` (walking one rule for `_pda_units`) a lane that would pop
+below the token's own pushes stops there and is reported as an *exit*: what
+follows depends on the rule's call sites, so the walk itself depends only on the
+rule and the rules it calls.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from automata_compile._errors import StateBudgetExceededError, UnsupportedGrammarError
+from automata_compile.automata._fsa import check_time
+from automata_compile.frontends.grammar._byte_pda import CALL, RETURN, SHIFT, BytePDA
+from automata_compile.tokens._token_trie import TokenTrie
+
+# Outcomes of one (state, token) beyond this mean the walk is enumerating stack contexts
+# combinatorially: refuse rather than run away.
+MAX_OUTCOMES = 4096
+STEP = "the composition of the grammar with the vocabulary"
+# A start state is wide when the trie nodes below the first bytes it takes exceed this share
+# of all nodes (measured on Llama-3: 0.002-0.005 walk fastest; 0.05 took 1.3-2x longer).
+WIDE_SHARE = 0.005
+_EXIT = "exit"
+
+
+@dataclasses.dataclass
+class Walk:
+    """Every token's outcomes from a set of start states, split as in `_compose`.
+
+    Attributes:
+      src, group, oid: int64[P], sparse entries: start state, token group, outcome id
+        (an index into the walker's ``outcomes``).
+      wide: int64[W], the wide start states.
+      rows: int32[U, W], distinct rows of end states over the wide starts (``sink`` =
+        dead); a row entry stands for the outcome (end state, nothing pushed or popped).
+      group_row: int64[G], each group's row, -1 if dead from every wide start.
+      sink: the dead marker in ``rows``.
+      exits: with ``truncate``, int64[E, 5] rows (start, level, child node, state, context
+        id): the lane at ``state`` pops below its own pushes on the child's byte.
+    """
+
+    src: np.ndarray
+    group: np.ndarray
+    oid: np.ndarray
+    wide: np.ndarray
+    rows: np.ndarray
+    group_row: np.ndarray
+    sink: int
+    exits: np.ndarray
+
+
+class Walker:
+    """Walks tokens from states of ``pda``; interns outcomes and contexts, memoizes steps."""
+
+    def __init__(self, pda: BytePDA, trie: TokenTrie):
+        self.pda = pda
+        self.kind, self.arg, self.ret = pda.kind, pda.arg, pda.ret  # read per memo miss only
+        self.rule_of = pda.rule_of.tolist()
+        self.starts = pda.starts.tolist()
+        self.returns = pda.returns
+        self.depth = trie.depth
+        self.trie = trie
+        self.byte_memo: dict[tuple[int, int], tuple] = {}
+        self.memo: dict[tuple, tuple] = {}
+        self.own_memo: dict[tuple, object] = {}
+        self.outcomes: list[tuple] = []
+        self.outcome_id: dict[tuple, int] = {}
+        self.contexts: list[tuple] = [((), ())]
+        self.context_id: dict[tuple, int] = {((), ()): 0}
+        self.single_memo = np.full(4 * pda.num_states, -1, np.int64)  # see `single_ids`
+        self._dense_table = None
+        self._allowed = None
+        self._components = None
+
+    # -- one byte ---------------------------------------------------------------------------------
+
+    def byte_outcomes(self, q: int, b: int) -> tuple:
+        """(popped, target, pushed) for byte ``b`` from ``q`` with nothing pushed yet."""
+        key = (q, b)
+        out = self.byte_memo.get(key)
+        if out is None:
+            acc: list = []
+            self._sim(q, b, [], (), acc, 0)
+            out = self.byte_memo[key] = tuple(acc)
+        return out
+
+    def _sim(self, q, b, pushed, popped, acc, steps):
+        kind, arg, ret = self.kind, self.arg, self.ret
+        while True:
+            steps += 1
+            if steps > 10_000:  # pragma: no cover - left recursion is refused before
+                raise RuntimeError("byte PDA did not settle; please report this grammar")
+            k = kind[q, b]
+            if k == SHIFT:
+                acc.append((popped, int(arg[q, b]), tuple(pushed)))
+                return
+            if k == CALL:
+                if ret[q, b] >= 0:
+                    pushed = pushed + [int(ret[q, b])]
+                q = self.starts[arg[q, b]]
+            elif k == RETURN:
+                if pushed:
+                    q = pushed[-1]
+                    pushed = pushed[:-1]
+                else:
+                    for r in self.returns[self.rule_of[q]]:
+                        if r in popped:
+                            raise UnsupportedGrammarError(
+                                f"byte {bytes([b])!r} can end rule "
+                                f"{self.pda.names[self.rule_of[r]]!r} and the rules around it "
+                                "an unbounded number of times at once (a recursion that is "
+                                "neither tail nor closed by a byte of its own); make it a "
+                                "repetition or close it with a delimiter",
+                                rules=(self.pda.names[self.rule_of[r]],),
+                            )
+                        self._sim(r, b, [], popped + (r,), acc, steps)
+                    return
+            else:
+                return
+
+    def step(self, configs: tuple, b: int) -> tuple:
+        """The configurations after byte ``b``: (state, pushed, popped) triples, sorted."""
+        key = (configs, b)
+        out = self.memo.get(key)
+        if out is not None:
+            return out
+        new = []
+        for q, pushed, popped in configs:
+            for pops, target, push in self.byte_outcomes(q, b):
+                stack = list(pushed)
+                extra = popped
+                ok = True
+                for s in pops:
+                    if stack:
+                        if stack[-1] != s:
+                            ok = False
+                            break
+                        stack.pop()
+                    else:
+                        extra = extra + (s,)
+                if ok:
+                    new.append((target, tuple(stack) + push, extra))
+        if len(new) > MAX_OUTCOMES:
+            raise StateBudgetExceededError(
+                f"a token reaches more than {MAX_OUTCOMES} stack contexts from one state; the "
+                "grammar's nesting is too ambiguous to enumerate per token"
+            )
+        out = self.memo[key] = tuple(sorted(set(new)))
+        return out
+
+    def step_own(self, q: int, pushed: tuple, b: int):
+        """Byte ``b`` from ``q`` over the token's own pushes only: ``(state, pushed)``,
+        None (dead) or ``_EXIT`` (it would pop below them)."""
+        key = (q, pushed, b)
+        if key in self.own_memo:
+            return self.own_memo[key]
+        kind, arg, ret, stack = self.kind, self.arg, self.ret, list(pushed)
+        out = None
+        for _ in range(10_000):
+            k = kind[q, b]
+            if k == SHIFT:
+                out = (int(arg[q, b]), tuple(stack))
+                break
+            if k == CALL:
+                if ret[q, b] >= 0:
+                    stack.append(int(ret[q, b]))
+                q = self.starts[arg[q, b]]
+            elif k == RETURN:
+                if not stack:
+                    out = _EXIT
+                    break
+                q = stack.pop()
+            else:
+                break
+        else:  # pragma: no cover - left recursion is refused before
+            raise RuntimeError("byte PDA did not settle; please report this grammar")
+        self.own_memo[key] = out
+        return out
+
+    # -- interning --------------------------------------------------------------------------------
+
+    def intern(self, outs: tuple) -> int:
+        oid = self.outcome_id.get(outs)
+        if oid is None:
+            oid = self.outcome_id[outs] = len(self.outcomes)
+            self.outcomes.append(outs)
+        return oid
+
+    def context(self, key: tuple) -> int:
+        cid = self.context_id.get(key)
+        if cid is None:
+            cid = self.context_id[key] = len(self.contexts)
+            self.contexts.append(key)
+        return cid
+
+    def single_ids(self, keys: np.ndarray) -> np.ndarray:
+        """Outcome ids of single configurations keyed ``state + Q * context``, memoized in a
+        dense array (interned on first sight, in key order)."""
+        memo = self.single_memo
+        top = int(keys.max())
+        if top >= memo.shape[0]:
+            grown = np.full(max(2 * memo.shape[0], top + 1), -1, np.int64)
+            grown[: memo.shape[0]] = memo
+            memo = self.single_memo = grown
+        ids = memo[keys]
+        miss = ids < 0
+        if miss.any():
+            q_count = self.pda.num_states
+            for key in np.unique(keys[miss]).tolist():
+                pushed, popped = self.contexts[key // q_count]
+                memo[key] = self.intern(((key % q_count, pushed, popped),))
+            ids = memo[keys]
+        return ids
+
+    # -- the level walk ---------------------------------------------------------------------------
+
+    def walk(self, q0s, *, truncate: bool = False, injected: dict | None = None) -> Walk:
+        """Outcomes of every token from each state of ``q0s`` (see the module docstring).
+
+        ``injected`` maps a level d to lanes that enter the walk there, as (child at level d,
+        state before the child's byte, context, start, byte) arrays: the exits of a walk
+        made elsewhere (`_pda_units.loop_walks`), finished here.
+        """
+        trie, q_count = self.trie, self.pda.num_states
+        q0s = np.asarray(q0s, np.int64)
+        injected = injected or {}
+        last = max(injected, default=0)
+        wide_mask = self.wide(q0s)
+        dense = _Dense(self, q0s[wide_mask]) if wide_mask.any() else None
+        lanes = _Lanes(q0s[~wide_mask])
+        out = ([], [], [])
+        extra = ([], [], [])
+        exits: list[tuple] = []
+        for d in range(1, trie.depth + 1):
+            check_time(STEP)
+            if lanes.node.size == 0 and (dense is None or dense.done) and d > last:
+                break
+            other = lanes.advance(self, d)
+            if dense is not None and not dense.done:
+                other = [np.concatenate(p) for p in zip(other, dense.advance(d), strict=True)]
+            if d in injected:
+                other = [np.concatenate(p) for p in zip(other, injected[d], strict=True)]
+                other = lanes.shift(self, other)
+            seeds = self._special(d, other, truncate, exits, extra)
+            lanes.add(seeds)
+            term = trie.terminal[d][lanes.node]
+            hit = np.flatnonzero(term >= 0)
+            if hit.size:
+                out[0].append(lanes.src[hit])
+                out[1].append(term[hit].astype(np.int64))
+                out[2].append(self.single_ids(lanes.cur[hit] + q_count * lanes.ctx[hit]))
+        for a, e in zip(out, extra, strict=True):
+            if e:
+                a.append(np.array(e, np.int64))
+        src, group, oid = (np.concatenate(a) if a else np.zeros(0, np.int64) for a in out)
+        if dense is None:
+            wide = np.zeros(0, np.int64)
+            rows = np.zeros((0, 0), np.int32)
+            group_row = np.full(trie.num_groups, -1, np.int64)
+        else:
+            wide, (rows, group_row) = dense.wide, dense.finish()
+        ex = np.array(exits, np.int64).reshape(-1, 5)
+        return Walk(src, group, oid, wide, rows, group_row, q_count, ex)
+
+    def wide(self, q0s: np.ndarray) -> np.ndarray:
+        """bool per state of ``q0s``: walked with rows (the trie nodes below the bytes it
+        takes exceed ``WIDE_SHARE`` of all nodes)."""
+        allowed = (self.pda.kind[q0s] != 0).astype(np.int64)
+        return allowed @ self.trie.first_byte_nodes > WIDE_SHARE * self.trie.num_nodes
+
+    def _special(self, d: int, other: list, truncate: bool, exits: list, extra: tuple):
+        """Steps lanes whose byte calls or returns, in Python. Returns the lanes that stay a
+        single configuration, as (child, state, context, start) arrays; records exits
+        (``truncate``) or walks branching lanes to the end of their subtree."""
+        child, cur, ctx, src, byte = other
+        seeds: tuple[list, list, list, list] = ([], [], [], [])
+        for y in range(child.shape[0]):
+            c, x, s, b, n = int(cur[y]), int(ctx[y]), int(src[y]), int(byte[y]), int(child[y])
+            pushed, popped = self.contexts[x]
+            if truncate:
+                res = self.step_own(c, pushed, b)
+                if res is None:
+                    continue
+                if res is _EXIT:
+                    exits.append((s, d, n, c, x))
+                    continue
+                configs = ((res[0], res[1], ()),)
+            else:
+                configs = self.step(((c, pushed, popped),), b)
+            if len(configs) == 1:
+                q, pushed, popped = configs[0]
+                seeds[0].append(n)
+                seeds[1].append(q)
+                seeds[2].append(self.context((pushed, popped)))
+                seeds[3].append(s)
+            elif configs:
+                self.walk_subtree(d, n, configs, s, extra)
+        return [np.array(a, np.int64) for a in seeds]
+
+    def walk_subtree(self, d: int, node: int, configs: tuple, src: int, out: tuple) -> None:
+        """Appends (src, group, outcome id) of every token under ``node`` (level ``d``),
+        reached with ``configs``, to the lists ``out``."""
+        n0 = len(out[1])
+        self._dfs(d, node, configs, out[1], out[2])
+        out[0].extend([src] * (len(out[1]) - n0))
+
+    def _dfs(self, d0: int, node0: int, configs0: tuple, out_g: list, out_o: list) -> None:
+        """Python walk of the subtree under ``node0`` (level ``d0``, reached with ``configs0``)."""
+        (child_start, byte, terminal), step = self.trie.lists, self.step
+        g = terminal[d0][node0]
+        if g >= 0:
+            out_g.append(g)
+            out_o.append(self.intern(configs0))
+        todo = [(d0, node0, configs0)]
+        depth = self.depth
+        visited = 0
+        while todo:
+            visited += 1
+            if visited & 4095 == 0:
+                check_time(STEP)
+            d, node, configs = todo.pop()
+            if d >= depth:
+                continue
+            cs = child_start[d]
+            by, term = byte[d + 1], terminal[d + 1]
+            for child in range(cs[node], cs[node + 1]):
+                new = step(configs, by[child])
+                if not new:
+                    continue
+                g = term[child]
+                if g >= 0:
+                    out_g.append(g)
+                    out_o.append(self.intern(new))
+                todo.append((d + 1, child, new))
+
+    def components(self) -> np.ndarray:
+        """int64[Q]: the strongly connected component of each state in the graph of shifts
+        (Tarjan's algorithm, iterative)."""
+        if self._components is None:
+            q_count, kind, arg = self.pda.num_states, self.pda.kind, self.pda.arg
+            q, b = np.nonzero(kind == SHIFT)
+            pairs = np.unique(q.astype(np.int64) * q_count + arg[q, b])
+            offs = np.searchsorted(pairs // q_count, np.arange(q_count + 1)).tolist()
+            adj = (pairs % q_count).tolist()
+            index, low = [-1] * q_count, [0] * q_count
+            on, comp, stack = [False] * q_count, [-1] * q_count, []
+            n = c = 0
+            for root in range(q_count):
+                if index[root] >= 0:
+                    continue
+                index[root] = low[root] = n
+                n += 1
+                stack.append(root)
+                on[root] = True
+                work = [[root, offs[root]]]
+                while work:
+                    top = work[-1]
+                    v, i = top
+                    if i < offs[v + 1]:
+                        top[1] = i + 1
+                        w = adj[i]
+                        if index[w] < 0:
+                            index[w] = low[w] = n
+                            n += 1
+                            stack.append(w)
+                            on[w] = True
+                            work.append([w, offs[w]])
+                        elif on[w] and index[w] < low[v]:
+                            low[v] = index[w]
+                        continue
+                    work.pop()
+                    if work and low[v] < low[work[-1][0]]:
+                        low[work[-1][0]] = low[v]
+                    if low[v] == index[v]:
+                        while True:
+                            w = stack.pop()
+                            on[w] = False
+                            comp[w] = c
+                            if w == v:
+                                break
+                        c += 1
+            self._components = np.array(comp, np.int64)
+        return self._components
+
+    def allowed_bytes(self) -> tuple[np.ndarray, np.ndarray]:
+        """(offsets int64[Q + 1], bytes int64[...]): the bytes each state does not refuse."""
+        if self._allowed is None:
+            q, b = np.nonzero(self.pda.kind != 0)
+            offsets = np.searchsorted(q, np.arange(self.pda.num_states + 1))
+            self._allowed = (offsets.astype(np.int64), b.astype(np.int64))
+        return self._allowed
+
+    def dense_table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(table, first_byte, byte_class) for the row walk: ``table[q, b]`` is the shift
+        target, ``Q`` (the sink) when dead and ``Q + 1`` when the byte calls or returns;
+        row ``Q`` is the sink's. Bytes with equal columns share a class."""
+        if self._dense_table is None:
+            pda, q = self.pda, self.pda.num_states
+            dtype = np.int16 if q + 1 < np.iinfo(np.int16).max else np.int32
+            table = np.full((q + 1, 256), q, dtype=dtype)
+            table[:q] = np.where(pda.kind == SHIFT, pda.arg, q)
+            table[:q][(pda.kind == CALL) | (pda.kind == RETURN)] = q + 1
+            cols, byte_class = _unique_rows(table.T)
+            first_byte = np.full(cols.shape[0], 256, np.int64)
+            np.minimum.at(first_byte, byte_class, np.arange(256))
+            self._dense_table = (table, first_byte, byte_class.astype(np.int64))
+        return self._dense_table
+
+
+class _Lanes:
+    """Sparse lanes: (trie node at the current level, state, context id, start state)."""
+
+    def __init__(self, q0s: np.ndarray):
+        self.node = np.zeros(q0s.shape[0], np.int64)
+        self.cur = q0s.astype(np.int64)
+        self.ctx = np.zeros(q0s.shape[0], np.int64)
+        self.src = q0s.astype(np.int64)
+
+    def advance(self, walker: Walker, d: int) -> list:
+        """Moves every lane to its children at level ``d`` by shifts; returns the lanes whose
+        byte calls or returns, as (child, state, context, start, byte) arrays."""
+        trie, kind, arg = walker.trie, walker.pda.kind, walker.pda.arg
+        if self.node.size == 0:
+            z = np.zeros(0, np.int64)
+            return [z, z, z, z, z]
+        rep, child = _children(walker, d, self.node, self.cur)
+        c, x, s = self.cur[rep], self.ctx[rep], self.src[rep]
+        b = trie.byte[d][child].astype(np.int64)
+        k = kind[c, b]
+        shift = k == SHIFT
+        self.node, self.cur = child[shift], arg[c[shift], b[shift]].astype(np.int64)
+        self.ctx, self.src = x[shift], s[shift]
+        o = np.flatnonzero((k == CALL) | (k == RETURN))
+        return [child[o], c[o], x[o], s[o], b[o]]
+
+    def shift(self, walker: Walker, pending: list) -> list:
+        """Adds the ``pending`` lanes (child, state, context, start, byte) whose byte shifts;
+        returns those whose byte calls or returns (the dead ones are dropped)."""
+        child, c, x, s, b = pending
+        k = walker.pda.kind[c, b]
+        sh = k == SHIFT
+        self.add([child[sh], walker.pda.arg[c[sh], b[sh]].astype(np.int64), x[sh], s[sh]])
+        o = (k == CALL) | (k == RETURN)
+        return [a[o] for a in pending]
+
+    def add(self, seeds: list) -> None:
+        if seeds[0].size:
+            self.node, self.cur, self.ctx, self.src = (
+                np.concatenate([a, e]) for a, e in zip((self.node, self.cur, self.ctx, self.src), seeds, strict=True)
+            )
+
+
+def _children(walker: Walker, d: int, node: np.ndarray, state: np.ndarray):
+    """(lane index, child) of every child of each lane's node on a byte its state takes
+    (or might: the caller checks). A lane whose state takes fewer bytes than its node has
+    children looks those bytes up (binary search in `TokenTrie.child_keys`); the others
+    list the node's children (after a run of spaces a node has thousands of children, of
+    which a state in a JSON number takes a few)."""
+    trie = walker.trie
+    cs = trie.child_start[d - 1]
+    fanout = cs[node + 1] - cs[node]
+    offsets, flat = walker.allowed_bytes()
+    n_allowed = offsets[state + 1] - offsets[state]
+    look = n_allowed < fanout
+    if not look.any():
+        return trie.children(d, node)
+    lanes = np.flatnonzero(look)
+    other = np.flatnonzero(~look)
+    rep_o, child_o = trie.children(d, node[other])
+    k = n_allowed[lanes]
+    rep = np.repeat(lanes, k)
+    at = np.repeat(offsets[state[lanes]] - np.cumsum(k) + k, k) + np.arange(k.sum())
+    key = node[rep] * 256 + flat[at]
+    keys = trie.child_keys[d]
+    pos = np.minimum(np.searchsorted(keys, key), keys.shape[0] - 1)
+    hit = keys[pos] == key
+    return np.concatenate([other[rep_o], rep[hit]]), np.concatenate([child_o, pos[hit]])
+
+
+class _Dense:
+    """The row walk of the wide start states (see the module docstring)."""
+
+    def __init__(self, walker: Walker, wide: np.ndarray):
+        self.walker, self.wide = walker, wide
+        self.table, self.first_byte, self.byte_class = walker.dense_table()
+        self.sink = walker.pda.num_states
+        self.rows = wide[None, :].astype(self.table.dtype)  # the root's row
+        self.node_row = np.zeros(1, np.int64)  # row of each node of the previous level, -1 = dead
+        self.group_row = np.full(walker.trie.num_groups, -1, np.int64)
+        self.levels: list[np.ndarray] = []
+        self.offset = 0
+        self.done = False
+
+    def advance(self, d: int) -> list:
+        """One trie level; returns the diverted lanes as (child, state, context, start, byte)."""
+        trie, nc, sink = self.walker.trie, self.first_byte.shape[0], self.sink
+        z = np.zeros(0, np.int64)
+        parent = trie.parent[d]
+        sel = np.flatnonzero(self.node_row[parent] >= 0)
+        if sel.size == 0:
+            self.done = True
+            return [z, z, z, z, z]
+        key = self.node_row[parent[sel]] * nc + self.byte_class[trie.byte[d][sel]]
+        ukey, key_of = _unique_small(key, self.rows.shape[0] * nc)
+        prev = self.rows[ukey // nc]
+        cur = self.table[prev, self.first_byte[ukey % nc][:, None]]
+        diverted = [z, z, z, z, z]
+        div = cur == sink + 1
+        if div.any():
+            cur = np.where(div, sink, cur)
+            diverted = self._diverted(d, sel, key_of, prev, div)
+        rows, row_of_key = _unique_rows(cur)
+        live = ~(rows == sink).all(axis=1)
+        ids = row_of_key[key_of]
+        ids = np.where(live[ids], ids, -1)
+        self.node_row = np.full(parent.shape[0], -1, np.int64)
+        self.node_row[sel] = ids
+        term = trie.terminal[d][sel]
+        hit = (term >= 0) & (ids >= 0)
+        self.group_row[term[hit]] = ids[hit] + self.offset
+        self.levels.append(rows)
+        self.offset += rows.shape[0]
+        self.rows = rows
+        return diverted
+
+    def _diverted(self, d, sel, key_of, prev, div) -> list:
+        """The (node, wide start) pairs whose byte calls or returns, as sparse lanes."""
+        per_key = div.sum(axis=1)
+        nodes = np.flatnonzero(per_key[key_of] > 0)
+        k = key_of[nodes]
+        counts = per_key[k]
+        kk, ww = np.nonzero(div)  # row-major: grouped by key, as ``starts`` below expects
+        starts = np.concatenate([[0], np.cumsum(per_key)])[k]
+        idx = np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
+        child = np.repeat(sel[nodes], counts)
+        w = ww[idx]
+        state = prev[kk[idx], w].astype(np.int64)
+        byte = self.walker.trie.byte[d][child].astype(np.int64)
+        return [child.astype(np.int64), state, np.zeros_like(state), self.wide[w], byte]
+
+    def finish(self) -> tuple[np.ndarray, np.ndarray]:
+        """(canonical rows, group_row): equal rows across levels get one id."""
+        if not self.levels:
+            return np.zeros((0, self.wide.shape[0]), np.int32), self.group_row
+        canon, canon_of = _unique_rows(np.concatenate(self.levels))
+        g = self.group_row
+        return canon.astype(np.int32), np.where(g >= 0, canon_of[np.maximum(g, 0)], -1)
+
+
+def _unique_small(key: np.ndarray, bound: int):
+    """(sorted distinct values, index of each value among them) of ``key`` in ``[0, bound)``:
+    by counting when the range is small (no sort), else `np.unique`."""
+    if bound > 4 * key.shape[0] + (1 << 16):
+        ukey, inverse = np.unique(key, return_inverse=True)
+        return ukey, inverse.reshape(-1)
+    present = np.bincount(key, minlength=bound) > 0
+    rank = np.cumsum(present) - 1
+    return np.flatnonzero(present), rank[key]
+
+
+def _unique_rows(a: np.ndarray):
+    """(distinct rows, index of each row of ``a`` among them)."""
+    a = np.ascontiguousarray(a)
+    if a.shape[1] == 0:
+        return a[:1], np.zeros(a.shape[0], np.int64)
+    void = a.view(np.dtype((np.void, a.dtype.itemsize * a.shape[1]))).reshape(-1)
+    _, first, inverse = np.unique(void, return_index=True, return_inverse=True)
+    return a[first], inverse.reshape(-1)
