@@ -9,7 +9,9 @@ language allows some character starting with it.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import threading
 
 from automata_compile._errors import EmptyLanguageError
 from automata_compile.automata import _charsets as cs
@@ -79,6 +81,51 @@ def build_byte_dfa(
     if dfa is None:
         raise EmptyLanguageError(f"{what} matches no string (its language is empty)")
     return ByteDFA(trans=dfa.trans, accepting=dfa.accepting, start=dfa.start)
+
+
+# Memo of `cached_byte_dfa`: at most this many DFAs and this many table bytes in all (a
+# DFA over a quarter of that is not kept).
+CACHE_ENTRIES = 64
+CACHE_BYTES = 32 << 20
+_CACHE: collections.OrderedDict = collections.OrderedDict()
+_CACHE_LOCK = threading.Lock()
+_cache_bytes = 0
+
+
+def cached_byte_dfa(
+    ir, num_terminals: int = 0, *, max_states: int | None = None, what: str = "the pattern"
+) -> ByteDFA:
+    """`build_byte_dfa`, memoized across compiles in a small LRU: grammar rules recur from
+    one compile to the next (a JSON Schema's free ``json_array``/``json_object`` rules are
+    the same in every schema that has them).
+
+    The key is the IR (nodes compare by structure, an `Automaton` node by identity), the
+    terminal count and the state budget, so a hit is a build that succeeded under the same
+    budgets; the `_fsa.limits` deadline is still checked. The DFA is shared: its arrays are
+    read-only.
+    """
+    global _cache_bytes
+    key = (ir, num_terminals, max_states or DEFAULT_MAX_STATES)
+    with _CACHE_LOCK:
+        dfa = _CACHE.get(key)
+        if dfa is not None:
+            _CACHE.move_to_end(key)
+    if dfa is not None:
+        _fsa.check_time("the NFA construction", f"{what}'s byte DFA")
+        return dfa
+    dfa = build_byte_dfa(ir, num_terminals, max_states=max_states, what=what)
+    dfa.trans.flags.writeable = False
+    dfa.accepting.flags.writeable = False
+    size = dfa.trans.nbytes + dfa.accepting.nbytes
+    if size <= CACHE_BYTES // 4:
+        with _CACHE_LOCK:
+            if key not in _CACHE:
+                _CACHE[key] = dfa
+                _cache_bytes += size
+            while len(_CACHE) > CACHE_ENTRIES or _cache_bytes > CACHE_BYTES:
+                _, old = _CACHE.popitem(last=False)
+                _cache_bytes -= old.trans.nbytes + old.accepting.nbytes
+    return dfa
 
 
 def byte_nfa(ir, *, max_states: int | None = None, what: str = "the pattern"):
