@@ -16,7 +16,7 @@ import threading
 from automata_compile._errors import EmptyLanguageError
 from automata_compile.automata import _charsets as cs
 from automata_compile.automata import _fsa, _thompson
-from automata_compile.automata._ir import Terminal
+from automata_compile.automata._ir import Terminal, fingerprint
 
 NUM_BYTES = 256
 DEFAULT_MAX_STATES = 100_000
@@ -85,7 +85,7 @@ def build_byte_dfa(
 
 # Memo of `cached_byte_dfa`: at most this many DFAs and this many table bytes in all (a
 # DFA over a quarter of that is not kept).
-CACHE_ENTRIES = 64
+CACHE_ENTRIES = 128
 CACHE_BYTES = 32 << 20
 _CACHE: collections.OrderedDict = collections.OrderedDict()
 _CACHE_LOCK = threading.Lock()
@@ -99,13 +99,12 @@ def cached_byte_dfa(
     one compile to the next (a JSON Schema's free ``json_array``/``json_object`` rules are
     the same in every schema that has them).
 
-    The key is the IR (nodes compare by structure, an `Automaton` node by identity), the
-    terminal count and the state budget, so a hit is a build that succeeded under the same
-    budgets; the `_fsa.limits` deadline is still checked. The DFA is shared: its arrays are
-    read-only.
+    The key is the IR's structure (`_ir.fingerprint`), the terminal count and the state
+    budget, so a hit is a build that succeeded under the same budgets; the `_fsa.limits`
+    deadline is still checked. The DFA is shared: its arrays are read-only.
     """
     global _cache_bytes
-    key = (ir, num_terminals, max_states or DEFAULT_MAX_STATES)
+    key = (fingerprint(ir), num_terminals, max_states or DEFAULT_MAX_STATES)
     with _CACHE_LOCK:
         dfa = _CACHE.get(key)
         if dfa is not None:
