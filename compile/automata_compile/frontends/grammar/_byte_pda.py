@@ -1,7 +1,7 @@
 """Rule IRs → a deterministic byte-level pushdown automaton (scannerless, LL(1) over bytes).
 
 Each rule body is compiled to a minimal DFA whose symbols are bytes and calls
-(symbol ``256 + j`` = "call rule j", via `_byte_dfa.build_byte_dfa`). The states of
+(symbol ``256 + j`` = "call rule j", via `_byte_dfa.cached_byte_dfa`). The states of
 all rule DFAs are numbered globally; stack symbols are *return states*. On byte
 ``b`` in state ``q`` exactly one move applies, decided by ``b`` alone:
 
