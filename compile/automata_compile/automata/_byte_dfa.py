@@ -44,10 +44,20 @@ class ByteDFA(_fsa.DFA):
 class _Bytes(_thompson.Builder):
     """Spells character sets in UTF-8; terminal label k is symbol 256 + k."""
 
+    def __init__(self, nfa: _fsa.NFA):
+        super().__init__(nfa)
+        self.spellings: dict = {}  # ranges -> their UTF-8 sequences (sets recur in a tree)
+
     def chars(self, ranges, s, e, memo) -> None:
         # Sequences of byte ranges share their suffix states (memo keyed by the remaining ranges).
         nfa = self.nfa
-        for seq in cs.utf8_sequences(ranges):
+        seqs = self.spellings.get(ranges)
+        if seqs is None:
+            seqs = self.spellings[ranges] = cs.utf8_sequences(ranges)
+        for seq in seqs:
+            if len(seq) == 1:  # one byte range: no suffix states
+                nfa.edges[s].append((*seq[0], e))
+                continue
             nxt = e
             for k in range(len(seq) - 1, 0, -1):
                 key = seq[k:]
