@@ -245,19 +245,22 @@ class _Analysis:
     # -- nullable / FIRST / FOLLOW --------------------------------------------------------------
 
     def fixpoints(self) -> None:
-        q_count, starts, calls = self.q_count, self.starts, self.calls
+        """``ends`` (nullable rest), FIRST per state and FOLLOW per rule; only states with
+        calls add anything beyond their own edges."""
+        starts, calls = self.starts, self.calls
+        calling = [q for q in range(self.q_count) if calls[q]]
         ends = self.final.copy()
         changed = True
         while changed:
             changed = False
-            for q in range(q_count):
+            for q in calling:
                 if not ends[q] and any(ends[starts[j]] and ends[r] for j, r in calls[q]):
                     ends[q] = changed = True
         first = self.shift >= 0
         changed = True
         while changed:
             changed = False
-            for q in range(q_count):
+            for q in calling:
                 for j, r in calls[q]:
                     add = first[starts[j]] | (first[r] if ends[starts[j]] else False)
                     if (add & ~first[q]).any():
@@ -267,7 +270,7 @@ class _Analysis:
         changed = True
         while changed:
             changed = False
-            for q in range(q_count):
+            for q in calling:
                 for j, r in calls[q]:
                     add = first[r] | (follow[self.rule_of[q]] if ends[r] else False)
                     if (add & ~follow[j]).any():
@@ -320,6 +323,8 @@ class _Analysis:
         ret = np.full((q_count, 256), -1, np.int32)
         starts, ends, first, follow = self.starts, self.ends, self.first, self.follow
         for q in range(q_count):
+            if not self.calls[q] and not self.final[q]:
+                continue  # its byte edges only: no choice to make
             rule = int(self.rule_of[q])
             moves = [(f"continue rule {self.names[rule]!r}", self.shift[q] >= 0, None)]
             for j, r in self.calls[q]:
