@@ -9,12 +9,14 @@ language allows some character starting with it.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import threading
 
 from automata_compile._errors import EmptyLanguageError
 from automata_compile.automata import _charsets as cs
 from automata_compile.automata import _fsa, _thompson
-from automata_compile.automata._ir import Terminal
+from automata_compile.automata._ir import Terminal, fingerprint
 
 NUM_BYTES = 256
 DEFAULT_MAX_STATES = 100_000
@@ -42,10 +44,20 @@ class ByteDFA(_fsa.DFA):
 class _Bytes(_thompson.Builder):
     """Spells character sets in UTF-8; terminal label k is symbol 256 + k."""
 
+    def __init__(self, nfa: _fsa.NFA):
+        super().__init__(nfa)
+        self.spellings: dict = {}  # ranges -> their UTF-8 sequences (sets recur in a tree)
+
     def chars(self, ranges, s, e, memo) -> None:
         # Sequences of byte ranges share their suffix states (memo keyed by the remaining ranges).
         nfa = self.nfa
-        for seq in cs.utf8_sequences(ranges):
+        seqs = self.spellings.get(ranges)
+        if seqs is None:
+            seqs = self.spellings[ranges] = cs.utf8_sequences(ranges)
+        for seq in seqs:
+            if len(seq) == 1:  # one byte range: no suffix states
+                nfa.edges[s].append((*seq[0], e))
+                continue
             nxt = e
             for k in range(len(seq) - 1, 0, -1):
                 key = seq[k:]
@@ -79,6 +91,50 @@ def build_byte_dfa(
     if dfa is None:
         raise EmptyLanguageError(f"{what} matches no string (its language is empty)")
     return ByteDFA(trans=dfa.trans, accepting=dfa.accepting, start=dfa.start)
+
+
+# Memo of `cached_byte_dfa`: at most this many DFAs and this many table bytes in all (a
+# DFA over a quarter of that is not kept).
+CACHE_ENTRIES = 128
+CACHE_BYTES = 32 << 20
+_CACHE: collections.OrderedDict = collections.OrderedDict()
+_CACHE_LOCK = threading.Lock()
+_cache_bytes = 0
+
+
+def cached_byte_dfa(
+    ir, num_terminals: int = 0, *, max_states: int | None = None, what: str = "the pattern"
+) -> ByteDFA:
+    """`build_byte_dfa`, memoized across compiles in a small LRU: grammar rules recur from
+    one compile to the next (a JSON Schema's free ``json_array``/``json_object`` rules are
+    the same in every schema that has them).
+
+    The key is the IR's structure (`_ir.fingerprint`), the terminal count and the state
+    budget, so a hit is a build that succeeded under the same budgets; the `_fsa.limits`
+    deadline is still checked. The DFA is shared: its arrays are read-only.
+    """
+    global _cache_bytes
+    key = (fingerprint(ir), num_terminals, max_states or DEFAULT_MAX_STATES)
+    with _CACHE_LOCK:
+        dfa = _CACHE.get(key)
+        if dfa is not None:
+            _CACHE.move_to_end(key)
+    if dfa is not None:
+        _fsa.check_time("the NFA construction", f"{what}'s byte DFA")
+        return dfa
+    dfa = build_byte_dfa(ir, num_terminals, max_states=max_states, what=what)
+    dfa.trans.flags.writeable = False
+    dfa.accepting.flags.writeable = False
+    size = dfa.trans.nbytes + dfa.accepting.nbytes
+    if size <= CACHE_BYTES // 4:
+        with _CACHE_LOCK:
+            if key not in _CACHE:
+                _CACHE[key] = dfa
+                _cache_bytes += size
+            while len(_CACHE) > CACHE_ENTRIES or _cache_bytes > CACHE_BYTES:
+                _, old = _CACHE.popitem(last=False)
+                _cache_bytes -= old.trans.nbytes + old.accepting.nbytes
+    return dfa
 
 
 def byte_nfa(ir, *, max_states: int | None = None, what: str = "the pattern"):

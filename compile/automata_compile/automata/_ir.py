@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 
 from automata_compile.automata import _charsets as cs
 
@@ -90,3 +91,66 @@ class Automaton:
 
 EMPTY = Seq(())
 NEVER = Alt(())
+
+
+def fingerprint(node) -> bytes:
+    """A digest of the tree's structure, `Automaton` nodes included (their edges, start and
+    finals): trees with equal fingerprints build the same automata, so caches across
+    compiles key on it (an `Automaton` node is otherwise compared by identity). Shared
+    subtrees are digested once, without recursion."""
+    memo: dict[int, bytes] = {}
+    stack = [node]
+    while stack:
+        x = stack[-1]
+        if id(x) in memo:
+            stack.pop()
+            continue
+        todo = [k for k in _children(x) if id(k) not in memo]
+        if todo:
+            stack.extend(todo)
+            continue
+        stack.pop()
+        memo[id(x)] = _digest(x, memo)
+    return memo[id(node)]
+
+
+def _children(node) -> tuple:
+    if isinstance(node, Seq):
+        return node.items
+    if isinstance(node, Alt):
+        return node.options
+    if isinstance(node, Repeat):
+        return (node.item,)
+    if isinstance(node, Automaton):
+        return tuple(x for out in node.edges for x, _ in out if not isinstance(x, tuple))
+    return ()
+
+
+def _digest(node, memo: dict) -> bytes:
+    """The node's digest from its children's (``memo``, by id); a tag per node kind and a
+    count before each list keep distinct trees apart."""
+    h = hashlib.blake2b(digest_size=16)
+    if isinstance(node, Chars):
+        h.update(b"C" + repr(node.ranges).encode())
+    elif isinstance(node, Terminal):
+        h.update(b"T%d" % node.index)
+    elif isinstance(node, (Seq, Alt)):
+        kids = _children(node)
+        h.update(b"%c%d;" % (b"S" if isinstance(node, Seq) else b"A", len(kids)))
+        for k in kids:
+            h.update(memo[id(k)])
+    elif isinstance(node, Repeat):
+        h.update(b"R" + repr((node.min, node.max)).encode() + memo[id(node.item)])
+    elif isinstance(node, Automaton):
+        h.update(b"M" + repr((node.start, sorted(node.finals), len(node.edges))).encode())
+        for out in node.edges:
+            h.update(b"q%d;" % len(out))
+            for label, target in out:
+                if isinstance(label, tuple):  # a character set
+                    h.update(b"c" + repr(label).encode())
+                else:
+                    h.update(b"n" + memo[id(label)])
+                h.update(b"%d;" % target)
+    else:
+        raise TypeError(f"unknown IR node {node!r}")
+    return h.digest()

@@ -4,6 +4,6 @@ pushdown automaton (`_byte_pda`); `_compile.compile_grammar` composes it with th
 
 Calls into the regex / automata stages are in two places only, for re-pointing after a
 refactor: `_lark_reader._Reader.regex_ir` (``_extensions.expand`` + ``_regex.parse``) and
-`_byte_pda.build_byte_pda` (``_byte_dfa.build_byte_dfa(ir, num_terminals, max_states=...)``,
+`_byte_pda.build_byte_pda` (``_byte_dfa.cached_byte_dfa(ir, num_terminals, max_states=...)``,
 using its ``trans`` / ``accepting`` / ``start``; symbol ``256 + j`` is a call of rule j).
 """

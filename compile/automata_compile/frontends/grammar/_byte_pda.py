@@ -1,7 +1,7 @@
 """Rule IRs → a deterministic byte-level pushdown automaton (scannerless, LL(1) over bytes).
 
 Each rule body is compiled to a minimal DFA whose symbols are bytes and calls
-(symbol ``256 + j`` = "call rule j", via `_byte_dfa.build_byte_dfa`). The states of
+(symbol ``256 + j`` = "call rule j", via `_byte_dfa.cached_byte_dfa`). The states of
 all rule DFAs are numbered globally; stack symbols are *return states*. On byte
 ``b`` in state ``q`` exactly one move applies, decided by ``b`` alone:
 
@@ -38,6 +38,7 @@ from automata_compile._errors import (
 from automata_compile.automata import _byte_dfa
 
 DEAD, SHIFT, CALL, RETURN = 0, 1, 2, 3
+_BYTES = [bytes([b]) for b in range(256)]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -112,7 +113,7 @@ def build_byte_pda(grammar, *, max_states: int | None = None, what: str = "the g
     dfas = []
     for j, (name, body) in enumerate(zip(names, grammar.bodies, strict=False)):
         try:
-            dfas.append(_byte_dfa.build_byte_dfa(body, r_count, max_states=budget, what=what))
+            dfas.append(_byte_dfa.cached_byte_dfa(body, r_count, max_states=budget, what=what))
         except AutomataError as e:
             if j == 0:  # the synthetic root stands for the input itself, which ``what`` names
                 raise
@@ -174,21 +175,31 @@ class _Analysis:
         self.names, self.starts, self.shift = names, starts, shift
         self.final, self.rule_of, self.calls = final, rule_of, calls
         self.q_count = shift.shape[0]
+        self.byte_moves = None
 
     # -- shortest strings (productivity and examples) ------------------------------------------
 
     def check_productive(self) -> None:
+        """Each rule's shortest string (round-robin to a fixpoint); refuses a rule with none.
+        A rule is recomputed only when a rule it calls got a shorter string since its last
+        pass (a pass over the same strings would find the same paths)."""
         r_count = len(self.names)
         self.short: list[bytes | None] = [None] * r_count
-        changed = True
-        while changed:
-            changed = False
+        callers: list[set[int]] = [set() for _ in range(r_count)]
+        for q, out in enumerate(self.calls):
+            for j, _ in out:
+                callers[j].add(int(self.rule_of[q]))
+        dirty = set(range(r_count))
+        while dirty:
             for j in range(r_count):
+                if j not in dirty:
+                    continue
+                dirty.discard(j)
                 paths = self._paths(int(self.starts[j]))
                 best = min((p for q, p in paths.items() if self.final[q]), key=len, default=None)
                 if best is not None and (self.short[j] is None or len(best) < len(self.short[j])):
                     self.short[j] = best
-                    changed = True
+                    dirty |= callers[j]
         bad = [self.names[j] for j in range(1, r_count) if self.short[j] is None]
         if bad:
             raise UnsupportedGrammarError(
@@ -197,9 +208,25 @@ class _Analysis:
                 rules=tuple(bad),
             )
 
+    def _byte_moves(self) -> list[list[tuple[bytes, int]]]:
+        """Per state, ``(byte, target)`` for each target of its byte edges with the smallest
+        byte leading there (the one a shortest path spells), in byte order."""
+        if self.byte_moves is None:
+            q, b = np.nonzero(self.shift >= 0)
+            t = self.shift[q, b]
+            _, first = np.unique(q.astype(np.int64) * self.q_count + t, return_index=True)
+            first.sort()
+            q, b, t = q[first].tolist(), b[first].tolist(), t[first].tolist()
+            self.byte_moves = [[] for _ in range(self.q_count)]
+            for x, y, z in zip(q, b, t, strict=True):
+                self.byte_moves[x].append((_BYTES[y], z))
+        return self.byte_moves
+
     def _paths(self, start: int) -> dict[int, bytes]:
         """Shortest byte string from ``start`` to each state of its rule (calls spelled by
-        the callee's shortest string)."""
+        the callee's shortest string); among equal lengths, the first found (bytes in order,
+        then calls)."""
+        byte_moves, calls, short = self._byte_moves(), self.calls, self.short
         best = {start: b""}
         heap = [(0, start)]
         while heap:
@@ -207,10 +234,7 @@ class _Analysis:
             p = best[q]
             if len(p) < n:
                 continue
-            moves = [
-                (bytes([b]), int(self.shift[q, b])) for b in np.flatnonzero(self.shift[q] >= 0)
-            ]
-            moves += [(self.short[j], r) for j, r in self.calls[q] if self.short[j] is not None]
+            moves = byte_moves[q] + [(short[j], r) for j, r in calls[q] if short[j] is not None]
             for s, t in moves:
                 cand = p + s
                 if t not in best or len(cand) < len(best[t]):
@@ -221,19 +245,22 @@ class _Analysis:
     # -- nullable / FIRST / FOLLOW --------------------------------------------------------------
 
     def fixpoints(self) -> None:
-        q_count, starts, calls = self.q_count, self.starts, self.calls
+        """``ends`` (nullable rest), FIRST per state and FOLLOW per rule; only states with
+        calls add anything beyond their own edges."""
+        starts, calls = self.starts, self.calls
+        calling = [q for q in range(self.q_count) if calls[q]]
         ends = self.final.copy()
         changed = True
         while changed:
             changed = False
-            for q in range(q_count):
+            for q in calling:
                 if not ends[q] and any(ends[starts[j]] and ends[r] for j, r in calls[q]):
                     ends[q] = changed = True
         first = self.shift >= 0
         changed = True
         while changed:
             changed = False
-            for q in range(q_count):
+            for q in calling:
                 for j, r in calls[q]:
                     add = first[starts[j]] | (first[r] if ends[starts[j]] else False)
                     if (add & ~first[q]).any():
@@ -243,7 +270,7 @@ class _Analysis:
         changed = True
         while changed:
             changed = False
-            for q in range(q_count):
+            for q in calling:
                 for j, r in calls[q]:
                     add = first[r] | (follow[self.rule_of[q]] if ends[r] else False)
                     if (add & ~follow[j]).any():
@@ -296,6 +323,8 @@ class _Analysis:
         ret = np.full((q_count, 256), -1, np.int32)
         starts, ends, first, follow = self.starts, self.ends, self.first, self.follow
         for q in range(q_count):
+            if not self.calls[q] and not self.final[q]:
+                continue  # its byte edges only: no choice to make
             rule = int(self.rule_of[q])
             moves = [(f"continue rule {self.names[rule]!r}", self.shift[q] >= 0, None)]
             for j, r in self.calls[q]:

@@ -216,15 +216,17 @@ def _options(kw) -> _Options:
     return opts
 
 
-def _translate(schema, opts: _Options, share: bool) -> GrammarIR:
+def _translate(schema, opts: _Options, share: bool) -> tuple[GrammarIR, bool]:
     """The schema's language as grammar rules (rule 0 = the root value); ``share``: large
-    values used at several positions become rules too."""
+    values used at several positions become rules too. Also whether some value is used at
+    several positions (without one, ``share`` changes nothing)."""
     tr = _Translator(schema, opts)
     rules = Rules(tr.rule_types, tr.rule_ptrs) if opts.recursion == "stack" else None
     try:
         t = tr.schema(schema, _DEFAULT_BASE, "")
-        if rules is not None and share:
-            rules.shared = shared_types([t, *tr.rule_types])
+        shared = shared_types([t, *tr.rule_types]) if rules is not None else set()
+        if share and rules is not None:
+            rules.shared = shared
         node = _Emitter(opts, tr.refuse, rules).value(t)
         grammar = rules.grammar(node) if rules else GrammarIR(names=(ROOT,), bodies=(node,))
     except _Refuse as e:
@@ -249,7 +251,7 @@ def _translate(schema, opts: _Options, share: bool) -> GrammarIR:
         raise InvalidSchemaError(
             f"the schema is unsatisfiable: no JSON value matches it{detail}", pointer=where
         )
-    return grammar
+    return grammar, bool(shared)
 
 
 def _unrolled(opts: _Options, reason: str) -> _Options:
@@ -268,11 +270,17 @@ def schema_grammar(schema, opts: _Options, *, share: bool = False) -> GrammarIR:
     ``share``: large values used at several positions become rules too. A
     recursive ``$ref`` whose language an operation needs (see `_types._Unroll`) makes
     the whole schema unrolled, with a warning."""
+    return _grammar(schema, opts, share)[0]
+
+
+def _grammar(schema, opts: _Options, share: bool) -> tuple[GrammarIR, bool]:
+    """`schema_grammar`, and whether ``share=True`` could give other rules (True where
+    the schema was unrolled: its shared values are not known)."""
     try:
         return _translate(schema, opts, share)
     except _Unroll as e:
         opts = _unrolled(opts, f"{_loc(e.pointer or '')}: {e.reason}, which needs its expansion")
-        return _translate(schema, opts, share)
+        return _translate(schema, opts, share)[0], True
 
 
 def schema_ir(schema, opts: _Options):
@@ -283,7 +291,7 @@ def schema_ir(schema, opts: _Options):
       UnsupportedSchemaError: the schema needs rules (``recursion="stack"`` and a
         schema-free value or a recursive ``$ref``); the message names them.
     """
-    grammar = schema_grammar(schema, opts)
+    grammar, _ = _grammar(schema, opts, False)
     if len(grammar.bodies) > 1:
         raise UnsupportedSchemaError(
             f"#: the schema needs grammar rules ({', '.join(grammar.names[1:])}: schema-free "
@@ -309,12 +317,12 @@ def byte_language(
     grammar the byte PDA cannot parse with one byte of lookahead (see `_rules`) is tried
     again without shared-value rules, then falls back to the unrolled IR, with a warning.
     """
-    plain = schema_grammar(schema, opts)
+    plain, sharing = _grammar(schema, opts, False)
     if len(plain.bodies) == 1 and not share:
         return plain.bodies[0], None
     tries = [plain]
-    if share is not False and opts.recursion == "stack":
-        shared = schema_grammar(schema, opts, share=True)
+    if share is not False and opts.recursion == "stack" and sharing:
+        shared, _ = _grammar(schema, opts, True)
         if len(shared.bodies) > len(plain.bodies):
             tries.insert(0, shared)
     for g in tries:

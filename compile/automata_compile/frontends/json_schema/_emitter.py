@@ -384,7 +384,7 @@ class _Emitter:
         if hit is None:
             calls = 1 + max(rule_calls(label, set()), default=-1)
             try:
-                n = 0 if sf.is_never(label) else _byte_dfa.build_byte_dfa(label, calls).num_states
+                n = 0 if sf.is_never(label) else _byte_dfa.cached_byte_dfa(label, calls).num_states
             except EmptyLanguageError:
                 n = 0
             hit = self.dfa_sizes[id(label)] = (label, n)
