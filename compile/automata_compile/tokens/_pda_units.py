@@ -34,6 +34,9 @@ CACHE_SIZE = 64
 # A wide state's walk comes from the loop cache when the trie nodes below the bytes that
 # keep it in its loop exceed this share of all nodes (a free string's content: nearly all).
 LOOP_SHARE = 0.1
+# Larger loops (an object whose free keys lead back to the next key) are schema-specific:
+# their walk is no one else's, so they are walked with the rest.
+MAX_LOOP_STATES = 64
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,23 +82,33 @@ def clear_cache() -> None:
 
 
 def walk_states(walker: Walker, q0s, fingerprint: str, *, truncate: bool = False) -> list:
-    """The walks of ``q0s``: wide states in a loop from the loop cache, the others walked
-    here, together with the loops' exits."""
+    """The walks of ``q0s``: wide states in a loop from the loop cache (one walk per kind
+    of loop, for all the states that sit in one), the others walked here, together with
+    the loops' exits."""
     q0s = np.asarray(q0s, np.int64)
-    parts, injected = [], collections.defaultdict(list)
+    by_key: dict[str, list] = collections.defaultdict(list)
+    subs = {}
     served = np.zeros(q0s.shape[0], bool)
-    for i, order, sub in _loops(walker, q0s):
-        key = f"{fingerprint}:loop:{sub[1]}"
-        pw = _cached(key, lambda sub=sub: _walk_part(sub[0], walker.trie, fingerprint, [0]))
-        (walk,) = pw.walks
-        parts.append(_mapped(walk, pw, order, walker))
-        ex = walk.exits
-        for d in np.unique(ex[:, 1]).tolist():
-            e = ex[ex[:, 1] == d]
-            child, state = e[:, 2], order[e[:, 3]]
-            byte = walker.trie.byte[d][child].astype(np.int64)
-            injected[d].append((child, state, np.zeros_like(child), np.full_like(child, q0s[i]), byte))
+    for i, order, (sub, digest) in _loops(walker, q0s):
+        by_key[digest].append(order)
+        subs[digest] = sub
         served[i] = True
+    parts, injected = [], collections.defaultdict(list)
+    for digest, orders in by_key.items():
+        sub = subs[digest]
+        pw = _cached(
+            f"{fingerprint}:loop:{digest}", lambda sub=sub: _walk_part(sub, walker.trie, fingerprint, [0])
+        )
+        (walk,) = pw.walks
+        parts.append(_mapped(walk, pw, orders, walker))
+        ex = walk.exits
+        for order in orders:
+            for d in np.unique(ex[:, 1]).tolist():
+                e = ex[ex[:, 1] == d]
+                child, state = e[:, 2], order[e[:, 3]]
+                byte = walker.trie.byte[d][child].astype(np.int64)
+                start = np.full_like(child, order[0])
+                injected[d].append((child, state, np.zeros_like(child), start, byte))
     lanes = {d: [np.concatenate(a) for a in zip(*v, strict=True)] for d, v in injected.items()}
     parts.insert(0, walker.walk(q0s[~served], truncate=truncate, injected=lanes))
     return parts
@@ -182,22 +195,28 @@ def _outcome_map(pw: _PartWalk, gmap: list, walker: Walker) -> np.ndarray:
     return np.array(ids, np.int64).reshape(-1)
 
 
-def _mapped(w: Walk, pw: _PartWalk, states: np.ndarray, walker: Walker) -> Walk:
-    """``w`` (of part ``pw``) in the whole PDA's numbers, without its exits."""
+def _mapped(w: Walk, pw: _PartWalk, copies: list, walker: Walker) -> Walk:
+    """``w`` (of part ``pw``) in the whole PDA's numbers, once per copy of the part
+    (``copies``: each copy's global state per local state), without its exits."""
     q_count = walker.pda.num_states
-    omap = _outcome_map(pw, states.tolist(), walker)
-    states_sink = np.append(states, q_count)  # the local sink is the last local state + 1
-    rows = states_sink[w.rows].astype(np.int32)
+    src, oid, wide, rows = [], [], [], []
+    for states in copies:
+        omap = _outcome_map(pw, states.tolist(), walker)
+        src.append(states[w.src])
+        oid.append(omap[w.oid])
+        wide.append(states[w.wide])
+        rows.append(np.append(states, q_count)[w.rows])  # the local sink: last state + 1
     return Walk(
-        states[w.src], w.group, omap[w.oid], states[w.wide], rows, w.group_row, q_count,
-        np.zeros((0, 5), np.int64),
+        np.concatenate(src), np.tile(w.group, len(copies)), np.concatenate(oid),
+        np.concatenate(wide), np.concatenate(rows, axis=1).astype(np.int32), w.group_row,
+        q_count, np.zeros((0, 5), np.int64),
     )  # fmt: skip
 
 
 def _to_global(w: Walk, pw: _PartWalk, states: np.ndarray, walker: Walker) -> Walk:
     """``w`` (of a rule's part ``pw``) in the whole PDA's numbers, its exits finished."""
     gmap = states.tolist()
-    out = _mapped(w, pw, states, walker)
+    out = _mapped(w, pw, [states], walker)
     extra: tuple[list, list, list] = ([], [], [])
     trie_byte = walker.trie.byte
     for s, d, node, c, x in w.exits.tolist():
@@ -228,10 +247,13 @@ def _loops(walker: Walker, q0s: np.ndarray):
     if wide.size == 0:
         return
     comp = walker.components()
+    size = np.bincount(comp)
     kind, arg = pda.kind, pda.arg
     bound = LOOP_SHARE * trie.num_nodes
     for i in wide.tolist():
         q = int(q0s[i])
+        if size[comp[q]] > MAX_LOOP_STATES:
+            continue
         inside = (kind[q] == SHIFT) & (comp[np.maximum(arg[q], 0)] == comp[q])
         if inside.astype(np.int64) @ trie.first_byte_nodes <= bound:
             continue
