@@ -31,6 +31,7 @@ from automata_compile._errors import EmptyLanguageError
 from automata_compile.automata import _dfa_ops
 from automata_compile.automata._byte_dfa import NUM_BYTES, ByteDFA
 from automata_compile.automata._fsa import check_time
+from automata_compile.tokens._rows import unique_rows, unique_small
 from automata_compile.tokens._token_trie import TokenTrie
 
 # A state is wide when tokens whose first byte it allows exceed this share of the vocabulary.
@@ -174,9 +175,9 @@ def _dense_walk(byte_trans: np.ndarray, trie: TokenTrie, wide: np.ndarray):
         if sel.size == 0:
             break
         key = node_row[parent[sel]] * num_classes + byte_class[trie.byte[d][sel]]
-        ukey, key_of = _unique_small(key, rows.shape[0] * num_classes)
+        ukey, key_of = unique_small(key, rows.shape[0] * num_classes)
         cur = table[rows[ukey // num_classes], first_byte[ukey % num_classes][:, None]]
-        rows, row_of_key = _unique_rows(cur)
+        rows, row_of_key = unique_rows(cur)
         live = ~(rows == q).all(axis=1)
         ids = row_of_key[key_of]
         ids = np.where(live[ids], ids, -1)
@@ -188,28 +189,9 @@ def _dense_walk(byte_trans: np.ndarray, trie: TokenTrie, wide: np.ndarray):
         levels.append(rows)
         offset += rows.shape[0]
     # Canonical ids across levels: equal rows get one id.
-    canon, canon_of = _unique_rows(np.concatenate(levels))
+    canon, canon_of = unique_rows(np.concatenate(levels))
     group_row = np.where(group_row >= 0, canon_of[np.maximum(group_row, 0)], -1)
     return canon, group_row
-
-
-def _unique_small(key: np.ndarray, bound: int):
-    """(sorted distinct values, index of each value among them) of ``key`` in ``[0, bound)``:
-    by counting when the range is small (no sort), else `np.unique`."""
-    if bound > 4 * key.shape[0] + (1 << 16):
-        ukey, inverse = np.unique(key, return_inverse=True)
-        return ukey, inverse.reshape(-1)
-    present = np.bincount(key, minlength=bound) > 0
-    rank = np.cumsum(present) - 1
-    return np.flatnonzero(present), rank[key]
-
-
-def _unique_rows(a: np.ndarray):
-    """(distinct rows, index of each row of ``a`` among them)."""
-    a = np.ascontiguousarray(a)
-    void = a.view(np.dtype((np.void, a.dtype.itemsize * a.shape[1]))).reshape(-1)
-    _, first, inverse = np.unique(void, return_index=True, return_inverse=True)
-    return a[first], inverse.reshape(-1)
 
 
 def _terminal_edges(dfa: ByteDFA, trie: TokenTrie, predicates, groups, starts):

@@ -33,11 +33,10 @@ import numpy as np
 from automata_compile._errors import UnsupportedGrammarError
 from automata_compile.frontends.grammar._byte_pda import BytePDA
 from automata_compile.tokens._pda_units import rule_walks, walk_states
-from automata_compile.tokens._pda_walk import STEP, Walk, Walker, _unique_rows
+from automata_compile.tokens._pda_walk import Walk, Walker
+from automata_compile.tokens._rows import unique_rows
 from automata_compile.tokens._token_dfa import TokenDFA
 from automata_compile.tokens._token_trie import TokenTrie, trie_for
-
-__all__ = ["STEP", "compose_pda", "token_pda"]
 
 
 def token_pda(pda: BytePDA, vocab, *, spec_kind: str, spec: str) -> TokenDFA:
@@ -116,13 +115,11 @@ def _normalized(p: Walk, plain: np.ndarray) -> Walk:
     base = np.concatenate([p.rows, sink_row])
     new = base[np.where(p.group_row[ug] >= 0, p.group_row[ug], p.rows.shape[0])]
     new[gi, w] = t
-    rows, row_of = _unique_rows(np.concatenate([p.rows, new]))
+    rows, row_of = unique_rows(np.concatenate([p.rows, new]))
     group_row = np.where(p.group_row >= 0, row_of[np.maximum(p.group_row, 0)], -1)
     group_row[ug] = row_of[p.rows.shape[0] :]
     keep = ~move
-    return Walk(
-        p.src[keep], p.group[keep], p.oid[keep], p.wide, rows, group_row, p.sink, p.exits
-    )
+    return Walk(p.src[keep], p.group[keep], p.oid[keep], p.wide, rows, group_row, p.sink, p.exits)
 
 
 def _reached(parts: list, walker: Walker, start: int) -> np.ndarray:
@@ -160,7 +157,7 @@ def _restricted(p: Walk, keep: np.ndarray) -> Walk:
     w = keep[p.wide]
     rows, group_row = p.rows, p.group_row
     if not w.all():
-        rows, row_of = _unique_rows(p.rows[:, w])
+        rows, row_of = unique_rows(p.rows[:, w])
         dead = (rows == p.sink).all(axis=1)
         ids = np.where(dead[row_of], -1, row_of)
         group_row = np.where(group_row >= 0, ids[np.maximum(group_row, 0)], -1)
@@ -181,7 +178,7 @@ def _sparse(parts: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return tuple(np.concatenate([getattr(p, f) for p in parts]) for f in ("src", "group", "oid"))
 
 
-def _group_rows(parts: list, num_groups: int) -> list:
+def _group_rows(parts: list) -> list:
     """Each walk's row id per group (-1 dead) for the walks with a dense part, with one more
     entry for a virtual all-dead group, so the dead class always exists."""
     return [np.append(p.group_row, -1) for p in parts if p.wide.size]
@@ -200,7 +197,7 @@ def _classes_hashed(parts: list, num_groups: int, num_outcomes: int) -> tuple | 
       first group) and, ascending, the first group of each class 1.. ; None on a collision.
     """
     src, group, oid = _sparse(parts)
-    rows = _group_rows(parts, num_groups)
+    rows = _group_rows(parts)
     g1 = num_groups + 1
     q_salt = _mix(np.arange(1, int(src.max(initial=0)) + 2, dtype=np.uint64))
     o_salt = _mix(np.arange(num_outcomes + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15))
@@ -235,7 +232,7 @@ def _classes_hashed(parts: list, num_groups: int, num_outcomes: int) -> tuple | 
 def _classes_exact(parts: list, num_groups: int) -> tuple:
     """`_classes_hashed` keyed by each group's exact signature (bytes), without hashing."""
     src, group, oid = _sparse(parts)
-    rows = _group_rows(parts, num_groups)
+    rows = _group_rows(parts)
     dense = np.stack(rows, axis=1) if rows else np.zeros((num_groups + 1, 0), np.int64)
     order = np.lexsort((oid, src, group))
     pairs = np.stack([src[order], oid[order]], axis=1)

@@ -97,7 +97,8 @@ def walk_states(walker: Walker, q0s, fingerprint: str, *, truncate: bool = False
     for digest, orders in by_key.items():
         sub = subs[digest]
         pw = _cached(
-            f"{fingerprint}:loop:{digest}", lambda sub=sub: _walk_part(sub, walker.trie, fingerprint, [0])
+            f"{fingerprint}:loop:{digest}",
+            lambda sub=sub: _walk_part(sub, walker.trie, fingerprint, [0]),
         )
         (walk,) = pw.walks
         parts.append(_mapped(walk, pw, orders, walker))

@@ -31,6 +31,7 @@ import numpy as np
 from automata_compile._errors import StateBudgetExceededError, UnsupportedGrammarError
 from automata_compile.automata._fsa import check_time
 from automata_compile.frontends.grammar._byte_pda import CALL, RETURN, SHIFT, BytePDA
+from automata_compile.tokens._rows import unique_rows, unique_small
 from automata_compile.tokens._token_trie import TokenTrie
 
 # Outcomes of one (state, token) beyond this mean the walk is enumerating stack contexts
@@ -420,7 +421,7 @@ class Walker:
             table = np.full((q + 1, 256), q, dtype=dtype)
             table[:q] = np.where(pda.kind == SHIFT, pda.arg, q)
             table[:q][(pda.kind == CALL) | (pda.kind == RETURN)] = q + 1
-            cols, byte_class = _unique_rows(table.T)
+            cols, byte_class = unique_rows(table.T)
             first_byte = np.full(cols.shape[0], 256, np.int64)
             np.minimum.at(first_byte, byte_class, np.arange(256))
             self._dense_table = (table, first_byte, byte_class.astype(np.int64))
@@ -466,7 +467,8 @@ class _Lanes:
     def add(self, seeds: list) -> None:
         if seeds[0].size:
             self.node, self.cur, self.ctx, self.src = (
-                np.concatenate([a, e]) for a, e in zip((self.node, self.cur, self.ctx, self.src), seeds, strict=True)
+                np.concatenate([a, e])
+                for a, e in zip((self.node, self.cur, self.ctx, self.src), seeds, strict=True)
             )
 
 
@@ -521,7 +523,7 @@ class _Dense:
             self.done = True
             return [z, z, z, z, z]
         key = self.node_row[parent[sel]] * nc + self.byte_class[trie.byte[d][sel]]
-        ukey, key_of = _unique_small(key, self.rows.shape[0] * nc)
+        ukey, key_of = unique_small(key, self.rows.shape[0] * nc)
         prev = self.rows[ukey // nc]
         cur = self.table[prev, self.first_byte[ukey % nc][:, None]]
         diverted = [z, z, z, z, z]
@@ -529,7 +531,7 @@ class _Dense:
         if div.any():
             cur = np.where(div, sink, cur)
             diverted = self._diverted(d, sel, key_of, prev, div)
-        rows, row_of_key = _unique_rows(cur)
+        rows, row_of_key = unique_rows(cur)
         live = ~(rows == sink).all(axis=1)
         ids = row_of_key[key_of]
         ids = np.where(live[ids], ids, -1)
@@ -562,27 +564,6 @@ class _Dense:
         """(canonical rows, group_row): equal rows across levels get one id."""
         if not self.levels:
             return np.zeros((0, self.wide.shape[0]), np.int32), self.group_row
-        canon, canon_of = _unique_rows(np.concatenate(self.levels))
+        canon, canon_of = unique_rows(np.concatenate(self.levels))
         g = self.group_row
         return canon.astype(np.int32), np.where(g >= 0, canon_of[np.maximum(g, 0)], -1)
-
-
-def _unique_small(key: np.ndarray, bound: int):
-    """(sorted distinct values, index of each value among them) of ``key`` in ``[0, bound)``:
-    by counting when the range is small (no sort), else `np.unique`."""
-    if bound > 4 * key.shape[0] + (1 << 16):
-        ukey, inverse = np.unique(key, return_inverse=True)
-        return ukey, inverse.reshape(-1)
-    present = np.bincount(key, minlength=bound) > 0
-    rank = np.cumsum(present) - 1
-    return np.flatnonzero(present), rank[key]
-
-
-def _unique_rows(a: np.ndarray):
-    """(distinct rows, index of each row of ``a`` among them)."""
-    a = np.ascontiguousarray(a)
-    if a.shape[1] == 0:
-        return a[:1], np.zeros(a.shape[0], np.int64)
-    void = a.view(np.dtype((np.void, a.dtype.itemsize * a.shape[1]))).reshape(-1)
-    _, first, inverse = np.unique(void, return_index=True, return_inverse=True)
-    return a[first], inverse.reshape(-1)

@@ -73,7 +73,10 @@ class TokenTrie:
         """Per level d, int64[N_d] ``parent * 256 + byte``, ascending: the child of a node on a
         byte is found by binary search (level 0: empty)."""
         keys = [np.zeros(0, np.int64)]
-        keys += [p.astype(np.int64) * 256 + b for p, b in zip(self.parent[1:], self.byte[1:])]
+        keys += [
+            p.astype(np.int64) * 256 + b
+            for p, b in zip(self.parent[1:], self.byte[1:], strict=True)
+        ]
         return tuple(keys)
 
     def children(self, d: int, node: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
