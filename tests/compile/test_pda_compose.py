@@ -17,7 +17,8 @@ from automata_compile._errors import AutomataError
 from automata_compile.frontends.grammar._byte_pda import build_byte_pda
 from automata_compile.frontends.grammar._compile import builtin_grammar
 from automata_compile.frontends.grammar._lark_reader import read_grammar
-from automata_compile.tokens import _pda_compose
+from automata_compile.frontends.json_schema import _api
+from automata_compile.tokens import _pda_compose, _pda_units
 from automata_compile.tokens._pda_compose import compose_pda
 from automata_compile.tokens._pda_walk import Walker
 from automata_compile.tokens._token_trie import trie_for
@@ -198,3 +199,32 @@ def test_hash_collisions_fall_back_to_the_exact_classes(byte_vocab, monkeypatch)
     monkeypatch.setattr(_pda_compose, "_classes_exact", lambda *a: calls.append(1) or exact(*a))
     _assert_same(compose_pda(pda, trie_for(byte_vocab), byte_vocab), want)
     assert calls, "the all-zero hash must collide and be caught"
+
+
+# JSON Schemas whose PDAs share rules (a free value's arrays and objects) and free strings:
+# after the first, their walks come from the cache; every table must still be the reference's.
+SHARING_SCHEMAS = [
+    {"minimum": 1},
+    {"maxLength": 2},
+    {"type": "array", "items": {"maxLength": 3}},
+    {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]},
+    {"$defs": {"t": {"type": "array", "items": {"$ref": "#/$defs/t"}}}, "$ref": "#/$defs/t"},
+]
+
+
+@pytest.mark.parametrize("vocab_name", ["byte_vocab", "mistral_sp_vocab"])
+def test_json_schemas_sharing_cached_walks_match_the_reference(request, vocab_name, monkeypatch):
+    vocab = request.getfixturevalue(vocab_name)
+    trie = trie_for(vocab)
+    made = []
+    walk_part = _pda_units._walk_part
+    monkeypatch.setattr(
+        _pda_units, "_walk_part", lambda *a, **k: made.append(1) or walk_part(*a, **k)
+    )
+    _pda_units.clear_cache()
+    for schema in SHARING_SCHEMAS:
+        _, pda = _api.byte_language(schema, _api._options({}))
+        _assert_same(compose_pda(pda, trie, vocab), reference_compose(pda, trie))
+    keys = list(_pda_units._CACHE)
+    assert any(":rule:" in k for k in keys) and any(":loop:" in k for k in keys)
+    assert len(made) == len(keys)  # each part walked once, then served from the cache

@@ -1,0 +1,95 @@
+"""`_pda_units`: walks of rules and loops, cached by structure. Whatever is served from the
+cache, and however states are split between rows and lanes, the tables are the same."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from automata_compile.frontends.json_schema import _api
+from automata_compile.tokens import _pda_units, _pda_walk
+from automata_compile.tokens._pda_compose import compose_pda
+from automata_compile.tokens._token_trie import trie_for
+
+SCHEMAS = [
+    {"minimum": 1},
+    {"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": {}},
+    {"$defs": {"t": {"type": "array", "items": {"$ref": "#/$defs/t"}}}, "$ref": "#/$defs/t"},
+]
+
+
+def _pda(schema):
+    _, pda = _api.byte_language(schema, _api._options({}))
+    assert pda is not None
+    return pda
+
+
+def _same(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys()
+    for k in a:
+        assert np.array_equal(np.asarray(a[k]), np.asarray(b[k])), k
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    _pda_units.clear_cache()
+    yield
+    _pda_units.clear_cache()
+
+
+@pytest.mark.parametrize("schema", SCHEMAS, ids=["free-value", "object", "recursive"])
+@pytest.mark.parametrize(
+    "setting",
+    [
+        ("MAX_LOOP_STATES", 0),  # no loop from the cache
+        ("LOOP_SHARE", 0.0),  # every wide state in a small loop from the cache
+        ("CACHE_SIZE", 1),  # everything evicted at once
+    ],
+    ids=lambda s: f"{s[0]}={s[1]}",
+)
+def test_cache_settings_do_not_change_the_tables(mistral_sp_vocab, schema, setting, monkeypatch):
+    pda, trie = _pda(schema), trie_for(mistral_sp_vocab)
+    want = compose_pda(pda, trie, mistral_sp_vocab)
+    _pda_units.clear_cache()
+    monkeypatch.setattr(_pda_units, *setting)
+    _same(compose_pda(pda, trie, mistral_sp_vocab), want)
+    _same(compose_pda(pda, trie, mistral_sp_vocab), want)  # again, from the cache
+    assert len(_pda_units._CACHE) <= _pda_units.CACHE_SIZE
+
+
+@pytest.mark.parametrize("share", [0.0, 1.0], ids=["all-rows", "all-lanes"])
+def test_rows_and_lanes_give_the_same_tables(mistral_sp_vocab, share, monkeypatch):
+    pda, trie = _pda(SCHEMAS[1]), trie_for(mistral_sp_vocab)
+    want = compose_pda(pda, trie, mistral_sp_vocab)
+    _pda_units.clear_cache()
+    monkeypatch.setattr(_pda_walk, "WIDE_SHARE", share)
+    _same(compose_pda(pda, trie, mistral_sp_vocab), want)
+
+
+def test_a_rule_is_keyed_by_its_structure_not_its_numbers():
+    """``json_array``'s states are numbered after the root's, whose size differs: one key."""
+    keys, firsts = [], []
+    for schema in (SCHEMAS[0], {"maxLength": 2}, {"type": "array", "items": {"maxLength": 2}}):
+        pda = _pda(schema)
+        rule = pda.names.index("json_array")
+        keys.append(_pda_units._closure(pda, rule).key)
+        firsts.append(int(np.flatnonzero(pda.rule_of == rule)[0]))
+    assert len(set(firsts)) == 3 and len(set(keys)) == 1
+
+
+def test_a_free_string_is_one_loop_for_all_its_states(mistral_sp_vocab):
+    """Every free string of a PDA is the same loop: one cached walk serves them all."""
+    schema = {
+        "type": "object",
+        "properties": {k: {"type": "string"} for k in "abc"},
+        "required": list("abc"),
+        "additionalProperties": False,
+    }
+    schema["properties"]["d"] = {}  # a free value: the PDA path
+    _, pda = _api.byte_language(schema, _api._options({"property_order": "declared"}))
+    assert pda is not None
+    walker = _pda_walk.Walker(pda, trie_for(mistral_sp_vocab))
+    live = np.flatnonzero((pda.kind != 0).any(axis=1) & (pda.rule_of == 0))
+    loops = list(_pda_units._loops(walker, live))
+    assert len(loops) >= 3
+    assert len({digest for _, _, (_, digest) in loops}) < len(loops)
