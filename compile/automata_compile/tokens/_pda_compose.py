@@ -28,6 +28,8 @@ the vocabulary is required to spell every byte on its own (checked).
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from automata_compile._errors import UnsupportedGrammarError
@@ -78,7 +80,7 @@ def compose_pda(pda: BytePDA, trie: TokenTrie, vocab) -> dict:
     for rule in range(1, len(pda.names)):
         parts += rule_walks(pda, rule, trie, vocab.fingerprint, walker)
     plain = _plain_targets(walker)
-    parts = [_normalized(p, plain) for p in parts]
+    parts = _normalized(parts, plain, pda.num_states)
     boundary = _reached(parts, walker, start)
     parts = [_restricted(p, boundary) for p in parts]
     classes = _classes_hashed(parts, trie.num_groups, len(walker.outcomes))
@@ -99,17 +101,34 @@ def _plain_targets(walker: Walker) -> np.ndarray:
     ).reshape(-1)
 
 
-def _normalized(p: Walk, plain: np.ndarray) -> Walk:
-    """``p`` with every plain sparse outcome from a wide start moved into its group's row,
-    so that a (state, group) outcome has one spelling and equal signatures compare equal."""
-    if p.wide.size == 0 or p.src.size == 0:
-        return p
-    col = np.full(int(max(p.src.max(), p.wide.max())) + 1, -1, np.int64)
-    col[p.wide] = np.arange(p.wide.shape[0])
-    move = (col[p.src] >= 0) & (plain[p.oid] >= 0)
-    if not move.any():
-        return p
-    g, w, t = p.group[move], col[p.src[move]], plain[p.oid[move]]
+def _normalized(parts: list, plain: np.ndarray, q_count: int) -> list:
+    """``parts`` with every plain sparse outcome from a state that some part walks with rows
+    moved into that part's row for its group (a token can leave a loop and come back,
+    say), so that a (state, group) outcome has one spelling and equal signatures compare
+    equal."""
+    owner = np.full(q_count, -1, np.int64)  # the part walking each state with rows
+    col = np.full(q_count, -1, np.int64)
+    for k, p in enumerate(parts):
+        owner[p.wide] = k
+        col[p.wide] = np.arange(p.wide.shape[0])
+    moved = [[] for _ in parts]
+    out = []
+    for p in parts:
+        move = (owner[p.src] >= 0) & (plain[p.oid] >= 0)
+        for k in np.unique(owner[p.src[move]]).tolist():
+            m = move & (owner[p.src] == k)
+            moved[k].append((p.group[m], col[p.src[m]], plain[p.oid[m]]))
+        keep = ~move
+        out.append(dataclasses.replace(p, src=p.src[keep], group=p.group[keep], oid=p.oid[keep]))
+    for k, p in enumerate(out):
+        if moved[k]:
+            g, w, t = (np.concatenate(x) for x in zip(*moved[k], strict=True))
+            out[k] = _with_entries(p, g, w, t)
+    return out
+
+
+def _with_entries(p: Walk, g: np.ndarray, w: np.ndarray, t: np.ndarray) -> Walk:
+    """``p`` with row entry ``w`` of group ``g``'s row set to end state ``t``."""
     ug, gi = np.unique(g, return_inverse=True)
     sink_row = np.full((1, p.wide.shape[0]), p.sink, p.rows.dtype)
     base = np.concatenate([p.rows, sink_row])
@@ -118,8 +137,7 @@ def _normalized(p: Walk, plain: np.ndarray) -> Walk:
     rows, row_of = unique_rows(np.concatenate([p.rows, new]))
     group_row = np.where(p.group_row >= 0, row_of[np.maximum(p.group_row, 0)], -1)
     group_row[ug] = row_of[p.rows.shape[0] :]
-    keep = ~move
-    return Walk(p.src[keep], p.group[keep], p.oid[keep], p.wide, rows, group_row, p.sink, p.exits)
+    return dataclasses.replace(p, rows=rows, group_row=group_row)
 
 
 def _reached(parts: list, walker: Walker, start: int) -> np.ndarray:

@@ -91,7 +91,7 @@ class Walker:
         self.single_memo = np.full(4 * pda.num_states, -1, np.int64)  # see `single_ids`
         self._dense_table = None
         self._allowed = None
-        self._components = None
+        self.memo: dict = {}  # derived data other modules keep per walker
 
     # -- one byte ---------------------------------------------------------------------------------
 
@@ -353,55 +353,6 @@ class Walker:
                     out_g.append(g)
                     out_o.append(self.intern(new))
                 todo.append((d + 1, child, new))
-
-    def components(self) -> np.ndarray:
-        """int64[Q]: the strongly connected component of each state in the graph of shifts
-        (Tarjan's algorithm, iterative)."""
-        if self._components is None:
-            q_count, kind, arg = self.pda.num_states, self.pda.kind, self.pda.arg
-            q, b = np.nonzero(kind == SHIFT)
-            pairs = np.unique(q.astype(np.int64) * q_count + arg[q, b])
-            offs = np.searchsorted(pairs // q_count, np.arange(q_count + 1)).tolist()
-            adj = (pairs % q_count).tolist()
-            index, low = [-1] * q_count, [0] * q_count
-            on, comp, stack = [False] * q_count, [-1] * q_count, []
-            n = c = 0
-            for root in range(q_count):
-                if index[root] >= 0:
-                    continue
-                index[root] = low[root] = n
-                n += 1
-                stack.append(root)
-                on[root] = True
-                work = [[root, offs[root]]]
-                while work:
-                    top = work[-1]
-                    v, i = top
-                    if i < offs[v + 1]:
-                        top[1] = i + 1
-                        w = adj[i]
-                        if index[w] < 0:
-                            index[w] = low[w] = n
-                            n += 1
-                            stack.append(w)
-                            on[w] = True
-                            work.append([w, offs[w]])
-                        elif on[w] and index[w] < low[v]:
-                            low[v] = index[w]
-                        continue
-                    work.pop()
-                    if work and low[v] < low[work[-1][0]]:
-                        low[work[-1][0]] = low[v]
-                    if low[v] == index[v]:
-                        while True:
-                            w = stack.pop()
-                            on[w] = False
-                            comp[w] = c
-                            if w == v:
-                                break
-                        c += 1
-            self._components = np.array(comp, np.int64)
-        return self._components
 
     def allowed_bytes(self) -> tuple[np.ndarray, np.ndarray]:
         """(offsets int64[Q + 1], bytes int64[...]): the bytes each state does not refuse."""
