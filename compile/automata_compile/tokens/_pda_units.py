@@ -83,22 +83,22 @@ def clear_cache() -> None:
 
 def walk_states(walker: Walker, q0s, fingerprint: str, *, truncate: bool = False) -> list:
     """The walks of ``q0s``: wide states in a loop from the loop cache (one walk per kind
-    of loop, for all the states that sit in one), the others walked here, together with
-    the loops' exits."""
+    of loop, for all the copies of it), the others walked here, together with the loops'
+    exits."""
     q0s = np.asarray(q0s, np.int64)
     by_key: dict[str, list] = collections.defaultdict(list)
     subs = {}
     served = np.zeros(q0s.shape[0], bool)
-    for i, order, (sub, digest) in _loops(walker, q0s):
+    for idx, order, (sub, digest) in _loops(walker, q0s):
         by_key[digest].append(order)
         subs[digest] = sub
-        served[i] = True
+        served[idx] = True
     parts, injected = [], collections.defaultdict(list)
     for digest, orders in by_key.items():
         sub = subs[digest]
         pw = _cached(
             f"{fingerprint}:loop:{digest}",
-            lambda sub=sub: _walk_part(sub, walker.trie, fingerprint, [0]),
+            lambda sub=sub: _walk_part(sub, walker.trie, fingerprint, np.flatnonzero(sub.ends)),
         )
         (walk,) = pw.walks
         parts.append(_mapped(walk, pw, orders, walker))
@@ -106,9 +106,8 @@ def walk_states(walker: Walker, q0s, fingerprint: str, *, truncate: bool = False
         for order in orders:
             for d in np.unique(ex[:, 1]).tolist():
                 e = ex[ex[:, 1] == d]
-                child, state = e[:, 2], order[e[:, 3]]
+                child, state, start = e[:, 2], order[e[:, 3]], order[e[:, 0]]
                 byte = walker.trie.byte[d][child].astype(np.int64)
-                start = np.full_like(child, order[0])
                 injected[d].append((child, state, np.zeros_like(child), start, byte))
     lanes = {d: [np.concatenate(a) for a in zip(*v, strict=True)] for d, v in injected.items()}
     parts.insert(0, walker.walk(q0s[~served], truncate=truncate, injected=lanes))
@@ -241,9 +240,9 @@ def _to_global(w: Walk, pw: _PartWalk, states: np.ndarray, walker: Walker) -> Wa
 
 
 def _loops(walker: Walker, q0s: np.ndarray):
-    """Yields (index in ``q0s``, the loop's states in BFS order from it, (sub-PDA, digest))
-    for each wide state of ``q0s`` whose walk mostly stays in its loop of shifts (its
-    strongly connected component, up to ``MAX_LOOP_STATES``).
+    """Yields (indices in ``q0s``, the loop's states in BFS order, (sub-PDA, digest)) for
+    each loop of shifts (strongly connected component, up to ``MAX_LOOP_STATES``) holding
+    wide states of ``q0s`` whose walks mostly stay in it; those are the sub-PDA's starts.
 
     (Loops drawn among heavy states only, to keep a string inside an array body its own
     loop, walked 1.7-3x slower on the suite's schemas: more tokens leave such a loop and
@@ -253,21 +252,22 @@ def _loops(walker: Walker, q0s: np.ndarray):
     wide = np.flatnonzero(walker.wide(q0s))
     if wide.size == 0:
         return
-    bound = LOOP_SHARE * trie.num_nodes
     if "loops" not in walker.memo:
         walker.memo["loops"] = _components(pda)
     comp = walker.memo["loops"]
     size = np.bincount(comp)
-    kind, arg = pda.kind, pda.arg
-    for i in wide.tolist():
-        q = int(q0s[i])
-        if size[comp[q]] > MAX_LOOP_STATES:
-            continue
-        inside = (kind[q] == SHIFT) & (comp[np.maximum(arg[q], 0)] == comp[q])
-        if inside.astype(np.int64) @ trie.first_byte_nodes <= bound:
-            continue
-        order = _bfs(kind, arg, comp, q)
-        yield i, order, _loop_pda(pda, order)
+    q = q0s[wide]
+    q_wide = wide[size[comp[q]] <= MAX_LOOP_STATES]
+    q = q0s[q_wide]
+    inside = (pda.kind[q] == SHIFT) & (comp[np.maximum(pda.arg[q], 0)] == comp[q][:, None])
+    weight = inside.astype(np.int64) @ trie.first_byte_nodes
+    keep = weight > LOOP_SHARE * trie.num_nodes
+    q_wide, q, weight = q_wide[keep], q[keep], weight[keep]
+    for c in np.unique(comp[q]).tolist():
+        m = np.flatnonzero(comp[q] == c)
+        root = int(q[m[np.argmax(weight[m])]])  # the heaviest first: a canonical BFS root
+        order = _bfs(pda.kind, pda.arg, comp, root)
+        yield q_wide[m], order, _loop_pda(pda, order, q[m])
 
 
 def _components(pda: BytePDA) -> np.ndarray:
@@ -333,9 +333,9 @@ def _bfs(kind, arg, comp, q: int) -> np.ndarray:
     return np.array(order, np.int64)
 
 
-def _loop_pda(pda: BytePDA, order: np.ndarray) -> tuple[BytePDA, str]:
+def _loop_pda(pda: BytePDA, order: np.ndarray, starts: np.ndarray) -> tuple[BytePDA, str]:
     """The loop as a one-rule PDA: shifts inside it kept, every other move a return (an
-    exit of the truncated walk); and its digest."""
+    exit of the truncated walk), ``starts`` marked in ``ends``; and its digest."""
     local = np.full(pda.num_states, -1, np.int64)
     local[order] = np.arange(order.shape[0])
     k = pda.kind[order]
@@ -344,16 +344,18 @@ def _loop_pda(pda: BytePDA, order: np.ndarray) -> tuple[BytePDA, str]:
     kind = np.where(inside, SHIFT, np.where(k == DEAD, DEAD, RETURN)).astype(pda.kind.dtype)
     arg = np.where(inside, t, -1).astype(np.int32)
     n = order.shape[0]
+    ends = np.zeros(n, bool)
+    ends[local[starts]] = True
     sub = BytePDA(
         names=("loop",),
         rule_of=np.zeros(n, np.int32),
         starts=np.zeros(1, np.int32),
         shift=arg,
-        ends=np.zeros(n, bool),
+        ends=ends,
         kind=kind,
         arg=arg,
         ret=np.full(arg.shape, -1, np.int32),
         returns=((),),
     )
-    digest = hashlib.blake2b(kind.tobytes() + arg.tobytes(), digest_size=16).hexdigest()
-    return sub, digest
+    digest = hashlib.blake2b(kind.tobytes() + arg.tobytes() + ends.tobytes(), digest_size=16)
+    return sub, digest.hexdigest()
