@@ -9,7 +9,8 @@ alike. Time to first mask = `compile_json_schema` + `ConstraintTables.from_dfas`
 states, accepting, start): equal digests mean the same token DFA, state for state.
 
 Run: ``python benchmarks/first_mask_ab.py --baseline /tmp/perf-base [--suite-limit N]``.
-Writes ``benchmarks/results/first_mask_ab.json`` and prints a summary.
+Writes ``benchmarks/results/first_mask_ab.json`` (or ``--out``) and prints a summary. The
+tables' digest covers the PDA block too.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ def main(argv=None) -> int:
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per compile")
     parser.add_argument("--suite-limit", type=int, default=None, help="first N suite groups")
     parser.add_argument("--no-schemastore", action="store_true")
+    parser.add_argument("--out", default=str(RESULTS), help="results JSON file")
     args = parser.parse_args(argv)
     tok = scb.TOKENIZERS / "llama3" / "tokenizer.json"
     corpora = {"test-suite": scb.suite_schemas(args.suite_limit)}
@@ -86,8 +88,9 @@ def main(argv=None) -> int:
                                 if ("first_mask_s" in r["before"]) != ("first_mask_s" in r["after"])],
         }  # fmt: skip
     results["summary"] = summary
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(results, indent=1))
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=1))
     print(json.dumps(summary, indent=1))
     return 0
 

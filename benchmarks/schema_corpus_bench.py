@@ -100,7 +100,8 @@ def _compile_one(vocab, schema, strict: bool, profile: bool, options: dict) -> d
         table_s = time.perf_counter() - t1
     digest = hashlib.sha256()
     forced = (dfa.forced_tokens, dfa.forced_len, dfa.forced_next)
-    for a in (dfa.token_class, dfa.next_state, dfa.accepting, np.int64(dfa.start), *forced):
+    pda = tuple(dfa.pda_arrays().values()) if dfa.is_pda else ()
+    for a in (dfa.token_class, dfa.next_state, dfa.accepting, np.int64(dfa.start), *forced, *pda):
         if a is not None:
             digest.update(np.ascontiguousarray(a).tobytes())
     result = {

@@ -59,13 +59,15 @@ class TokenTrie:
     def first_byte_nodes(self) -> np.ndarray:
         """int64[256]: the number of nodes below each first byte (how far a walk from a state
         taking that byte may go)."""
-        top = np.arange(self.parent[1].shape[0]) if self.depth else np.zeros(0, np.int64)
+        out = np.zeros(256, np.int64)
+        if not self.depth:
+            return out
+        top = np.arange(self.parent[1].shape[0])
         counts = np.ones(top.shape[0], np.int64)
         for d in range(2, self.depth + 1):
             top = top[self.parent[d]]
             counts += np.bincount(top, minlength=counts.shape[0])
-        out = np.zeros(256, np.int64)
-        np.add.at(out, self.byte[1][: counts.shape[0]], counts)
+        np.add.at(out, self.byte[1], counts)
         return out
 
     @functools.cached_property
