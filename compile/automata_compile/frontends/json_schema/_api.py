@@ -317,15 +317,25 @@ def byte_language(
     grammar the byte PDA cannot parse with one byte of lookahead (see `_rules`) is tried
     again without shared-value rules, then falls back to the unrolled IR, with a warning.
     """
-    plain, sharing = _grammar(schema, opts, False)
-    if len(plain.bodies) == 1 and not share:
+    # In stack mode the shared variant is translated first: where the schema needs rules
+    # anyway (free values, recursive $ref) it is the one used, and the plain one is only
+    # needed on a conflict (translating an object-heavy schema can take a second).
+    use_shared = share is not False and opts.recursion == "stack"
+    first, sharing = _grammar(schema, opts, use_shared)
+    if not (use_shared and sharing):
+        plain = first  # sharing changes nothing
+    elif all(Rules.is_shared(n) for n in first.names[1:]):
+        plain = _grammar(schema, opts, False)[0]  # rules only for sharing: maybe regular
+    else:
+        plain = None  # rules in any case: the plain grammar is translated on a conflict
+    if plain is not None and len(plain.bodies) == 1 and not share:
         return plain.bodies[0], None
-    tries = [plain]
-    if share is not False and opts.recursion == "stack" and sharing:
-        shared, _ = _grammar(schema, opts, True)
-        if len(shared.bodies) > len(plain.bodies):
-            tries.insert(0, shared)
-    for g in tries:
+    tries = [first] if plain is None or len(first.bodies) > len(plain.bodies) else []
+    for g in [*tries, plain]:
+        if g is None:
+            g = _grammar(schema, opts, False)[0]
+            if len(g.bodies) == len(first.bodies):
+                break  # no value was shared: the same grammar, the same conflict
         if len(g.bodies) == 1:
             return g.bodies[0], None
         try:

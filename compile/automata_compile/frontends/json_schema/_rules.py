@@ -44,6 +44,12 @@ class Rules:
         self.names: list[str] = [ROOT]
         self.makers: list = [None]
 
+    @staticmethod
+    def is_shared(name: str) -> bool:
+        """Whether rule ``name`` was made for a shared value (the others: free values and
+        recursive ``$ref`` targets, rules in any case)."""
+        return name.startswith("shared")
+
     def call(self, key, make) -> Terminal:
         """``Terminal(j)`` for the rule of ``key`` (``"json_array"``, ``"json_object"``,
         ``("ref", k)`` or ``("shared", typed language)``); ``make()`` builds its body."""
