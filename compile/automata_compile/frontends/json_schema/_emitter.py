@@ -23,7 +23,16 @@ from automata_compile.frontends.json_schema._numbers import (
 from automata_compile.frontends.json_schema._resolver import _loc, _Refuse
 from automata_compile.frontends.json_schema._rules import SHARE_MIN_SIZE, rule_calls
 from automata_compile.frontends.json_schema._translator import _Options
-from automata_compile.frontends.json_schema._types import _Arr, _meet, _negate, _Num, _Obj, _top
+from automata_compile.frontends.json_schema._types import (
+    _FREE_ARR,
+    _FREE_OBJ,
+    _Arr,
+    _meet,
+    _negate,
+    _Num,
+    _Obj,
+    _top,
+)
 
 
 class _Emitter:
@@ -127,9 +136,9 @@ class _Emitter:
         if not sf.is_never(t.string):
             parts.append(self.string(t.string))
         for a in t.arrays:
-            parts.append(self.array(a))
+            parts.append(self._free_rule("json_array", a, t.arrays) or self.array(a))
         for o in t.objects:
-            parts.append(self.object(o))
+            parts.append(self._free_rule("json_object", o, t.objects) or self.object(o))
         for k in sorted(t.calls):
             parts.append(self.rules.call(("ref", k), lambda k=k: self.value(self.rules.types[k])))
         node = sf.alt(*parts)
@@ -137,6 +146,15 @@ class _Emitter:
             node = self.rules.call(("shared", t), lambda inline=node: inline)
         self.memo[t] = node
         return node
+
+    def _free_rule(self, name: str, c, alternatives):
+        """A call of the free array / object rule for a schema-free container ``c`` that is
+        the value's only array / object (so the call, at ``[`` or ``{``, stays LL(1)), else
+        None. Composition then walks the shared rule, not an inline copy of it."""
+        if self.rules is None or len(alternatives) != 1 or c not in (_FREE_ARR, _FREE_OBJ):
+            return None
+        make = self.free_array if name == "json_array" else self.free_object
+        return self.rules.call(name, lambda: make(self.any_json(-1)))
 
     def number(self, n: _Num):
         if n.values is not None:
