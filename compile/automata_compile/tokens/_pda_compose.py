@@ -173,8 +173,8 @@ def _restricted(p: Walk, keep: np.ndarray) -> Walk:
     """``p`` without the start states outside ``keep``."""
     s = keep[p.src]
     w = keep[p.wide]
-    rows, group_row = p.rows, p.group_row
-    if not w.all():
+    rows, group_row = p.rows[:, w], p.group_row  # no rows: every group_row is -1
+    if not w.all() and p.rows.shape[0]:
         rows, row_of = unique_rows(p.rows[:, w])
         dead = (rows == p.sink).all(axis=1)
         ids = np.where(dead[row_of], -1, row_of)

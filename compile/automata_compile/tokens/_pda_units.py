@@ -33,7 +33,7 @@ from automata_compile.tokens._token_trie import TokenTrie
 CACHE_SIZE = 64
 # A wide state's walk comes from the loop cache when the trie nodes below the bytes that
 # keep it in its loop exceed this share of all nodes (a free string's content: nearly all).
-LOOP_SHARE = 0.1
+LOOP_SHARE = 0.02
 # Larger loops (an object whose free keys lead back to the next key) are schema-specific:
 # their walk is no one else's, so they are walked with the rest.
 MAX_LOOP_STATES = 64

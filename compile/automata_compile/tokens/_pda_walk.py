@@ -41,6 +41,9 @@ STEP = "the composition of the grammar with the vocabulary"
 # A start state is wide when the trie nodes below the first bytes it takes exceed this share
 # of all nodes (measured on Llama-3: 0.002-0.005 walk fastest; 0.05 took 1.3-2x longer).
 WIDE_SHARE = 0.005
+# The row walk hands its live (node, start) pairs to the lanes below this many (deep in the
+# trie a few long tokens remain, and a level of rows costs more than a level of lanes).
+HANDOFF = 512
 _EXIT = "exit"
 
 
@@ -256,6 +259,8 @@ class Walker:
             check_time(STEP)
             if lanes.node.size == 0 and (dense is None or dense.done) and d > last:
                 break
+            if dense is not None and not dense.done and dense.few():
+                lanes.add(dense.handoff())  # a handful of long tokens: lanes cost less per level
             other = lanes.advance(self, d)
             if dense is not None and not dense.done:
                 other = [np.concatenate(p) for p in zip(other, dense.advance(d), strict=True)]
@@ -463,6 +468,25 @@ class _Dense:
         self.levels: list[np.ndarray] = []
         self.offset = 0
         self.done = False
+
+    def few(self) -> bool:
+        """Whether the live (node, wide start) pairs, past the first levels, are few enough
+        to walk as lanes."""
+        if len(self.levels) < 4:
+            return False
+        live = self.node_row[self.node_row >= 0]
+        return live.size <= HANDOFF and np.count_nonzero(self.rows[live] != self.sink) <= HANDOFF
+
+    def handoff(self) -> list:
+        """Ends the row walk: its live (node, start) pairs as lanes (node, state, empty
+        context, start) at the last level walked. Their outcomes come out plain and sparse;
+        `_pda_compose` moves them back into rows."""
+        self.done = True
+        nodes = np.flatnonzero(self.node_row >= 0)
+        cur = self.rows[self.node_row[nodes]]
+        n, w = np.nonzero(cur != self.sink)
+        state = cur[n, w].astype(np.int64)
+        return [nodes[n], state, np.zeros_like(state), self.wide[w]]
 
     def advance(self, d: int) -> list:
         """One trie level; returns the diverted lanes as (child, state, context, start, byte)."""
