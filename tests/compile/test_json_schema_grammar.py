@@ -359,6 +359,24 @@ def test_union_conflict_falls_back_to_unrolling_with_a_warning():
         assert dfa.accepts(list(json.dumps(doc).encode())) == validator.is_valid(doc), doc
 
 
+def test_free_array_beside_a_spelled_one_is_spelled_inline_not_unrolled():
+    """A schema-free array is a call of the free-array rule, unless a union spells another
+    array at the same place: then it is spelled inline (still a PDA, still no depth bound),
+    not unrolled."""
+    schema = {
+        "type": "array",
+        "anyOf": [{"items": {"type": "array"}}, {"items": {"items": {"type": "integer"}}}],
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _, pda = _api.byte_language(schema, _api._options({}))
+    assert pda is not None
+    validator = jsonschema.Draft202012Validator(schema)
+    deep = [[[[[[["x"]]]]]]]
+    for doc in ([[1, 2], []], [["x", {}]], deep, [1], [[1], 2], {"a": 1}, [[[1]]]):
+        assert pda.matches(json.dumps(doc).encode()) == validator.is_valid(doc), doc
+
+
 def test_regular_schemas_compile_without_warnings():
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -216,10 +216,13 @@ def _options(kw) -> _Options:
     return opts
 
 
-def _translate(schema, opts: _Options, share: bool) -> tuple[GrammarIR, bool]:
+def _translate(
+    schema, opts: _Options, share: bool, free_calls: bool = True
+) -> tuple[GrammarIR, bool]:
     """The schema's language as grammar rules (rule 0 = the root value); ``share``: large
-    values used at several positions become rules too. Also whether some value is used at
-    several positions (without one, ``share`` changes nothing)."""
+    values used at several positions become rules too; ``free_calls``: a schema-free array
+    / object is a call of the free rule (see `_Emitter._free_rule`). Also whether some
+    value is used at several positions (without one, ``share`` changes nothing)."""
     tr = _Translator(schema, opts)
     rules = Rules(tr.rule_types, tr.rule_ptrs) if opts.recursion == "stack" else None
     try:
@@ -227,7 +230,7 @@ def _translate(schema, opts: _Options, share: bool) -> tuple[GrammarIR, bool]:
         shared = shared_types([t, *tr.rule_types]) if rules is not None else set()
         if share and rules is not None:
             rules.shared = shared
-        node = _Emitter(opts, tr.refuse, rules).value(t)
+        node = _Emitter(opts, tr.refuse, rules, free_calls).value(t)
         grammar = rules.grammar(node) if rules else GrammarIR(names=(ROOT,), bodies=(node,))
     except _Refuse as e:
         raise UnsupportedSchemaError(
@@ -273,14 +276,16 @@ def schema_grammar(schema, opts: _Options, *, share: bool = False) -> GrammarIR:
     return _grammar(schema, opts, share)[0]
 
 
-def _grammar(schema, opts: _Options, share: bool) -> tuple[GrammarIR, bool]:
+def _grammar(
+    schema, opts: _Options, share: bool, free_calls: bool = True
+) -> tuple[GrammarIR, bool]:
     """`schema_grammar`, and whether ``share=True`` could give other rules (True where
     the schema was unrolled: its shared values are not known)."""
     try:
-        return _translate(schema, opts, share)
+        return _translate(schema, opts, share, free_calls)
     except _Unroll as e:
         opts = _unrolled(opts, f"{_loc(e.pointer or '')}: {e.reason}, which needs its expansion")
-        return _translate(schema, opts, share)[0], True
+        return _translate(schema, opts, share, free_calls)[0], True
 
 
 def schema_ir(schema, opts: _Options):
@@ -315,7 +320,9 @@ def byte_language(
     per state) or always (``share=True``, for a regular schema whose DFA outgrows its
     budget); a regular schema otherwise keeps its DFA, whose composition is cheaper. A
     grammar the byte PDA cannot parse with one byte of lookahead (see `_rules`) is tried
-    again without shared-value rules, then falls back to the unrolled IR, with a warning.
+    again without shared-value rules, then with schema-free arrays / objects spelled inline
+    (a union whose other branch spells an array or object), then falls back to the
+    unrolled IR, with a warning.
     """
     # In stack mode the shared variant is translated first: where the schema needs rules
     # anyway (free values, recursive $ref) it is the one used, and the plain one is only
@@ -336,6 +343,14 @@ def byte_language(
             g = _grammar(schema, opts, False)[0]
             if len(g.bodies) == len(first.bodies):
                 break  # no value was shared: the same grammar, the same conflict
+        if len(g.bodies) == 1:
+            return g.bodies[0], None
+        try:
+            return None, build_byte_pda(g, max_states=max_states, what="the schema")
+        except GrammarConflictError as e:
+            conflict = e
+    if opts.recursion == "stack":  # last, the free arrays / objects spelled inline
+        g = _grammar(schema, opts, False, free_calls=False)[0]
         if len(g.bodies) == 1:
             return g.bodies[0], None
         try:

@@ -36,10 +36,11 @@ from automata_compile.frontends.json_schema._types import (
 
 
 class _Emitter:
-    def __init__(self, opts: _Options, refuse, rules=None):
+    def __init__(self, opts: _Options, refuse, rules=None, free_calls: bool = True):
         self.opts = opts
         self.refuse = refuse
         self.rules = rules  # a `_rules.Rules` (recursion="stack"), or None: no calls
+        self.free_calls = free_calls  # see `_free_rule`
         ws = opts.whitespace
         if ws == "compact":
             self.comma, self.colon, self.open_pad, self.close_pad = (
@@ -149,9 +150,12 @@ class _Emitter:
 
     def _free_rule(self, name: str, c, alternatives):
         """A call of the free array / object rule for a schema-free container ``c`` that is
-        the value's only array / object (so the call, at ``[`` or ``{``, stays LL(1)), else
-        None. Composition then walks the shared rule, not an inline copy of it."""
-        if self.rules is None or len(alternatives) != 1 or c not in (_FREE_ARR, _FREE_OBJ):
+        the value's only array / object, else None: composition then walks the shared rule,
+        not an inline copy of it. (A union around the value may still spell another array
+        there; that grammar conflicts at ``[`` / ``{`` and `byte_language` spells it inline.)"""
+        if not self.free_calls or self.rules is None or len(alternatives) != 1:
+            return None
+        if c not in (_FREE_ARR, _FREE_OBJ):
             return None
         make = self.free_array if name == "json_array" else self.free_object
         return self.rules.call(name, lambda: make(self.any_json(-1)))
