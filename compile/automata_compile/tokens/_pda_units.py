@@ -103,11 +103,12 @@ def walk_states(walker: Walker, q0s, fingerprint: str, *, truncate: bool = False
         (walk,) = pw.walks
         parts.append(_mapped(walk, pw, orders, walker))
         ex = walk.exits
-        for order in orders:
-            for d in np.unique(ex[:, 1]).tolist():
-                e = ex[ex[:, 1] == d]
-                child, state, start = e[:, 2], order[e[:, 3]], order[e[:, 0]]
-                byte = walker.trie.byte[d][child].astype(np.int64)
+        for d in np.unique(ex[:, 1]).tolist():
+            e = ex[ex[:, 1] == d]
+            child = e[:, 2]
+            byte = walker.trie.byte[d][child].astype(np.int64)
+            for order in orders:  # each copy of the loop exits on the same (node, byte)s
+                start, state = order[e[:, 0]], order[e[:, 3]]
                 injected[d].append((child, state, np.zeros_like(child), start, byte))
     lanes = {d: [np.concatenate(a) for a in zip(*v, strict=True)] for d, v in injected.items()}
     parts.insert(0, walker.walk(q0s[~served], truncate=truncate, injected=lanes))
