@@ -30,11 +30,6 @@ SCHEMASTORE = ("changie.json", "github-discussion.json", "github-issue-config.js
                "readthedocs.json", "github-actions.json", "cloudbuild.json")  # fmt: skip
 
 
-def _stats(xs: list[float]) -> dict:
-    xs = sorted(xs)
-    return {"p50": statistics.median(xs), "p90": scb._pct(xs, 0.9), "max": xs[-1], "n": len(xs)}
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", required=True, help="checkout to compare with")
@@ -72,8 +67,8 @@ def main(argv=None) -> int:
             for r in rows.values()
             if "first_mask_s" in r["before"] and "first_mask_s" in r["after"]
         ]
-        before = _stats([r["before"]["first_mask_s"] for r in both])
-        after = _stats([r["after"]["first_mask_s"] for r in both])
+        before = scb.stats([r["before"]["first_mask_s"] for r in both])
+        after = scb.stats([r["after"]["first_mask_s"] for r in both])
         ratios = [r["before"]["first_mask_s"] / r["after"]["first_mask_s"] for r in both]
         summary[corpus] = {
             "before": before,

@@ -57,11 +57,6 @@ def _same(a: dict, b: dict) -> bool:
     )
 
 
-def _stats(xs: list[float]) -> dict:
-    xs = sorted(xs)
-    return {"p50": statistics.median(xs), "p90": scb._pct(xs, 0.9), "max": xs[-1], "n": len(xs)}
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ref", required=True, help="git ref of the old composer")
@@ -93,8 +88,8 @@ def main(argv=None) -> int:
         "pdas": len(rows),
         "identical_tables": sum(r["same"] for r in rows.values()),
         "first": {"name": names[0], **{k: rows[names[0]][k] for k in ("old_s", "new_s")}},
-        "old": _stats([rows[n]["old_s"] for n in rest]),
-        "new": _stats([rows[n]["new_s"] for n in rest]),
+        "old": scb.stats([rows[n]["old_s"] for n in rest]),
+        "new": scb.stats([rows[n]["new_s"] for n in rest]),
         "median_per_schema_speedup": statistics.median(
             rows[n]["old_s"] / rows[n]["new_s"] for n in rest
         ),

@@ -180,6 +180,12 @@ def _pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
 
 
+def stats(values: list[float]) -> dict:
+    """p50 / p90 / max / n of ``values`` (the A/B benchmarks' summary)."""
+    xs = sorted(values)
+    return {"p50": statistics.median(xs), "p90": _pct(xs, 0.9), "max": xs[-1], "n": len(xs)}
+
+
 def _outcome(r: dict) -> str:
     if "timeout" in r:
         return f"timeout (> {r['timeout']:.0f} s)"

@@ -92,4 +92,4 @@ def test_a_free_string_is_one_loop_for_all_its_states(mistral_sp_vocab):
     live = np.flatnonzero((pda.kind != 0).any(axis=1) & (pda.rule_of == 0))
     loops = list(_pda_units._loops(walker, live))
     assert len(loops) >= 3
-    assert len({digest for _, _, (_, digest) in loops}) < len(loops)
+    assert len({digest for _, _, (_, _, digest) in loops}) < len(loops)

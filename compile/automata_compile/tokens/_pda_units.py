@@ -89,16 +89,16 @@ def walk_states(walker: Walker, q0s, fingerprint: str, *, truncate: bool = False
     by_key: dict[str, list] = collections.defaultdict(list)
     subs = {}
     served = np.zeros(q0s.shape[0], bool)
-    for idx, order, (sub, digest) in _loops(walker, q0s):
-        by_key[digest].append(order)
-        subs[digest] = sub
+    for idx, order, loop in _loops(walker, q0s):
+        by_key[loop[2]].append(order)
+        subs[loop[2]] = loop
         served[idx] = True
     parts, injected = [], collections.defaultdict(list)
     for digest, orders in by_key.items():
-        sub = subs[digest]
+        sub, starts, _ = subs[digest]
         pw = _cached(
             f"{fingerprint}:loop:{digest}",
-            lambda sub=sub: _walk_part(sub, walker.trie, fingerprint, np.flatnonzero(sub.ends)),
+            lambda sub=sub, starts=starts: _walk_part(sub, walker.trie, fingerprint, starts),
         )
         (walk,) = pw.walks
         parts.append(_mapped(walk, pw, orders, walker))
@@ -241,8 +241,8 @@ def _to_global(w: Walk, pw: _PartWalk, states: np.ndarray, walker: Walker) -> Wa
 
 
 def _loops(walker: Walker, q0s: np.ndarray):
-    """Yields (indices in ``q0s``, the loop's states in BFS order, (sub-PDA, digest)) for
-    each loop of shifts (strongly connected component, up to ``MAX_LOOP_STATES``) holding
+    """Yields (indices in ``q0s``, the loop's states in BFS order, (sub-PDA, its starts,
+    digest)) for each loop of shifts (strongly connected component, up to ``MAX_LOOP_STATES``) holding
     wide states of ``q0s`` whose walks mostly stay in it; those are the sub-PDA's starts.
 
     (Loops drawn among heavy states only, to keep a string inside an array body its own
@@ -334,9 +334,9 @@ def _bfs(kind, arg, comp, q: int) -> np.ndarray:
     return np.array(order, np.int64)
 
 
-def _loop_pda(pda: BytePDA, order: np.ndarray, starts: np.ndarray) -> tuple[BytePDA, str]:
+def _loop_pda(pda: BytePDA, order: np.ndarray, starts: np.ndarray) -> tuple:
     """The loop as a one-rule PDA: shifts inside it kept, every other move a return (an
-    exit of the truncated walk), ``starts`` marked in ``ends``; and its digest."""
+    exit of the truncated walk); ``starts`` in its numbers; and a digest of both."""
     local = np.full(pda.num_states, -1, np.int64)
     local[order] = np.arange(order.shape[0])
     k = pda.kind[order]
@@ -345,18 +345,19 @@ def _loop_pda(pda: BytePDA, order: np.ndarray, starts: np.ndarray) -> tuple[Byte
     kind = np.where(inside, SHIFT, np.where(k == DEAD, DEAD, RETURN)).astype(pda.kind.dtype)
     arg = np.where(inside, t, -1).astype(np.int32)
     n = order.shape[0]
-    ends = np.zeros(n, bool)
-    ends[local[starts]] = True
     sub = BytePDA(
         names=("loop",),
         rule_of=np.zeros(n, np.int32),
         starts=np.zeros(1, np.int32),
         shift=arg,
-        ends=ends,
+        ends=np.zeros(n, bool),
         kind=kind,
         arg=arg,
         ret=np.full(arg.shape, -1, np.int32),
         returns=((),),
     )
-    digest = hashlib.blake2b(kind.tobytes() + arg.tobytes() + ends.tobytes(), digest_size=16)
-    return sub, digest.hexdigest()
+    local_starts = np.sort(local[starts])
+    digest = hashlib.blake2b(
+        kind.tobytes() + arg.tobytes() + local_starts.tobytes(), digest_size=16
+    )
+    return sub, local_starts, digest.hexdigest()

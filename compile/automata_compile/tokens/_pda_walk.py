@@ -265,8 +265,8 @@ class Walker:
             if dense is not None and not dense.done:
                 other = [np.concatenate(p) for p in zip(other, dense.advance(d), strict=True)]
             if d in injected:
-                other = [np.concatenate(p) for p in zip(other, injected[d], strict=True)]
-                other = lanes.shift(self, other)
+                calls = lanes.shift(self, injected[d])
+                other = [np.concatenate(p) for p in zip(other, calls, strict=True)]
             seeds = self._special(d, other, truncate, exits, extra)
             lanes.add(seeds)
             term = trie.terminal[d][lanes.node]

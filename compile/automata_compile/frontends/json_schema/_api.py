@@ -337,20 +337,20 @@ def byte_language(
         plain = None  # rules in any case: the plain grammar is translated on a conflict
     if plain is not None and len(plain.bodies) == 1 and not share:
         return plain.bodies[0], None
-    tries = [first] if plain is None or len(first.bodies) > len(plain.bodies) else []
-    for g in [*tries, plain]:
-        if g is None:
+
+    def candidates():  # in order; each translated only when the one before conflicts
+        if plain is None or len(first.bodies) > len(plain.bodies):
+            yield first
+        if plain is not None:
+            yield plain
+        else:
             g = _grammar(schema, opts, False)[0]
-            if len(g.bodies) == len(first.bodies):
-                break  # no value was shared: the same grammar, the same conflict
-        if len(g.bodies) == 1:
-            return g.bodies[0], None
-        try:
-            return None, build_byte_pda(g, max_states=max_states, what="the schema")
-        except GrammarConflictError as e:
-            conflict = e
-    if opts.recursion == "stack":  # last, the free arrays / objects spelled inline
-        g = _grammar(schema, opts, False, free_calls=False)[0]
+            if len(g.bodies) != len(first.bodies):  # else the same grammar, the same conflict
+                yield g
+        if opts.recursion == "stack":  # last, the free arrays / objects spelled inline
+            yield _grammar(schema, opts, False, free_calls=False)[0]
+
+    for g in candidates():
         if len(g.bodies) == 1:
             return g.bodies[0], None
         try:
