@@ -11,6 +11,7 @@ from automata_jax.models._safetensors import (
     convert_hf_state_dict,
     load_safetensors,
 )
+from automata_jax.models._weights_cache import default_cache_dir
 from automata_jax.models.gemma3 import Gemma3, Gemma3Config, KVCache, ModelError
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "ModelError",
     "config_from_gguf",
     "convert_hf_state_dict",
+    "default_cache_dir",
     "default_gguf_path",
     "load_gguf",
     "load_safetensors",

@@ -187,6 +187,7 @@ def test_public_surface():
         "ModelError",
         "config_from_gguf",
         "convert_hf_state_dict",
+        "default_cache_dir",
         "default_gguf_path",
         "load_gguf",
         "load_safetensors",
