@@ -22,6 +22,7 @@ EXPECTED_ALL = [
     "InvalidPatternError",
     "InvalidSchemaError",
     "LeftRecursionError",
+    "OrderFallbackWarning",
     "StateBudgetExceededError",
     "TableFormatError",
     "TokenDFA",

@@ -89,16 +89,20 @@ Options (all keyword-only):
   assert_format: ``True`` (default) enforces ``format`` (the specification's optional
     format-assertion behaviour); ``False`` treats it as an annotation, as a 2020-12
     validator does by default. Unknown format names are annotations either way.
-  property_order: ``"any"`` (default) or ``"declared"`` (see above). Any order needs an
-    automaton state per set of declared properties already written, each with its own
-    copy of the property values' automata: an object of n properties costs about
-    ``2**(n-1)`` times the states of its values (``"declared"``: once). Each object may
-    add at most 20,000 estimated byte-automaton states to what declared order needs
-    (and have at most 4,096 counting states); past that, strict mode raises
-    `UnsupportedSchemaError` (keyword ``properties``, the object's pointer, its number of
-    properties) and ``strict=False`` accepts that object in declared order with a
-    warning. In practice: up to 4-5 properties with short values, fewer with long bounded
-    strings or free ``additionalProperties`` (see BENCHMARKS.md).
+  property_order: ``"any"`` (default), ``"strict_any"`` or ``"declared"`` (see above). Any
+    order needs an automaton state per set of declared properties already written, each
+    with its own copy of the property values' automata: an object of n properties costs
+    about ``2**(n-1)`` times the states of its values (``"declared"``: once). Each object
+    may add at most 20,000 estimated byte-automaton states to what declared order needs
+    (and have at most 4,096 counting states). Past that, ``"any"`` accepts that object in
+    declared order (a subset of its valid spellings, never an invalid instance) with one
+    `OrderFallbackWarning` naming it by JSON pointer; so does a whole schema whose
+    automaton outgrows ``max_states`` (or another automaton budget) with its objects in
+    any order: it is compiled again with each of them in declared order, each named by a
+    warning. ``"strict_any"`` raises `UnsupportedSchemaError` instead (keyword
+    ``properties``, the object's pointer, its number of properties). In practice: up to
+    4-5 properties with short values, fewer with long bounded strings or free
+    ``additionalProperties`` (see BENCHMARKS.md).
 
 Formats enforced exactly: ``date-time``, ``date``, ``time`` (see ``leap_seconds``),
 ``duration``, ``email`` (RFC 5321 mailbox, address literals included), ``ipv4``, ``ipv6``,
@@ -163,7 +167,7 @@ from automata_compile.frontends.grammar._byte_pda import build_byte_pda
 from automata_compile.frontends.grammar._lark_reader import GrammarIR
 from automata_compile.frontends.json_schema import _content as sf
 from automata_compile.frontends.json_schema._content import TooComplexError
-from automata_compile.frontends.json_schema._emitter import _Emitter
+from automata_compile.frontends.json_schema._emitter import _Emitter, order_fallback_warning
 from automata_compile.frontends.json_schema._resolver import _DEFAULT_BASE, _loc, _Refuse
 from automata_compile.frontends.json_schema._rules import (
     ROOT,
@@ -195,14 +199,22 @@ def _load(schema):
     return schema
 
 
+_INTERNAL = ("declared_at", "any_ordered", "order_warned")
+
+
 def _options(kw) -> _Options:
+    for name in _INTERNAL:
+        if name in kw:
+            raise TypeError(f"unexpected keyword argument {name!r}")
     opts = _Options(**kw)
     if opts.string_escapes not in ("standard", "any", "minimal"):
         raise ValueError(
             f"string_escapes must be 'standard', 'any' or 'minimal', got {opts.string_escapes!r}"
         )
-    if opts.property_order not in ("any", "declared"):
-        raise ValueError(f"property_order must be 'any' or 'declared', got {opts.property_order!r}")
+    if opts.property_order not in ("any", "strict_any", "declared"):
+        raise ValueError(
+            f"property_order must be 'any', 'strict_any' or 'declared', got {opts.property_order!r}"
+        )
     if opts.recursion not in ("stack", "unroll"):
         raise ValueError(f"recursion must be 'stack' or 'unroll', got {opts.recursion!r}")
     if opts.leap_seconds not in ("utc", "exact", "none"):
@@ -392,7 +404,7 @@ def json_schema_to_regex(schema, **options) -> str:
     except sf.NotPrintableError as e:
         hint = (
             '; objects in any property order need one: pass property_order="declared" for a regex'
-            if opts.property_order == "any"
+            if opts.property_order in ("any", "strict_any")
             else ""
         )
         raise UnsupportedSchemaError(
@@ -427,27 +439,57 @@ def compile_json_schema(
       >>> dfa.accepts(list(b"true")), dfa.accepts(list(b"yes"))
       (True, False)
     """
-    from automata_compile._compile import compile_ir
     from automata_compile.automata import _fsa
 
     schema = _load(schema)
     opts = _options(options)
     spec = json.dumps(schema, ensure_ascii=False, separators=(",", ":"))
     with _fsa.limits(timeout_s, "the schema"):
-        node, pda = byte_language(schema, opts, max_states=max_states)
-        if pda is None:
-            try:
-                return compile_ir(
-                    node,
-                    vocab,
-                    max_states=max_states,
-                    spec_kind="json_schema",
-                    spec=spec,
-                    what="the schema",
-                )
-            except StateBudgetExceededError:
-                # a regular schema too large as a DFA: large values it repeats become rules
-                _, pda = byte_language(schema, opts, max_states=max_states, share=True)
-                if pda is None:
-                    raise
-        return token_pda(pda, vocab, spec_kind="json_schema", spec=spec)
+        try:
+            return _compile(schema, opts, vocab, max_states, spec)
+        except (StateBudgetExceededError, UnsupportedSchemaError) as e:
+            retry = _order_fallback(opts, e)
+            if retry is None:
+                raise
+        return _compile(schema, retry, vocab, max_states, spec)
+
+
+def _order_fallback(opts: _Options, e: Exception) -> _Options | None:
+    """With ``property_order="any"``, the options that compile the objects built in any
+    order in declared order instead, each named by a warning, where the whole schema
+    outgrew a budget (``e``); None where that cannot help."""
+    if opts.property_order != "any" or not opts.any_ordered or opts.declared_at:
+        return None
+    if isinstance(e, UnsupportedSchemaError) and e.keyword is not None:
+        return None  # a keyword's own refusal: not the objects' size
+    objects = sorted(set(opts.any_ordered))
+    for ptr in objects:
+        order_fallback_warning(
+            opts,
+            ptr,
+            f"the schema's automaton with the object at {_loc(ptr)} in any property order "
+            f"outgrows its budget ({e})",
+        )
+    return dataclasses.replace(opts, declared_at=frozenset(objects), any_ordered=[])
+
+
+def _compile(schema, opts: _Options, vocab, max_states, spec):
+    from automata_compile._compile import compile_ir
+
+    node, pda = byte_language(schema, opts, max_states=max_states)
+    if pda is None:
+        try:
+            return compile_ir(
+                node,
+                vocab,
+                max_states=max_states,
+                spec_kind="json_schema",
+                spec=spec,
+                what="the schema",
+            )
+        except StateBudgetExceededError:
+            # a regular schema too large as a DFA: large values it repeats become rules
+            _, pda = byte_language(schema, opts, max_states=max_states, share=True)
+            if pda is None:
+                raise
+    return token_pda(pda, vocab, spec_kind="json_schema", spec=spec)
