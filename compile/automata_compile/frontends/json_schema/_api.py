@@ -52,6 +52,14 @@ Options (all keyword-only):
     an exponent, so a model cannot loop on zeros either. ``json.dumps`` writes at most one
     such zero (``12.0``), so every instance keeps its ``json.dumps`` spelling for any
     ``max_filler >= 1``; ``0`` accepts no filler at all (then ``12.0`` is refused).
+  max_digits: bound of each run of digits in numbers (default 20; ``None``: unbounded):
+    an integer part, a fraction up to its last non-zero digit (then at most ``max_filler``
+    zeros) and an exponent after its leading zeros have at most this many digits, so a
+    model cannot loop on digits (``{"n": 1000000000000…``). ``json.dumps`` writes at most
+    20 digits in a run for a double (16 integer digits, 20 fraction digits: ``0.000``
+    and 17 significant ones) or a 64-bit integer, and ``max_digits`` must be at least 20,
+    so those spellings are always accepted. Literals (``enum``/``const``) and integers
+    between bounds that need more digits keep them.
   recursion: ``"stack"`` (default) compiles schema-free values (under ``{}``, ``true``,
     absent ``additionalProperties``, ``items``, ...) and recursive ``$ref`` to grammar rules
     (`_rules`): the schema becomes a pushdown automaton (a `TokenDFA` with ``is_pda``) whose
@@ -168,6 +176,7 @@ from automata_compile.frontends.grammar._lark_reader import GrammarIR
 from automata_compile.frontends.json_schema import _content as sf
 from automata_compile.frontends.json_schema._content import TooComplexError
 from automata_compile.frontends.json_schema._emitter import _Emitter, order_fallback_warning
+from automata_compile.frontends.json_schema._numbers import MIN_DIGITS
 from automata_compile.frontends.json_schema._resolver import _DEFAULT_BASE, _loc, _Refuse
 from automata_compile.frontends.json_schema._rules import (
     ROOT,
@@ -220,6 +229,12 @@ def _options(kw) -> _Options:
     if opts.leap_seconds not in ("utc", "exact", "none"):
         raise ValueError(
             f"leap_seconds must be 'utc', 'exact' or 'none', got {opts.leap_seconds!r}"
+        )
+    d = opts.max_digits
+    if d is not None and (isinstance(d, bool) or not isinstance(d, int) or d < MIN_DIGITS):
+        raise ValueError(
+            f"max_digits must be None or an int >= {MIN_DIGITS} (json.dumps writes up to "
+            f"{MIN_DIGITS} digits in a run for a double or a 64-bit integer), got {d!r}"
         )
     for name in ("max_whitespace", "max_filler", "max_nesting_depth", "max_recursion_depth"):
         v = getattr(opts, name)

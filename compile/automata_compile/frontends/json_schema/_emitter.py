@@ -102,7 +102,7 @@ class _Emitter:
             sf.lit("null"),
             sf.lit("true"),
             sf.lit("false"),
-            number_text(self.opts.max_filler),
+            number_text(self.opts.max_filler, self.opts.max_digits),
             self.string(sf.ANY_STRING),
         ]
         if depth < 0:
@@ -168,7 +168,7 @@ class _Emitter:
         if n.values is not None:
             return sf.alt(*(_number_literal(v, self.opts.max_filler) for v in sorted(n.values)))
         if n.is_free():
-            return number_text(self.opts.max_filler)
+            return number_text(self.opts.max_filler, self.opts.max_digits)
         if (
             n.lo is None
             and n.hi is None
@@ -176,8 +176,8 @@ class _Emitter:
             and not n.excluded
             and n.mults == {Fraction(1)}
         ):
-            return integer_text(self.opts.max_filler)
-        return _constrained_number(n, self.opts.max_filler)
+            return integer_text(self.opts.max_filler, self.opts.max_digits)
+        return _constrained_number(n, self.opts.max_filler, self.opts.max_digits)
 
     def array(self, a: _Arr):
         if a.contains:

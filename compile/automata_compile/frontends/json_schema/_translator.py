@@ -98,6 +98,7 @@ class _Options:
     whitespace: str = "default"
     max_whitespace: int = 20
     max_filler: int = 20
+    max_digits: int | None = 20
     max_nesting_depth: int = 2
     max_recursion_depth: int = 3
     strict: bool = True
