@@ -430,8 +430,16 @@ def json_schema_to_regex(schema, **options) -> str:
         ) from None
 
 
+DEFAULT_TIMEOUT_S = 30.0
+
+
 def compile_json_schema(
-    schema, vocab, *, max_states: int | None = None, timeout_s: float | None = None, **options
+    schema,
+    vocab,
+    *,
+    max_states: int | None = None,
+    timeout_s: float | None = DEFAULT_TIMEOUT_S,
+    **options,
 ):
     """Compiles a JSON Schema into a `TokenDFA` for ``vocab`` (see the module docstring
     for the options); the schema's IR goes to the byte automaton directly, or, where it
@@ -441,9 +449,9 @@ def compile_json_schema(
     Compile budgets: ``max_states`` bounds the byte DFA (default 100,000; its work budget
     scales with it) and string/``multipleOf`` automata have their own fixed budgets; past
     one, `StateBudgetExceededError` (or, for a string constraint, `UnsupportedSchemaError`
-    with the budget in its message). ``timeout_s`` (default none) bounds the whole compile's
-    wall-clock time, checked at the automaton core's checkpoints; past it,
-    `CompileTimeoutError`. Both messages name the subschema's JSON pointer when the
+    with the budget in its message). ``timeout_s`` (default 30 s; ``None``: no limit of its
+    own) bounds the whole compile's wall-clock time, checked at the automaton core's
+    checkpoints; past it, `CompileTimeoutError`. Both messages name the subschema's JSON pointer when the
     translation was building one (``while building #/properties/x``).
 
     Example:
