@@ -150,8 +150,8 @@ CASES = [
     ),
     (
         {"type": "number", "exclusiveMinimum": -0.5},
-        [-0.4999, 0, 10**20, Raw("-0")],
-        [-0.5, -1, Raw("-0.50")],
+        [-0.4999, 0, 10**19, Raw("-0")],
+        [-0.5, -1, Raw("-0.50"), Raw("1" + "0" * 20)],  # 21 digits: past max_digits=20
     ),
     ({"type": "number", "multipleOf": 0.25}, [0, 0.25, -1.5, 100, Raw("2.500")], [0.1, 0.3, 1.2]),
     ({"type": "integer", "multipleOf": 7, "maximum": 30}, [0, 7, 28, -14], [1, 35, 8, 29]),
