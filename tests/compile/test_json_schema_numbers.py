@@ -150,7 +150,6 @@ def _runs(k: int):
         ("1" * k, "1" * (k + 1)),  # integer part
         ("-" + "9" * k, "-" + "9" * (k + 1)),
         ("1." + "5" * k, "1." + "5" * (k + 1)),  # fraction (its last digit non-zero)
-        ("1." + "5" * k + "0", "1." + "5" * (k + 1) + "0"),  # then a filler zero
         ("2.0" + "5" * (k - 1), "2.0" + "5" * k),  # a fraction's leading zeros count
         ("1e" + "2" * k, "1e" + "2" * (k + 1)),  # exponent
         ("1e-00" + "2" * k, "1e-00" + "2" * (k + 1)),  # after its filler zeros
@@ -174,6 +173,21 @@ def test_digit_runs_bounded_at_exactly_max_digits(schema, k):
         assert not rx.fullmatch(too_long), (schema, too_long)
         checked += 1
     assert checked >= 1, schema
+
+
+def test_fraction_digits_and_filler_zeros():
+    """A fraction of an unbounded number has at most max_digits digits in all, of which at
+    most max_filler trailing zeros; one compared with a bound has at most max_digits digits
+    up to its last non-zero digit, then at most max_filler zeros."""
+    free = _Bytes({"type": "number"}, max_digits=20, max_filler=3)
+    assert free.fullmatch("1." + "5" * 17 + "000") and not free.fullmatch("1." + "5" * 17 + "0000")
+    assert free.fullmatch("1." + "5" * 19 + "0") and not free.fullmatch("1." + "5" * 20 + "0")
+    bounded = _Bytes({"type": "number", "minimum": 0.5}, max_digits=20, max_filler=3)
+    # 0.x is compared with the bound 0.5 digit by digit; 1.x is past it (a free fraction)
+    assert bounded.fullmatch("0." + "5" * 20 + "000")
+    assert not bounded.fullmatch("0." + "5" * 20 + "0000")
+    assert not bounded.fullmatch("0." + "5" * 21)
+    assert not bounded.fullmatch("1." + "5" * 20 + "000")
 
 
 def test_digit_bound_on_the_compiled_automaton():

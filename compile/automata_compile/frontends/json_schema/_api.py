@@ -53,9 +53,11 @@ Options (all keyword-only):
     such zero (``12.0``), so every instance keeps its ``json.dumps`` spelling for any
     ``max_filler >= 1``; ``0`` accepts no filler at all (then ``12.0`` is refused).
   max_digits: bound of each run of digits in numbers (default 20; ``None``: unbounded):
-    an integer part, a fraction up to its last non-zero digit (then at most ``max_filler``
-    zeros) and an exponent after its leading zeros have at most this many digits, so a
-    model cannot loop on digits (``{"n": 1000000000000…``). ``json.dumps`` writes at most
+    an integer part, an exponent after its leading zeros and a fraction (in all, its at
+    most ``max_filler`` trailing zeros included) have at most this many digits, so a model
+    cannot loop on digits (``{"n": 1000000000000…``); a fraction compared with a bound
+    (``minimum``, ``maximum``, ...) has at most this many digits up to its last non-zero
+    digit, then at most ``max_filler`` zeros. ``json.dumps`` writes at most
     20 digits in a run for a double (16 integer digits, 20 fraction digits: ``0.000``
     and 17 significant ones) or a 64-bit integer, and ``max_digits`` must be at least 20,
     so those spellings are always accepted. Literals (``enum``/``const``) and integers

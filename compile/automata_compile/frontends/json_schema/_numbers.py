@@ -26,8 +26,10 @@ def _digits(lo: int, hi: int):
 _E = sf.chars([(0x45, 0x45), (0x65, 0x65)])
 
 # Digit runs are bounded by ``max_digits`` = d (None: unbounded), so a model cannot loop
-# on digits: at most d digits in an integer part, in a fraction up to its last non-zero
-# digit (then at most ``max_filler`` zeros) and in an exponent after its leading zeros.
+# on digits: at most d digits in an integer part, in an exponent after its leading zeros
+# and in a fraction (`frac_any`: in all, its trailing zeros included: counting the digits
+# before the zeros too would multiply the two counters); a fraction compared with a bound
+# (`_frac_text`) has at most d digits up to its last non-zero digit, then the zeros.
 # json.dumps writes at most 16 integer digits, 20 fraction digits (0.000 and 17
 # significant digits) and 3 exponent digits for a double, and at most 20 digits for a
 # 64-bit integer, so every d >= MIN_DIGITS keeps those spellings.
@@ -65,9 +67,16 @@ def frac_zero(k: int):
 
 @functools.cache
 def frac_any(k: int, d: int | None = None):
-    """'' or '.digits' with at most k trailing zeros (and d digits before them)."""
+    """'' or '.digits' with at most k trailing zeros and at most d digits in all (d <= k:
+    one counter; a bound on the digits before the zeros would multiply the two runs)."""
+    if d is not None and d <= k:
+        return sf.opt(sf.seq(_DOT, sf.rep(_DIGIT, 1, d)))
     zeros = sf.rep(_ZERO, 1, k) if k > 0 else NEVER
-    return sf.opt(sf.seq(_DOT, sf.alt(sf.seq(_c1(d), sf.rep(_ZERO, 0, k)), zeros)))
+    if d is None:
+        return sf.opt(sf.seq(_DOT, sf.alt(sf.seq(_c1(None), sf.rep(_ZERO, 0, k)), zeros)))
+    # j trailing zeros after the last non-zero digit, d digits in all
+    body = sf.alt(*(sf.seq(_c1(d - j), sf.rep(_ZERO, j, j)) for j in range(k + 1)), zeros)
+    return sf.opt(sf.seq(_DOT, body))
 
 
 @functools.cache
