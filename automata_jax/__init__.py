@@ -35,6 +35,8 @@ from automata_jax._tables import (
     ConstraintTables,
     RuntimeDtypeError,
     RuntimeShapeError,
+    TableCapacity,
+    TableCapacityError,
     UnknownConstraintError,
 )
 
@@ -51,6 +53,8 @@ __all__ = [
     "RuntimeDtypeError",
     "RuntimeShapeError",
     "Sampler",
+    "TableCapacity",
+    "TableCapacityError",
     "Temperature",
     "TopK",
     "TopP",

@@ -8,12 +8,20 @@ The vocabulary axis is the model's logits width.
 Grammar constraints (`TokenDFA.is_pda`) add the PDA block, padded the same way
 (a DFA in the same batch gets no stack edits), and fix the static stack bound S
 (``stack_size``; see `_stack` for its semantics).
+
+A `TableCapacity` fixes every padded size instead (states, classes, constraints, the
+stack and the PDA block, forced runs, bitmask rows): tables built with one capacity
+have the same shapes, dtypes and static fields whatever their constraints, so a new
+schema's tables swap into an already compiled decoding loop with no retrace. A
+constraint that does not fit raises `TableCapacityError` naming the dimension, what it
+needs and the capacity (see docs/capacity.md).
 """
 
 # ruff: noqa: F722 (jaxtyping shape strings such as "B V" are not Python expressions)
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Sequence
 
@@ -38,6 +46,138 @@ class RuntimeShapeError(AutomataError, ValueError):
 
 class RuntimeDtypeError(AutomataError, TypeError):
     """An array passed to the runtime has the wrong dtype."""
+
+
+class TableCapacityError(RuntimeShapeError):
+    """A constraint does not fit the fixed `TableCapacity` of its tables; the message names
+    the constraint, the dimension, what it needs and the capacity."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TableCapacity:
+    """Fixed padded sizes of `ConstraintTables` (hashable, a static configuration).
+
+    Tables built with one capacity have one pytree structure, shapes and static fields, so
+    jitted kernels and `generate`'s loop compiled for one set of constraints run any other
+    that fits, with no retrace. Every field is an upper bound per constraint (``constraints``:
+    of the batch); padding allows nothing.
+
+    Attributes:
+      states, classes: Q and C of ``next_state`` (a compiled `TokenDFA`'s ``num_states``
+        and ``num_classes`` must not exceed them).
+      constraints: K, the constraints of one batch.
+      stack: S, the stack bound of grammar (PDA) rows; 0: the batch may hold DFAs only.
+        With ``stack > 0`` the PDA block is always present (a DFA gets no stack edits).
+      pushes, push_len, context_edges, edges_per_state, pops: the PDA block's sizes (push
+        rows and their length, context-dependent edges, those of one state, symbols one
+        edge pops); used only with ``stack > 0``.
+      forced: F, the longest forced token run kept for fast-forward decoding (0: no forced
+        runs; a longer run is cut to its first F tokens, which are forced too).
+      mask_rows: M, the deduplicated bitmask rows (``mask_impl="bitmask"`` only).
+    """
+
+    states: int
+    classes: int
+    constraints: int = 1
+    stack: int = 0
+    pushes: int = 64
+    push_len: int = 16
+    context_edges: int = 1024
+    edges_per_state: int = 64
+    pops: int = 16
+    forced: int = 0
+    mask_rows: int = 0
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            low = 1 if f.name in ("states", "classes", "constraints") else 0
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
+                raise RuntimeShapeError(
+                    f"TableCapacity.{f.name}: expected an int >= {low}, got {v!r}"
+                )
+            object.__setattr__(self, f.name, int(v))
+        if self.stack and not (self.pushes and self.push_len and self.pops):
+            raise RuntimeShapeError(
+                "TableCapacity: a capacity with a stack needs pushes, push_len and pops >= 1"
+            )
+
+    @classmethod
+    def fitting(
+        cls, dfas: Sequence[TokenDFA], *, headroom: float = 2.0, stack: int | None = None
+    ) -> TableCapacity:
+        """A capacity that fits every DFA of ``dfas`` one at a time (``constraints=1``),
+        each size times ``headroom`` rounded up to a power of two, so that similar
+        constraints fit too; ``stack``: default 64 where one is a PDA, else 0."""
+        if not dfas:
+            raise RuntimeShapeError("TableCapacity.fitting: expected at least one TokenDFA")
+
+        def up(n) -> int:
+            return bucket(int(np.ceil(max(int(n), 1) * headroom)), 1)
+
+        need = [_needs(d) for d in dfas]
+        top = {k: max(n[k] for n in need) for k in need[0]}
+        any_pda = any(d.is_pda for d in dfas)
+        if stack is None:
+            stack = DEFAULT_STACK_SIZE if any_pda else 0
+        pda = {}
+        if stack:
+            pda = {
+                k: up(top[k])
+                for k in ("pushes", "push_len", "context_edges", "edges_per_state", "pops")
+            }
+        return cls(
+            states=up(top["states"]),
+            classes=up(top["classes"]),
+            stack=stack,
+            forced=bucket(top["forced"], 1) if top["forced"] else 0,
+            **pda,
+        )
+
+
+def _needs(d: TokenDFA) -> dict[str, int]:
+    """The sizes one DFA needs, by `TableCapacity` field."""
+    out = {"states": d.num_states, "classes": d.num_classes, "forced": 0}
+    if d.forced_len is not None:
+        out["forced"] = int(d.forced_len.max(initial=0))
+    pda = dict.fromkeys(("pushes", "push_len", "context_edges", "edges_per_state", "pops"), 0)
+    if d.is_pda:
+        pda = {
+            "pushes": d.push_seq.shape[0],
+            "push_len": d.push_seq.shape[1],
+            "context_edges": d.cd_state.shape[0],
+            "edges_per_state": int(np.bincount(d.cd_state, minlength=1).max(initial=0)),
+            "pops": d.cd_pop.shape[1],
+        }
+    out.update(pda)
+    return out
+
+
+def _check_fits(dfas: Sequence[TokenDFA], cap: TableCapacity) -> None:
+    if len(dfas) > cap.constraints:
+        raise TableCapacityError(
+            f"ConstraintTables.from_dfas: {len(dfas)} constraints, but capacity.constraints "
+            f"is {cap.constraints}; build the tables with a larger TableCapacity (a new "
+            "capacity compiles the decoding loop again)"
+        )
+    for i, d in enumerate(dfas):
+        if d.is_pda and not cap.stack:
+            raise TableCapacityError(
+                f"ConstraintTables.from_dfas: constraint #{i} ({d.spec_kind} {d.spec[:40]!r}) "
+                "is a grammar (pushdown automaton), but capacity.stack is 0; give the "
+                "TableCapacity a stack"
+            )
+        needs = _needs(d)
+        needs.pop("forced")  # a longer forced run is cut (its prefix is forced too)
+        for name, n in needs.items():
+            have = getattr(cap, name)
+            if n > have:
+                raise TableCapacityError(
+                    f"ConstraintTables.from_dfas: constraint #{i} ({d.spec_kind} "
+                    f"{d.spec[:40]!r}) needs {name}={n:,}, but capacity.{name} is {have:,}; "
+                    "build the tables with a larger TableCapacity (a new capacity compiles "
+                    "the decoding loop again) or simplify the constraint"
+                )
 
 
 class UnknownConstraintError(AutomataError, ValueError):
@@ -125,6 +265,31 @@ class ConstraintTables:
         return tuple(int(d) for d in self.next_state.shape)
 
     @property
+    def capacity(self) -> TableCapacity:
+        """These tables' padded sizes as a `TableCapacity`: tables of other constraints
+        built with it (``from_dfas(..., capacity=tables.capacity)``) have the same shapes,
+        so they run in loops compiled for these with no retrace."""
+        k, q, c = self.padded_shape
+        pda = {}
+        if self.has_stack:
+            pda = {
+                "pushes": int(self.push_seq.shape[1]),
+                "push_len": int(self.push_seq.shape[2]),
+                "context_edges": int(self.cd_class.shape[1]),
+                "edges_per_state": int(self.cd_index.shape[2]),
+                "pops": int(self.cd_pop.shape[2]),
+            }
+        return TableCapacity(
+            states=q,
+            classes=c,
+            constraints=k,
+            stack=self.stack_size if self.has_stack else 0,
+            forced=0 if self.forced_tokens is None else int(self.forced_tokens.shape[2]),
+            mask_rows=0 if self.mask_bits is None else int(self.mask_bits.shape[0]),
+            **pda,
+        )
+
+    @property
     def has_stack(self) -> bool:
         """Whether the batch holds a grammar (PDA) constraint."""
         return self.edge_push is not None
@@ -167,6 +332,7 @@ class ConstraintTables:
         min_classes: int = 8,
         min_constraints: int = 1,
         stack_size: int | None = None,
+        capacity: TableCapacity | None = None,
     ) -> ConstraintTables:
         """Pads one or many TokenDFAs into one device pytree.
 
@@ -182,6 +348,10 @@ class ConstraintTables:
           min_states, min_classes, min_constraints: lower bounds of the buckets.
           stack_size: S, the stack bound of grammar rows (default 64 when a DFA of the batch
             is a PDA, else 0). Deeper nesting is masked (see `automata_jax._stack`).
+          capacity: fixed padded sizes (`TableCapacity`) instead of buckets: the tables of
+            any constraints that fit have the same shapes and static fields, so they swap
+            into compiled loops with no retrace. Then ``min_*`` and ``stack_size`` must be
+            left at their defaults (the capacity gives them).
 
         Returns:
           The tables, committed to the default device.
@@ -192,6 +362,7 @@ class ConstraintTables:
           TableFormatError: an artifact path cannot be read.
           RuntimeShapeError: bad ``vocab_size``, ``eos_ids``, ``mask_impl`` or ``stack_size``
             (``mask_impl="bitmask"`` is for batches without grammars).
+          TableCapacityError: with ``capacity``, a constraint (or the batch) does not fit.
 
         Example:
           >>> import numpy as np
@@ -239,9 +410,27 @@ class ConstraintTables:
             )
 
         k_real = len(dfas)
-        kp = bucket(k_real, min_constraints)
-        qp = bucket(max((d.num_states for d in dfas), default=1), min_states)
-        cp = bucket(max((d.num_classes for d in dfas), default=1), min_classes)
+        if capacity is not None:
+            if not isinstance(capacity, TableCapacity):
+                raise RuntimeShapeError(
+                    f"capacity: expected a TableCapacity, got {type(capacity).__name__}"
+                )
+            if (min_states, min_classes, min_constraints, stack_size) != (8, 8, 1, None):
+                raise RuntimeShapeError(
+                    "capacity: min_states, min_classes, min_constraints and stack_size come "
+                    "from the TableCapacity; leave them at their defaults"
+                )
+            if mask_impl == MASK_BITMASK and not capacity.mask_rows:
+                raise RuntimeShapeError(
+                    'capacity: mask_impl="bitmask" needs TableCapacity.mask_rows >= 1'
+                )
+            _check_fits(dfas, capacity)
+            kp, qp, cp = capacity.constraints, capacity.states, capacity.classes
+            stack_size = capacity.stack
+        else:
+            kp = bucket(k_real, min_constraints)
+            qp = bucket(max((d.num_states for d in dfas), default=1), min_states)
+            cp = bucket(max((d.num_classes for d in dfas), default=1), min_classes)
         token_class = np.zeros((kp, vocab_size), np.int32)
         next_state = np.full((kp, qp, cp), -1, np.int32)
         accepting = np.zeros((kp, qp), bool)
@@ -260,7 +449,7 @@ class ConstraintTables:
             viable[i, :q] = d.accepting | (d.next_state[:, used] >= 0).any(axis=1)
             start[i] = d.start
 
-        forced = _forced_tables(dfas, kp, qp)
+        forced = _forced_tables(dfas, kp, qp, None if capacity is None else capacity.forced)
 
         any_pda = any(d.is_pda for d in dfas)
         if stack_size is None:
@@ -270,19 +459,27 @@ class ConstraintTables:
         stack_size = int(stack_size)
         if stack_size < (1 if any_pda else 0):
             raise RuntimeShapeError(f"stack_size: expected an int >= 1, got {stack_size}")
-        if any_pda and mask_impl == MASK_BITMASK:
+        if (any_pda or stack_size and capacity is not None) and mask_impl == MASK_BITMASK:
             raise RuntimeShapeError(
                 'mask_impl: expected "gather" for a batch with a grammar constraint (a bitmask '
                 'cannot see the stack), got "bitmask"'
             )
-        pda = _pda_block(dfas, kp, qp, cp) if any_pda else {}
+        if capacity is not None:
+            pda = _pda_block(dfas, kp, qp, cp, capacity) if capacity.stack else {}
+        else:
+            pda = _pda_block(dfas, kp, qp, cp) if any_pda else {}
         for i, d in enumerate(dfas):
             if d.is_pda:  # states with only context-dependent edges are not dead
                 viable[i, np.unique(d.cd_state)] = True
 
         mask_bits = mask_row = None
         if mask_impl == MASK_BITMASK:
-            mask_bits, mask_row = _bitmasks(token_class, next_state, [d.num_states for d in dfas])
+            mask_bits, mask_row = _bitmasks(
+                token_class,
+                next_state,
+                [d.num_states for d in dfas],
+                None if capacity is None else capacity.mask_rows,
+            )
         tables = cls(
             token_class=token_class,
             next_state=next_state,
@@ -302,14 +499,17 @@ class ConstraintTables:
         return jax.device_put(tables)
 
 
-def _forced_tables(dfas: Sequence[TokenDFA], kp: int, qp: int) -> dict:
-    """forced_tokens / forced_len / forced_states padded to [K, Q, F]; {} if nothing is forced."""
+def _forced_tables(dfas: Sequence[TokenDFA], kp: int, qp: int, fixed: int | None = None) -> dict:
+    """forced_tokens / forced_len / forced_states padded to [K, Q, F]; {} if nothing is
+    forced. ``fixed``: F from a capacity (0: none; longer runs are cut to F tokens)."""
     longest = max(
         (int(d.forced_len.max(initial=0)) for d in dfas if d.forced_len is not None), default=0
     )
+    if fixed is not None:
+        longest = fixed
     if longest == 0:
         return {}
-    f = bucket(longest, 1)
+    f = bucket(longest, 1) if fixed is None else fixed
     tokens = np.zeros((kp, qp, f), np.int32)
     length = np.zeros((kp, qp), np.int32)
     states = np.zeros((kp, qp, f), np.int32)
@@ -319,7 +519,7 @@ def _forced_tables(dfas: Sequence[TokenDFA], kp: int, qp: int) -> dict:
         q = d.num_states
         n = min(f, d.max_forced)
         tokens[i, :q, :n] = d.forced_tokens[:, :n]
-        length[i, :q] = d.forced_len
+        length[i, :q] = np.minimum(d.forced_len, f)
         cur = np.arange(q)
         for j in range(f):
             live = d.forced_len > j
@@ -330,19 +530,26 @@ def _forced_tables(dfas: Sequence[TokenDFA], kp: int, qp: int) -> dict:
     return dict(forced_tokens=tokens, forced_len=length, forced_states=states)
 
 
-def _pda_block(dfas: list[TokenDFA], kp: int, qp: int, cp: int) -> dict[str, np.ndarray]:
+def _pda_block(
+    dfas: list[TokenDFA], kp: int, qp: int, cp: int, capacity: TableCapacity | None = None
+) -> dict[str, np.ndarray]:
     """The PDA arrays of the batch, padded (DFAs: no pushes, no context-dependent edges).
 
     Every size is bucketed to a power of two with a floor (pushes 16 x 8, context edges 64,
-    16 per state, 8 popped symbols), so grammars of similar size share one compilation.
+    16 per state, 8 popped symbols), so grammars of similar size share one compilation;
+    or taken from ``capacity``.
     """
-    pdas = [d for d in dfas if d.is_pda]
-    pp = bucket(max(d.push_seq.shape[0] for d in pdas), 16)
-    lp = bucket(max(d.push_seq.shape[1] for d in pdas), 8)
-    n = bucket(max(d.cd_state.shape[0] for d in pdas), 64)
-    kpop = bucket(max(d.cd_pop.shape[1] for d in pdas), 8)
-    per_state = [np.bincount(d.cd_state, minlength=1).max(initial=0) for d in pdas]
-    e = bucket(max(per_state), 16)
+    if capacity is not None:
+        pp, lp, n = capacity.pushes, capacity.push_len, capacity.context_edges
+        kpop, e = capacity.pops, capacity.edges_per_state
+    else:
+        pdas = [d for d in dfas if d.is_pda]
+        pp = bucket(max(d.push_seq.shape[0] for d in pdas), 16)
+        lp = bucket(max(d.push_seq.shape[1] for d in pdas), 8)
+        n = bucket(max(d.cd_state.shape[0] for d in pdas), 64)
+        kpop = bucket(max(d.cd_pop.shape[1] for d in pdas), 8)
+        per_state = [np.bincount(d.cd_state, minlength=1).max(initial=0) for d in pdas]
+        e = bucket(max(per_state), 16)
     out = {
         "edge_push": np.zeros((kp, qp, cp), np.int32),
         "push_seq": np.full((kp, pp, lp), -1, np.int32),
@@ -388,11 +595,15 @@ def _fit_vocabulary(dfa: TokenDFA, vocab_size: int, index: int) -> np.ndarray:
 
 
 def _bitmasks(
-    token_class: np.ndarray, next_state: np.ndarray, num_states: list[int]
+    token_class: np.ndarray,
+    next_state: np.ndarray,
+    num_states: list[int],
+    fixed_rows: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Deduplicated packed allowed-token masks of every real (constraint, state).
 
-    Row 0 is the all-zero mask (padding, dead). Rows are padded to a power of two.
+    Row 0 is the all-zero mask (padding, dead). Rows are padded to a power of two, or to
+    ``fixed_rows`` (a capacity's ``mask_rows``).
     """
     kp, qp, _ = next_state.shape
     v = token_class.shape[1]
@@ -418,6 +629,13 @@ def _bitmasks(
                 pattern_row[lo + j] = idx
         mask_row[k, :q_real] = pattern_row[inverse.reshape(-1)]
     m = bucket(len(packed_rows), 8)
+    if fixed_rows is not None:
+        if len(packed_rows) > fixed_rows:
+            raise TableCapacityError(
+                f"ConstraintTables.from_dfas: the batch needs mask_rows={len(packed_rows):,} "
+                f"distinct bitmask rows, but capacity.mask_rows is {fixed_rows:,}"
+            )
+        m = fixed_rows
     bits = np.zeros((m, words), np.uint32)
     bits[: len(packed_rows)] = np.stack(packed_rows)
     return bits, mask_row

@@ -1,7 +1,7 @@
 """Time to first mask, before/after: two checkouts side by side on the same schemas.
 
 Each schema of the official JSON Schema Test Suite (and the SchemaStore schemas that
-compile, see `schema_corpus_bench.py`) is compiled on Llama-3 by two worker processes, one
+compile, see `schema_corpus_bench.py`, and ``--bfcl N`` of BFCL's function schemas) is compiled on Llama-3 by two worker processes, one
 importing ``--baseline`` (a checkout, e.g. ``git worktree add /tmp/perf-base <commit>``) and
 one this checkout, alternating which goes first, so load on a shared machine hits both
 alike. Time to first mask = `compile_json_schema` + `ConstraintTables.from_dfas`, as in
@@ -36,6 +36,7 @@ def main(argv=None) -> int:
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per compile")
     parser.add_argument("--suite-limit", type=int, default=None, help="first N suite groups")
     parser.add_argument("--no-schemastore", action="store_true")
+    parser.add_argument("--bfcl", type=int, default=0, help="BFCL function schemas (sampled)")
     parser.add_argument("--out", default=str(RESULTS), help="results JSON file")
     args = parser.parse_args(argv)
     tok = scb.TOKENIZERS / "llama3" / "tokenizer.json"
@@ -43,6 +44,8 @@ def main(argv=None) -> int:
     if not args.no_schemastore:
         store = scb.schemastore_schemas()
         corpora["schemastore"] = {n: store[n] for n in SCHEMASTORE}
+    if args.bfcl:
+        corpora["bfcl"] = scb.bfcl_schemas(args.bfcl)
     workers = {"before": scb.Worker(tok, args.timeout, args.baseline),
                "after": scb.Worker(tok, args.timeout, str(ROOT))}  # fmt: skip
     results = {"machine": machine(), "baseline": args.baseline, "corpora": {}}

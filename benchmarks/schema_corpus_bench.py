@@ -1,6 +1,6 @@
 """Real-world JSON Schemas: compile every one, and time to first mask.
 
-Two corpora, on the Llama-3 vocabulary (128,256 ids):
+Three corpora, on the Llama-3 vocabulary (128,256 ids):
 
 * **SchemaStore** schemas vendored by the ``check-jsonschema`` package (GitHub workflows, GitLab
   CI, Azure Pipelines, Renovate, ...; ``pip install check-jsonschema``, a bench extra). Each is
@@ -9,6 +9,10 @@ Two corpora, on the Llama-3 vocabulary (128,256 ids):
   cannot be enforced are dropped, with warnings) so the table also says how large the rest is.
 * **The official JSON Schema Test Suite** (draft 2020-12), one schema per test group, as
   `tools/schema_coverage.py` reads it, strict mode.
+* **BFCL function schemas**: the argument schemas of the Berkeley Function Calling
+  Leaderboard's functions (``pip install --no-deps bfcl-eval``; every category with function
+  documents), converted from BFCL's dialect by `_bfcl.parameters_schema`, deduplicated, and
+  sampled (``--bfcl-limit``, default 150) in a fixed order (by the sha256 of the schema), strict mode.
 
 Every compile runs in a worker process with a wall-clock limit (``--timeout``): a compile past it
 is killed and reported as a timeout, so nothing hangs. *Time to first mask* is compile plus the
@@ -67,6 +71,32 @@ def suite_schemas(limit: int | None) -> dict[str, object]:
     return dict(items[:limit] if limit else items)
 
 
+def bfcl_schemas(limit: int | None) -> dict[str, object]:
+    """BFCL's distinct function argument schemas (JSON Schema), the first ``limit`` by the
+    sha256 of their canonical JSON text, named ``file:function``."""
+    import _bfcl
+
+    found: dict[str, tuple[str, object]] = {}
+    for path in sorted(_bfcl.data_dir().glob("BFCL_v4_*.json")):
+        try:
+            rows = _bfcl._jsonl(path)
+        except _bfcl.BfclDataError:
+            continue  # a file that is not JSON lines (format_sensitivity)
+        for q in rows:
+            for fn in q.get("function") or []:
+                schema = _bfcl.parameters_schema(fn)
+                text = json.dumps(schema, sort_keys=True)
+                name = f"{path.stem.removeprefix('BFCL_v4_')}:{fn['name']}"
+                found.setdefault(hashlib.sha256(text.encode()).hexdigest(), (name, schema))
+    picked = [found[k] for k in sorted(found)][:limit]
+    out = {}
+    for name, schema in picked:
+        while name in out:
+            name += "'"
+        out[name] = schema
+    return out
+
+
 # -- the worker -----------------------------------------------------------------------------------
 
 
@@ -113,6 +143,7 @@ def _compile_one(vocab, schema, strict: bool, profile: bool, options: dict) -> d
         "classes": dfa.num_classes,
         "table_bytes": dfa.nbytes,
         "warnings": len(caught),
+        "order_fallbacks": sum(type(w.message).__name__ == "OrderFallbackWarning" for w in caught),
     }
     if prof:
         out = io.StringIO()
@@ -212,6 +243,7 @@ def summary(results: dict) -> dict:
             "first_mask_p50_s": statistics.median(ttfm) if ttfm else None,
             "first_mask_p90_s": _pct(ttfm, 0.9),
             "first_mask_max_s": max(ttfm, default=None),
+            "order_fallbacks": sum(r.get("order_fallbacks", 0) > 0 for r in ok),
         }
     return out
 
@@ -229,8 +261,9 @@ def markdown(results: dict) -> str:
         f"{results['timeout']:.0f} s. Time to first mask = `compile_json_schema` + "
         "`ConstraintTables.from_dfas` (waited for).",
         "",
-        "| corpus | schemas | compiled | refused | timeouts | crashes | p50 | p90 | max |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| corpus | schemas | compiled | of which an object in declared order | refused "
+        "| timeouts | crashes | p50 | p90 | max |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for corpus, s in results["summary"].items():
 
@@ -238,7 +271,8 @@ def markdown(results: dict) -> str:
             return "" if x is None else f"{x * 1000:.0f} ms" if x < 1 else f"{x:.2f} s"
 
         lines.append(
-            f"| {corpus} | {s['schemas']} | {s['compiled']} | {s['refused']} | {s['timeouts']} "
+            f"| {corpus} | {s['schemas']} | {s['compiled']} | {s.get('order_fallbacks', 0)} "
+            f"| {s['refused']} | {s['timeouts']} "
             f"| {s['crashes']} | {f(s['first_mask_p50_s'])} | {f(s['first_mask_p90_s'])} "
             f"| {f(s['first_mask_max_s'])} |"
         )
@@ -250,7 +284,7 @@ def markdown(results: dict) -> str:
         "| schema | strict | time (s) | Q | C | table bytes | lenient |",
         "| --- | --- | ---: | ---: | ---: | ---: | --- |",
     ]
-    for name, r in results["corpora"]["schemastore"].items():
+    for name, r in results["corpora"].get("schemastore", {}).items():
         s, le = r["strict"], r.get("lenient")
         t = s.get("first_mask_s", s.get("seconds"))
         lenient = ""
@@ -270,12 +304,18 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per compile")
     parser.add_argument("--suite-limit", type=int, default=None, help="first N suite groups")
-    parser.add_argument("--no-suite", action="store_true", help="SchemaStore corpus only")
+    parser.add_argument("--no-suite", action="store_true", help="no test-suite corpus")
+    parser.add_argument("--no-bfcl", action="store_true", help="no BFCL corpus")
+    parser.add_argument("--bfcl-limit", type=int, default=150, help="BFCL schemas sampled")
+    parser.add_argument("--no-schemastore", action="store_true", help="no SchemaStore corpus")
     parser.add_argument("--profile", type=int, default=0, help="profile the N slowest compiles")
     parser.add_argument("--write-md", action="store_true", help="update BENCHMARKS.md")
     parser.add_argument("--out", default=str(RESULTS), help="results JSON file")
     parser.add_argument(
-        "--property-order", choices=("any", "declared"), default="any", help="objects' key order"
+        "--property-order",
+        choices=("any", "strict_any", "declared"),
+        default="any",
+        help="objects' key order",
     )
     args = parser.parse_args(argv)
     opts = {"property_order": args.property_order}
@@ -283,7 +323,9 @@ def main(argv=None) -> int:
     tok = TOKENIZERS / "llama3" / "tokenizer.json"
     if not tok.is_file():
         sys.exit(f"needs {tok} (the shared tokenizers folder beside the checkout)")
-    corpora = {"schemastore": schemastore_schemas()}
+    corpora = {} if args.no_schemastore else {"schemastore": schemastore_schemas()}
+    if not args.no_bfcl:
+        corpora["bfcl"] = bfcl_schemas(args.bfcl_limit)
     if not args.no_suite:
         if not SUITE.is_dir():
             sys.exit(f"needs the JSON Schema Test Suite at {SUITE} (or pass --no-suite)")

@@ -30,6 +30,7 @@ _EXPORTS = {
     "CompileTimeoutError": "_errors",
     "UnsupportedSchemaError": "_errors",
     "InvalidSchemaError": "_errors",
+    "OrderFallbackWarning": "_errors",
     "VocabularyError": "_errors",
     "GGUFError": "_errors",
     "IncompatibleVocabularyError": "_errors",

@@ -91,10 +91,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     js.add_argument(
         "--property-order",
-        choices=("any", "declared"),
+        choices=("any", "strict_any", "declared"),
         default="any",
-        help="'any' (default): object properties in any order, as a validator accepts them; "
-        "'declared': in the schema's order only (a smaller automaton)",
+        help="'any' (default): object properties in any order, as a validator accepts them "
+        "(an object past its budget: declared order, with a warning); 'strict_any': any "
+        "order or refuse; 'declared': in the schema's order only (a smaller automaton)",
     )
     gr = sub.add_parser(
         "grammar",

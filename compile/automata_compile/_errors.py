@@ -66,6 +66,17 @@ class UnsupportedSchemaError(AutomataError, ValueError):
         return str(self).replace(self.API_KNOB, knob)
 
 
+class OrderFallbackWarning(UserWarning):
+    """A JSON Schema object is accepted in its declared property order only, where
+    ``property_order="any"`` asked for any order but the object (or the schema with it)
+    outgrew its automaton budget: a sound subset (every accepted text is valid).
+    ``pointer``: the object's JSON pointer (``""`` for the root)."""
+
+    def __init__(self, message: str, pointer: str = ""):
+        super().__init__(message)
+        self.pointer = pointer
+
+
 class InvalidSchemaError(AutomataError, ValueError):
     """A JSON Schema (or dataclass) is malformed or contradictory."""
 

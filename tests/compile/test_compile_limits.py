@@ -219,3 +219,17 @@ def test_forced_run_extraction_has_timeout_checkpoints(vocab):
     with _fsa.limits(1e-9, "the pattern"), pytest.raises(CompileTimeoutError) as info:
         _forced.forced_runs(*args)
     assert "in the forced-run extraction" in str(info.value)
+
+
+def test_json_schema_compiles_end_within_30_s_by_default(vocab):
+    """Issue 20: every compile ends within 30 s with a result or a named error."""
+    import inspect
+
+    default = inspect.signature(ac.compile_json_schema).parameters["timeout_s"].default
+    assert default == 30.0
+    # None: no limit of its own, and an enclosing deadline still applies
+    from automata_compile.automata import _fsa
+
+    assert ac.compile_json_schema({"type": "boolean"}, vocab, timeout_s=None).num_states > 1
+    with _fsa.limits(1e-9, "the job"), pytest.raises(CompileTimeoutError, match="the job"):
+        ac.compile_json_schema(SCHEMA, vocab, timeout_s=None)

@@ -113,6 +113,8 @@ def to_call(x, omit_defaults: bool = False) -> str:
 
 text_st = st.text(st.characters(exclude_categories=("Cs",)), max_size=8)
 floats = st.floats(allow_nan=False, allow_infinity=False, width=64)
+# 64-bit integers: longer digit runs are past the default max_digits=20 (issue 20)
+INT64 = st.integers(-(2**63), 2**63 - 1)
 address_st = st.builds(Address, city=text_st, zip=st.one_of(st.none(), text_st))
 person_st = st.builds(
     Person,
@@ -125,9 +127,9 @@ person_st = st.builds(
     kind=st.sampled_from(["a", "b", 3]),
     tags=st.lists(text_st, max_size=3),
     home=st.one_of(st.none(), address_st),
-    pair=st.tuples(st.integers(), text_st),
+    pair=st.tuples(INT64, text_st),
     many=st.lists(floats, max_size=3).map(tuple),
-    scores=st.dictionaries(text_st, st.integers(), max_size=2),
+    scores=st.dictionaries(text_st, INT64, max_size=2),
 )
 node_st = st.recursive(
     st.builds(Node, value=st.integers(-9, 9), children=st.just([])),

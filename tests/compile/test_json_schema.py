@@ -128,8 +128,9 @@ CASES = [
     ({"type": "boolean"}, [True, False], [0, 1, None, "true"]),
     (
         {"type": "integer"},
-        [0, -7, 10**30, 1.0, -2.0, 1e16, Raw("-0"), Raw("3.000")],
-        [1.5, "1", Raw("01"), Raw("1."), Raw("+1"), Raw("1e5")],
+        [0, -7, 10**19, 1.0, -2.0, 1e16, Raw("-0"), Raw("3.000")],
+        # 21 digits: past the default max_digits=20 (tests/compile/test_json_schema_numbers.py)
+        [1.5, "1", Raw("01"), Raw("1."), Raw("+1"), Raw("1e5"), Raw("1" + "0" * 20)],
     ),
     (
         {"type": "number"},
@@ -149,8 +150,8 @@ CASES = [
     ),
     (
         {"type": "number", "exclusiveMinimum": -0.5},
-        [-0.4999, 0, 10**20, Raw("-0")],
-        [-0.5, -1, Raw("-0.50")],
+        [-0.4999, 0, 10**19, Raw("-0")],
+        [-0.5, -1, Raw("-0.50"), Raw("1" + "0" * 20)],  # 21 digits: past max_digits=20
     ),
     ({"type": "number", "multipleOf": 0.25}, [0, 0.25, -1.5, 100, Raw("2.500")], [0.1, 0.3, 1.2]),
     ({"type": "integer", "multipleOf": 7, "maximum": 30}, [0, 7, 28, -14], [1, 35, 8, 29]),

@@ -262,9 +262,9 @@ MANY = {"type": "object", "properties": {f"p{i}": {"type": "boolean"} for i in r
         ),
     ],
 )
-def test_budget_error_names_the_object(schema, pointer):
+def test_strict_any_budget_error_names_the_object(schema, pointer):
     with pytest.raises(UnsupportedSchemaError) as info:
-        ac.compile_json_schema(schema, BYTES)
+        ac.compile_json_schema(schema, BYTES, property_order="strict_any")
     e = info.value
     assert e.keyword == "properties" and "#" + e.pointer == pointer
     msg = str(e)
@@ -276,13 +276,136 @@ def test_budget_error_names_the_object(schema, pointer):
     )
 
 
-def test_budget_lenient_falls_back_to_declared_order_with_a_warning():
+@pytest.mark.parametrize(
+    "schema,pointer",
+    [
+        (
+            {"type": "object", "properties": {"inner": MANY}, "additionalProperties": False},
+            "#/properties/inner",
+        ),
+        (
+            {
+                "$defs": {"big": MANY},
+                "type": "object",
+                "properties": {"x": {"$ref": "#/$defs/big"}},
+                "additionalProperties": False,
+            },
+            "#/$defs/big",
+        ),
+    ],
+)
+@pytest.mark.parametrize("strict", [True, False])
+def test_default_falls_back_to_declared_order_with_one_warning(schema, pointer, strict):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        dfa = ac.compile_json_schema(MANY, BYTES, strict=False)
-    assert any("declared order only" in str(w.message) for w in caught)
-    assert accepts(dfa, '{"p1": true, "p7": false}')
-    assert not accepts(dfa, '{"p7": false, "p1": true}')
+        dfa = ac.compile_json_schema(schema, BYTES, strict=strict)
+    fallbacks = [w.message for w in caught if isinstance(w.message, ac.OrderFallbackWarning)]
+    assert len(fallbacks) == 1, [str(w.message) for w in caught]
+    assert "#" + fallbacks[0].pointer == pointer and pointer in str(fallbacks[0])
+    assert "declared order only" in str(fallbacks[0])
+    key = "x" if "$defs" in schema else "inner"
+    assert accepts(dfa, json.dumps({key: {"p1": True, "p7": False}}))
+    assert not accepts(dfa, json.dumps({key: {"p7": False, "p1": True}}))
+    assert not accepts(dfa, '{"' + key + '": {"p1": true, "p1": false}}')
+
+
+def test_whole_schema_budget_falls_back_per_object():
+    """Each object fits its own budget but the schema's DFA outgrows max_states in any
+    order: compiled again in declared order, the object named by one warning."""
+    schema = {
+        "type": "object",
+        "properties": {k: {"type": "string", "maxLength": 3} for k in "abcd"},
+        "additionalProperties": False,
+    }
+    with pytest.raises(ac.StateBudgetExceededError):
+        ac.compile_json_schema(schema, BYTES, max_states=800, property_order="strict_any")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dfa = ac.compile_json_schema(schema, BYTES, max_states=800)
+    fallbacks = [w.message for w in caught if isinstance(w.message, ac.OrderFallbackWarning)]
+    assert [w.pointer for w in fallbacks] == [""]
+    assert "max_states=800" in str(fallbacks[0])
+    assert accepts(dfa, '{"a": "x", "c": "yz"}') and not accepts(dfa, '{"c": "yz", "a": "x"}')
+
+
+def test_property_order_is_checked():
+    with pytest.raises(ValueError, match="strict_any"):
+        ac.compile_json_schema({"type": "object"}, BYTES, property_order="sorted")
+    with pytest.raises(TypeError, match="declared_at"):
+        ac.compile_json_schema({"type": "object"}, BYTES, declared_at=frozenset())
+
+
+BIG_VALUES = [
+    {"type": "integer"},
+    {"type": "boolean"},
+    {"type": "string", "maxLength": 3},
+    {"enum": ["x", 1, None]},
+    {"type": "null"},
+]
+BIG_NAMES = [f"k{i}" for i in range(12)]
+
+
+@st.composite
+def big_objects(draw):
+    """Objects of 4 to 12 declared properties: around and past the old any-order budget."""
+    n = draw(st.integers(4, 12))
+    names = BIG_NAMES[:n]
+    props = {k: draw(st.sampled_from(BIG_VALUES)) for k in names}
+    schema = {"type": "object", "properties": props}
+    req = draw(st.lists(st.sampled_from(names), unique=True, max_size=n))
+    if req:
+        schema["required"] = req
+    schema["additionalProperties"] = draw(st.sampled_from([False, {"type": "integer"}]))
+    return schema
+
+
+BIG_SAMPLES = [0, -3, 7, True, False, None, "x", "abc", "abcd", 1.5]
+
+
+def _shuffled_pairs(data, schema, valid_bias: bool):
+    props = schema["properties"]
+    pairs = []
+    for k in props:
+        if k in schema.get("required", []) or data.draw(st.booleans()):
+            pairs.append((k, data.draw(st.sampled_from(BIG_SAMPLES))))
+    if data.draw(st.integers(0, 3)) == 0:
+        pairs.append(("zz", data.draw(st.sampled_from(BIG_SAMPLES))))
+    if data.draw(st.integers(0, 4)) == 0 and pairs:
+        pairs.pop(data.draw(st.integers(0, len(pairs) - 1)))
+    return pairs
+
+
+@settings(  # no shrinking: each example compiles a schema
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+)
+@given(data=st.data(), schema=big_objects())
+def test_large_objects_exact_where_exact_and_a_sound_subset_where_they_fall_back(data, schema):
+    """Shuffled instances against `jsonschema`: with no fallback warning the language is
+    exactly the valid instances in every order; with one, every accepted text is valid,
+    and every valid instance in declared order is accepted."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dfa = compiled(schema)
+    fell_back = any(isinstance(w.message, ac.OrderFallbackWarning) for w in caught)
+    validator = jsonschema.Draft202012Validator(schema)
+    order = {k: i for i, k in enumerate(schema["properties"])}
+    for _ in range(30):
+        pairs = _shuffled_pairs(data, schema, True)
+        valid = validator.is_valid(dict(pairs))
+        for ordered in (pairs, data.draw(st.permutations(pairs))):
+            got = accepts(dfa, text_of(ordered))
+            in_declared_order = [order.get(k, len(order)) for k, _ in ordered] == sorted(
+                order.get(k, len(order)) for k, _ in ordered
+            )
+            if not fell_back:
+                assert got == valid, (schema, ordered)
+            else:
+                assert not got or valid, (schema, ordered)  # never an invalid instance
+                if valid and in_declared_order:
+                    assert got, (schema, ordered)
 
 
 # ------------------------------------------------------------------------------------------
@@ -344,10 +467,49 @@ def test_cli_property_order(mistral_sp_path, tmp_path):
             [*cli, *flags], input=json.dumps(MANY), capture_output=True, text=True, timeout=300
         )
 
-    proc = run()
+    proc = run("--property-order", "strict_any")
     assert proc.returncode == 2 and not out.exists()
     assert "object at # has 24 properties" in proc.stderr
-    assert "--property-order declared" in proc.stderr and "--lenient" in proc.stderr
+    assert "--property-order declared" in proc.stderr
+    proc = run()  # the default: declared order for this object, with a warning naming it
+    assert proc.returncode == 0, proc.stderr
+    assert "declared order only" in proc.stderr and "[object #]" in proc.stderr
+    out.unlink()
     proc = run("--property-order", "declared")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["states"] > 1 and ac.TokenDFA.load(out).num_states > 1
+
+
+def test_any_order_past_its_time_share_falls_back_within_the_rest(monkeypatch):
+    """The any-order try gets half of timeout_s; past it, the objects it built in any
+    order are compiled in declared order (one warning each) in the time left."""
+    from automata_compile import CompileTimeoutError
+    from automata_compile.frontends.json_schema import _api
+
+    real = _api._compile
+    calls = []
+
+    def slow_first(schema, opts, *args):
+        calls.append(sorted(opts.declared_at))
+        if len(calls) == 1:
+            _api.byte_language(schema, opts)  # builds the objects in any order, then "times out"
+            raise CompileTimeoutError("compiling the schema ran past timeout_s=5 s")
+        return real(schema, opts, *args)
+
+    monkeypatch.setattr(_api, "_compile", slow_first)
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "boolean"}},
+        "additionalProperties": False,
+    }
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dfa = ac.compile_json_schema(schema, BYTES, timeout_s=10)
+    assert calls == [[], [""]]
+    (w,) = [w.message for w in caught if isinstance(w.message, ac.OrderFallbackWarning)]
+    assert w.pointer == "" and "past 50% of timeout_s" in str(w)
+    assert accepts(dfa, '{"a": 1, "b": true}') and not accepts(dfa, '{"b": true, "a": 1}')
+    # strict_any and no timeout: the error stands
+    calls.clear()
+    with pytest.raises(CompileTimeoutError):
+        ac.compile_json_schema(schema, BYTES, timeout_s=10, property_order="strict_any")

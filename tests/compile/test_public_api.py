@@ -23,6 +23,7 @@ EXPECTED_ALL = [
     "InvalidPatternError",
     "InvalidSchemaError",
     "LeftRecursionError",
+    "OrderFallbackWarning",
     "StateBudgetExceededError",
     "TableFormatError",
     "TokenDFA",

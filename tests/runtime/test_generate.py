@@ -402,3 +402,84 @@ def test_prefill_computes_only_the_last_slot_when_the_step_takes_logits_at(fast_
     assert seen[0] == (tokens.shape[1], (2,))  # the prefill, traced first
     np.testing.assert_array_equal(outs[0].tokens, outs[1].tokens)
     np.testing.assert_array_equal(outs[0].lengths, outs[1].lengths)
+
+
+# -- a fixed TableCapacity: a new schema swaps in with no retrace (issue 20) ----------------------
+
+
+def test_new_json_schema_in_a_fixed_capacity_runs_with_no_retrace():
+    """Schema A (a DFA), then B (a pushdown automaton), then C, in tables of one
+    `TableCapacity`: the decoding loop is traced and compiled once."""
+    import json
+
+    import jsonschema
+
+    import automata_compile as ac
+    from automata_jax import _generate
+
+    eos = 256
+    vocab = ac.Vocabulary.from_bytes(
+        [bytes([i]) for i in range(256)] + [b"<eos>"], eos_ids=[eos], special_ids=[eos]
+    )
+    schemas = [
+        {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"enum": ["x", "yz"]}},
+            "required": ["a", "b"],
+            "additionalProperties": False,
+        },
+        {"type": "array", "items": {}, "minItems": 1, "maxItems": 2},  # free items: a PDA
+        {"type": "boolean"},
+    ]
+    dfas = [ac.compile_json_schema(s, vocab, whitespace="compact") for s in schemas]
+    assert [d.is_pda for d in dfas] == [False, True, False]
+    capacity = aj.TableCapacity(states=2048, classes=256, constraints=2, stack=16)
+    model = FakeModel(vocab_size=257)
+    params = model.init_params()
+    counting = CountingStep(model.apply_step)
+    tokens, mask = aj.pad_prompts([[1, 2, 3], [4]], pad_id=0)
+    compiled = []
+    for i, (schema, dfa) in enumerate(zip(schemas, dfas, strict=True)):
+        tables = ConstraintTables.from_dfas([dfa], vocab_size=257, capacity=capacity)
+        assert tables.capacity == capacity
+        out = aj.generate(
+            counting,
+            params,
+            tokens,
+            tables,
+            np.asarray([0, 0], np.int32),
+            prompt_mask=mask,
+            pad_id=0,
+            sampler=Temperature(1.0),
+            max_new_tokens=24,
+            rng=jax.random.key(i),
+            cache=model.init_cache,
+        )
+        compiled.append(_generate._generate_jit._cache_size())
+        assert not np.asarray(out.states.error).any()
+        for row, n, ok in zip(
+            np.asarray(out.tokens), np.asarray(out.lengths), out.accepted, strict=True
+        ):
+            if bool(ok):  # a finished row is a valid instance
+                text = bytes(int(t) for t in row[:n] if t != eos).decode()
+                assert jsonschema.Draft202012Validator(schema).is_valid(json.loads(text)), text
+    assert counting.calls == 2  # one trace: prefill + loop body
+    assert compiled[1:] == compiled[:1] * 2  # no new XLA compilation for B and C
+
+
+def test_tables_without_a_capacity_of_a_dfa_and_a_pda_differ_in_structure():
+    """Why the capacity exists: bucketed tables of a DFA and of a PDA have different trees."""
+    import automata_compile as ac
+
+    vocab = ac.Vocabulary.from_bytes(
+        [bytes([i]) for i in range(256)] + [b"<eos>"], eos_ids=[256], special_ids=[256]
+    )
+    a = ac.compile_json_schema({"type": "boolean"}, vocab)
+    b = ac.compile_json_schema({"type": "array"}, vocab)
+    ta = ConstraintTables.from_dfas(a, vocab_size=257)
+    tb = ConstraintTables.from_dfas(b, vocab_size=257)
+    assert jax.tree.structure(ta) != jax.tree.structure(tb)
+    cap = aj.TableCapacity.fitting([a, b])
+    ta, tb = (ConstraintTables.from_dfas(d, vocab_size=257, capacity=cap) for d in (a, b))
+    assert jax.tree.structure(ta) == jax.tree.structure(tb)
+    assert jax.tree.map(jnp.shape, ta) == jax.tree.map(jnp.shape, tb)

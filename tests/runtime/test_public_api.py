@@ -32,6 +32,8 @@ PUBLIC = [
     "RuntimeDtypeError",
     "RuntimeShapeError",
     "Sampler",
+    "TableCapacity",
+    "TableCapacityError",
     "Temperature",
     "TopK",
     "TopP",

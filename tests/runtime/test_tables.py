@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import numpy as np
 import pytest
@@ -163,3 +165,125 @@ def test_bitmask_rows_equal_gather_masks():
     assert not unpacked[0].any()  # row 0: nothing (padding)
     # (ab)+c? state 3 and b*c state 1 allow nothing: deduplicated into row 0.
     assert rows[0, 3] == rows[1, 1] == 0
+
+
+# -- a fixed capacity (issue 20) ----------------------------------------------------------------
+
+
+def _leaves(tables):
+    return {k: np.asarray(v) for k, v in vars(tables).items() if hasattr(v, "shape")}
+
+
+def test_capacity_fixes_every_shape_and_keeps_the_tables():
+    from automata_jax import TableCapacity
+
+    cap = TableCapacity(states=16, classes=8, constraints=2, forced=4)
+    a = ConstraintTables.from_dfas(toy_dfa(), vocab_size=8, capacity=cap)
+    b = ConstraintTables.from_dfas([b_star_c(), toy_dfa()], vocab_size=8, capacity=cap)
+    assert a.capacity == b.capacity == cap
+    assert jax.tree.structure(a) == jax.tree.structure(b)
+    assert jax.tree.map(np.shape, a) == jax.tree.map(np.shape, b)
+    assert a.padded_shape == (2, 16, 8)
+    # the real part is what bucketing gives
+    plain = ConstraintTables.from_dfas(toy_dfa(), vocab_size=8)
+    ns = np.asarray(a.next_state)
+    np.testing.assert_array_equal(ns[0, :8, :8], np.asarray(plain.next_state)[0])
+    assert (ns[0, 8:] == -1).all() and (ns[1] == -1).all()
+    assert not np.asarray(a.viable)[1].any() and int(a.num_constraints) == 1
+
+
+def test_capacity_of_bucketed_tables_rebuilds_the_same_tree():
+    t = ConstraintTables.from_dfas([toy_dfa(), b_star_c()], vocab_size=8, mask_impl="bitmask")
+    again = ConstraintTables.from_dfas(
+        [b_star_c()], vocab_size=8, mask_impl="bitmask", capacity=t.capacity
+    )
+    assert jax.tree.structure(t) == jax.tree.structure(again)
+    assert jax.tree.map(np.shape, t) == jax.tree.map(np.shape, again)
+
+
+def test_a_constraint_past_the_capacity_names_the_dimension():
+    from automata_jax import TableCapacity, TableCapacityError
+
+    with pytest.raises(
+        TableCapacityError, match=r"constraint #0 .*needs states=4, but capacity.states is 2"
+    ):
+        ConstraintTables.from_dfas(toy_dfa(), vocab_size=8, capacity=TableCapacity(2, 8))
+    with pytest.raises(TableCapacityError, match="needs classes=5, but capacity.classes is 4"):
+        ConstraintTables.from_dfas(toy_dfa(), vocab_size=8, capacity=TableCapacity(8, 4))
+    with pytest.raises(TableCapacityError, match="2 constraints, but capacity.constraints is 1"):
+        ConstraintTables.from_dfas(
+            [toy_dfa(), b_star_c()], vocab_size=8, capacity=TableCapacity(8, 8)
+        )
+    with pytest.raises(TableCapacityError, match="capacity.mask_rows is 1"):
+        ConstraintTables.from_dfas(
+            toy_dfa(), vocab_size=8, mask_impl="bitmask", capacity=TableCapacity(8, 8, mask_rows=1)
+        )
+    assert issubclass(TableCapacityError, RuntimeShapeError)
+
+
+def test_a_grammar_needs_a_capacity_with_a_stack():
+    import automata_compile as ac
+    from automata_jax import TableCapacity, TableCapacityError
+
+    vocab = ac.Vocabulary.from_bytes(
+        [bytes([i]) for i in range(256)] + [b"<eos>"], eos_ids=[256], special_ids=[256]
+    )
+    pda = ac.compile_grammar('start: "(" start ")" | "x"', vocab)
+    with pytest.raises(TableCapacityError, match="capacity.stack is 0"):
+        ConstraintTables.from_dfas(pda, vocab_size=257, capacity=TableCapacity(64, 64))
+    cap = TableCapacity.fitting([pda])
+    assert cap.stack == 64 and cap.states >= pda.num_states
+    with pytest.raises(TableCapacityError, match="context_edges"):
+        ConstraintTables.from_dfas(
+            pda, vocab_size=257, capacity=dataclasses.replace(cap, context_edges=0)
+        )
+    t = ConstraintTables.from_dfas(pda, vocab_size=257, capacity=cap)
+    assert t.has_stack and t.stack_size == 64 and t.capacity == cap
+
+
+def test_forced_runs_are_cut_to_the_capacity():
+    import automata_compile as ac
+    from automata_jax import TableCapacity
+
+    vocab = ac.Vocabulary.from_bytes(
+        [bytes([i]) for i in range(256)] + [b"<eos>"], eos_ids=[256], special_ids=[256]
+    )
+    dfa = ac.compile_regex("abcdefgh(x|y)", vocab)
+    assert int(dfa.forced_len.max()) == 8
+    full = ConstraintTables.from_dfas(dfa, vocab_size=257)
+    cut = ConstraintTables.from_dfas(
+        dfa, vocab_size=257, capacity=TableCapacity(states=16, classes=16, forced=2)
+    )
+    assert np.asarray(cut.forced_tokens).shape[2] == 2
+    q = dfa.num_states
+    np.testing.assert_array_equal(
+        np.asarray(cut.forced_len)[0, :q], np.minimum(np.asarray(full.forced_len)[0, :q], 2)
+    )
+    np.testing.assert_array_equal(
+        np.asarray(cut.forced_tokens)[0, :q], np.asarray(full.forced_tokens)[0, :q, :2]
+    )
+    np.testing.assert_array_equal(
+        np.asarray(cut.forced_states)[0, :q], np.asarray(full.forced_states)[0, :q, :2]
+    )
+    none = ConstraintTables.from_dfas(dfa, vocab_size=257, capacity=TableCapacity(16, 16))
+    assert none.forced_tokens is None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"states": 0, "classes": 8}, r"TableCapacity.states: expected an int >= 1"),
+        ({"states": 8, "classes": True}, r"TableCapacity.classes"),
+        ({"states": 8, "classes": 8, "stack": 4, "pops": 0}, "needs pushes, push_len and pops"),
+    ],
+)
+def test_bad_capacity(kwargs, match):
+    from automata_jax import TableCapacity
+
+    with pytest.raises(RuntimeShapeError, match=match):
+        TableCapacity(**kwargs)
+    with pytest.raises(RuntimeShapeError, match="leave them at their defaults"):
+        ConstraintTables.from_dfas(
+            toy_dfa(), vocab_size=8, min_states=16, capacity=TableCapacity(8, 8)
+        )
+    hash(TableCapacity(8, 8))

@@ -52,6 +52,16 @@ Options (all keyword-only):
     an exponent, so a model cannot loop on zeros either. ``json.dumps`` writes at most one
     such zero (``12.0``), so every instance keeps its ``json.dumps`` spelling for any
     ``max_filler >= 1``; ``0`` accepts no filler at all (then ``12.0`` is refused).
+  max_digits: bound of each run of digits in numbers (default 20; ``None``: unbounded):
+    an integer part, an exponent after its leading zeros and a fraction (in all, its at
+    most ``max_filler`` trailing zeros included) have at most this many digits, so a model
+    cannot loop on digits (``{"n": 1000000000000…``); a fraction compared with a bound
+    (``minimum``, ``maximum``, ...) has at most this many digits up to its last non-zero
+    digit, then at most ``max_filler`` zeros. ``json.dumps`` writes at most
+    20 digits in a run for a double (16 integer digits, 20 fraction digits: ``0.000``
+    and 17 significant ones) or a 64-bit integer, and ``max_digits`` must be at least 20,
+    so those spellings are always accepted. Literals (``enum``/``const``) and integers
+    between bounds that need more digits keep them.
   recursion: ``"stack"`` (default) compiles schema-free values (under ``{}``, ``true``,
     absent ``additionalProperties``, ``items``, ...) and recursive ``$ref`` to grammar rules
     (`_rules`): the schema becomes a pushdown automaton (a `TokenDFA` with ``is_pda``) whose
@@ -89,16 +99,20 @@ Options (all keyword-only):
   assert_format: ``True`` (default) enforces ``format`` (the specification's optional
     format-assertion behaviour); ``False`` treats it as an annotation, as a 2020-12
     validator does by default. Unknown format names are annotations either way.
-  property_order: ``"any"`` (default) or ``"declared"`` (see above). Any order needs an
-    automaton state per set of declared properties already written, each with its own
-    copy of the property values' automata: an object of n properties costs about
-    ``2**(n-1)`` times the states of its values (``"declared"``: once). Each object may
-    add at most 20,000 estimated byte-automaton states to what declared order needs
-    (and have at most 4,096 counting states); past that, strict mode raises
-    `UnsupportedSchemaError` (keyword ``properties``, the object's pointer, its number of
-    properties) and ``strict=False`` accepts that object in declared order with a
-    warning. In practice: up to 4-5 properties with short values, fewer with long bounded
-    strings or free ``additionalProperties`` (see BENCHMARKS.md).
+  property_order: ``"any"`` (default), ``"strict_any"`` or ``"declared"`` (see above). Any
+    order needs an automaton state per set of declared properties already written, each
+    with its own copy of the property values' automata: an object of n properties costs
+    about ``2**(n-1)`` times the states of its values (``"declared"``: once). Each object
+    may add at most 20,000 estimated byte-automaton states to what declared order needs
+    (and have at most 4,096 counting states). Past that, ``"any"`` accepts that object in
+    declared order (a subset of its valid spellings, never an invalid instance) with one
+    `OrderFallbackWarning` naming it by JSON pointer; so does a whole schema whose
+    automaton outgrows ``max_states`` (or another automaton budget) with its objects in
+    any order: it is compiled again with each of them in declared order, each named by a
+    warning. ``"strict_any"`` raises `UnsupportedSchemaError` instead (keyword
+    ``properties``, the object's pointer, its number of properties). In practice: up to
+    4-5 properties with short values, fewer with long bounded strings or free
+    ``additionalProperties`` (see BENCHMARKS.md).
 
 Formats enforced exactly: ``date-time``, ``date``, ``time`` (see ``leap_seconds``),
 ``duration``, ``email`` (RFC 5321 mailbox, address literals included), ``ipv4``, ``ipv6``,
@@ -154,6 +168,7 @@ import json
 import warnings
 
 from automata_compile._errors import (
+    CompileTimeoutError,
     GrammarConflictError,
     InvalidSchemaError,
     StateBudgetExceededError,
@@ -163,7 +178,8 @@ from automata_compile.frontends.grammar._byte_pda import build_byte_pda
 from automata_compile.frontends.grammar._lark_reader import GrammarIR
 from automata_compile.frontends.json_schema import _content as sf
 from automata_compile.frontends.json_schema._content import TooComplexError
-from automata_compile.frontends.json_schema._emitter import _Emitter
+from automata_compile.frontends.json_schema._emitter import _Emitter, order_fallback_warning
+from automata_compile.frontends.json_schema._numbers import MIN_DIGITS
 from automata_compile.frontends.json_schema._resolver import _DEFAULT_BASE, _loc, _Refuse
 from automata_compile.frontends.json_schema._rules import (
     ROOT,
@@ -195,19 +211,33 @@ def _load(schema):
     return schema
 
 
+_INTERNAL = ("declared_at", "any_ordered", "order_warned")
+
+
 def _options(kw) -> _Options:
+    for name in _INTERNAL:
+        if name in kw:
+            raise TypeError(f"unexpected keyword argument {name!r}")
     opts = _Options(**kw)
     if opts.string_escapes not in ("standard", "any", "minimal"):
         raise ValueError(
             f"string_escapes must be 'standard', 'any' or 'minimal', got {opts.string_escapes!r}"
         )
-    if opts.property_order not in ("any", "declared"):
-        raise ValueError(f"property_order must be 'any' or 'declared', got {opts.property_order!r}")
+    if opts.property_order not in ("any", "strict_any", "declared"):
+        raise ValueError(
+            f"property_order must be 'any', 'strict_any' or 'declared', got {opts.property_order!r}"
+        )
     if opts.recursion not in ("stack", "unroll"):
         raise ValueError(f"recursion must be 'stack' or 'unroll', got {opts.recursion!r}")
     if opts.leap_seconds not in ("utc", "exact", "none"):
         raise ValueError(
             f"leap_seconds must be 'utc', 'exact' or 'none', got {opts.leap_seconds!r}"
+        )
+    d = opts.max_digits
+    if d is not None and (isinstance(d, bool) or not isinstance(d, int) or d < MIN_DIGITS):
+        raise ValueError(
+            f"max_digits must be None or an int >= {MIN_DIGITS} (json.dumps writes up to "
+            f"{MIN_DIGITS} digits in a run for a double or a 64-bit integer), got {d!r}"
         )
     for name in ("max_whitespace", "max_filler", "max_nesting_depth", "max_recursion_depth"):
         v = getattr(opts, name)
@@ -392,7 +422,7 @@ def json_schema_to_regex(schema, **options) -> str:
     except sf.NotPrintableError as e:
         hint = (
             '; objects in any property order need one: pass property_order="declared" for a regex'
-            if opts.property_order == "any"
+            if opts.property_order in ("any", "strict_any")
             else ""
         )
         raise UnsupportedSchemaError(
@@ -403,8 +433,19 @@ def json_schema_to_regex(schema, **options) -> str:
         ) from None
 
 
+DEFAULT_TIMEOUT_S = 30.0
+# The share of ``timeout_s`` the first try of ``property_order="any"`` gets (see
+# `compile_json_schema`).
+ANY_ORDER_TIME_SHARE = 0.5
+
+
 def compile_json_schema(
-    schema, vocab, *, max_states: int | None = None, timeout_s: float | None = None, **options
+    schema,
+    vocab,
+    *,
+    max_states: int | None = None,
+    timeout_s: float | None = DEFAULT_TIMEOUT_S,
+    **options,
 ):
     """Compiles a JSON Schema into a `TokenDFA` for ``vocab`` (see the module docstring
     for the options); the schema's IR goes to the byte automaton directly, or, where it
@@ -414,9 +455,12 @@ def compile_json_schema(
     Compile budgets: ``max_states`` bounds the byte DFA (default 100,000; its work budget
     scales with it) and string/``multipleOf`` automata have their own fixed budgets; past
     one, `StateBudgetExceededError` (or, for a string constraint, `UnsupportedSchemaError`
-    with the budget in its message). ``timeout_s`` (default none) bounds the whole compile's
-    wall-clock time, checked at the automaton core's checkpoints; past it,
-    `CompileTimeoutError`. Both messages name the subschema's JSON pointer when the
+    with the budget in its message). ``timeout_s`` (default 30 s; ``None``: no limit of its
+    own) bounds the whole compile's wall-clock time, checked at the automaton core's
+    checkpoints; past it, `CompileTimeoutError`. With ``property_order="any"`` the schema
+    with its objects in any order gets half of it: past that (or past ``max_states``), it is
+    compiled again with those objects in declared order, each named by an
+    `OrderFallbackWarning`, within the rest of the time. Both messages name the subschema's JSON pointer when the
     translation was building one (``while building #/properties/x``).
 
     Example:
@@ -427,27 +471,67 @@ def compile_json_schema(
       >>> dfa.accepts(list(b"true")), dfa.accepts(list(b"yes"))
       (True, False)
     """
-    from automata_compile._compile import compile_ir
     from automata_compile.automata import _fsa
 
     schema = _load(schema)
     opts = _options(options)
     spec = json.dumps(schema, ensure_ascii=False, separators=(",", ":"))
     with _fsa.limits(timeout_s, "the schema"):
-        node, pda = byte_language(schema, opts, max_states=max_states)
-        if pda is None:
-            try:
-                return compile_ir(
-                    node,
-                    vocab,
-                    max_states=max_states,
-                    spec_kind="json_schema",
-                    spec=spec,
-                    what="the schema",
-                )
-            except StateBudgetExceededError:
-                # a regular schema too large as a DFA: large values it repeats become rules
-                _, pda = byte_language(schema, opts, max_states=max_states, share=True)
-                if pda is None:
+        # with any order, the first try gets a share of the time: past it, its objects in
+        # any order are compiled again in declared order within the rest of the time
+        share = (
+            timeout_s * ANY_ORDER_TIME_SHARE if timeout_s and opts.property_order == "any" else None
+        )
+        try:
+            with _fsa.limits(share, "the schema with its objects in any property order"):
+                return _compile(schema, opts, vocab, max_states, spec)
+        except (StateBudgetExceededError, UnsupportedSchemaError, CompileTimeoutError) as e:
+            retry = _order_fallback(opts, e)
+            if retry is None:
+                if not (isinstance(e, CompileTimeoutError) and share is not None):
                     raise
-        return token_pda(pda, vocab, spec_kind="json_schema", spec=spec)
+                retry = opts  # past the share with no object in any order: the rest of the time
+        return _compile(schema, retry, vocab, max_states, spec)
+
+
+def _order_fallback(opts: _Options, e: Exception) -> _Options | None:
+    """With ``property_order="any"``, the options that compile the objects built in any
+    order in declared order instead, each named by a warning, where the whole schema
+    outgrew a budget (``e``); None where that cannot help."""
+    if opts.property_order != "any" or not opts.any_ordered or opts.declared_at:
+        return None
+    if isinstance(e, UnsupportedSchemaError) and e.keyword is not None:
+        return None  # a keyword's own refusal: not the objects' size
+    if isinstance(e, CompileTimeoutError):
+        e = f"past {ANY_ORDER_TIME_SHARE:.0%} of timeout_s"
+    objects = sorted(set(opts.any_ordered))
+    for ptr in objects:
+        order_fallback_warning(
+            opts,
+            ptr,
+            f"the schema's automaton with the object at {_loc(ptr)} in any property order "
+            f"outgrows its budget ({e})",
+        )
+    return dataclasses.replace(opts, declared_at=frozenset(objects), any_ordered=[])
+
+
+def _compile(schema, opts: _Options, vocab, max_states, spec):
+    from automata_compile._compile import compile_ir
+
+    node, pda = byte_language(schema, opts, max_states=max_states)
+    if pda is None:
+        try:
+            return compile_ir(
+                node,
+                vocab,
+                max_states=max_states,
+                spec_kind="json_schema",
+                spec=spec,
+                what="the schema",
+            )
+        except StateBudgetExceededError:
+            # a regular schema too large as a DFA: large values it repeats become rules
+            _, pda = byte_language(schema, opts, max_states=max_states, share=True)
+            if pda is None:
+                raise
+    return token_pda(pda, vocab, spec_kind="json_schema", spec=spec)

@@ -9,7 +9,11 @@ from __future__ import annotations
 import warnings
 from fractions import Fraction
 
-from automata_compile._errors import EmptyLanguageError, UnsupportedSchemaError
+from automata_compile._errors import (
+    EmptyLanguageError,
+    OrderFallbackWarning,
+    UnsupportedSchemaError,
+)
 from automata_compile.automata import _byte_dfa, _char_dfa
 from automata_compile.automata._ir import NEVER, Automaton
 from automata_compile.frontends.json_schema import _content as sf
@@ -98,7 +102,7 @@ class _Emitter:
             sf.lit("null"),
             sf.lit("true"),
             sf.lit("false"),
-            number_text(self.opts.max_filler),
+            number_text(self.opts.max_filler, self.opts.max_digits),
             self.string(sf.ANY_STRING),
         ]
         if depth < 0:
@@ -164,7 +168,7 @@ class _Emitter:
         if n.values is not None:
             return sf.alt(*(_number_literal(v, self.opts.max_filler) for v in sorted(n.values)))
         if n.is_free():
-            return number_text(self.opts.max_filler)
+            return number_text(self.opts.max_filler, self.opts.max_digits)
         if (
             n.lo is None
             and n.hi is None
@@ -172,8 +176,8 @@ class _Emitter:
             and not n.excluded
             and n.mults == {Fraction(1)}
         ):
-            return integer_text(self.opts.max_filler)
-        return _constrained_number(n, self.opts.max_filler)
+            return integer_text(self.opts.max_filler, self.opts.max_digits)
+        return _constrained_number(n, self.opts.max_filler, self.opts.max_digits)
 
     def array(self, a: _Arr):
         if a.contains:
@@ -275,11 +279,16 @@ class _Emitter:
             rest_nodes.append(sf.seq(self.string(kd), self.colon, self.value(s)))
         rest = sf.alt(*rest_nodes)
         # with one kind of property the two orders are one language
-        if self.opts.property_order == "any" and len(items) + (not sf.is_never(rest)) > 1:
+        ptr = o.at if o.at is not None else ""
+        if (
+            self.opts.property_order in ("any", "strict_any")
+            and len(items) + (not sf.is_never(rest)) > 1
+            and ptr not in self.opts.declared_at
+        ):
             try:
-                return self.wrap(
-                    "{", self._object_counted(o, items, rest, declared, True), "}", True
-                )
+                node = self._object_counted(o, items, rest, declared, True)
+                self.opts.any_ordered.append(ptr)
+                return self.wrap("{", node, "}", True)
             except _OrderBudget as e:
                 self._order_refused(o, items, e)
         if o.need or o.min > 0 or o.max is not None:
@@ -413,7 +422,9 @@ class _Emitter:
         return hit[1]
 
     def _order_refused(self, o: _Obj, items, e: _OrderBudget) -> None:
-        """Strict mode raises; lenient mode warns that the object falls back to declared order."""
+        """``property_order="strict_any"`` raises; otherwise the object falls back to its
+        declared order (a subset of its instances' spellings, never an invalid one), with
+        one warning naming it."""
         ptr = o.at if o.at is not None else ""
         msg = (
             f"the object at {_loc(ptr)} has {len(items)} properties; accepting them in any "
@@ -421,19 +432,31 @@ class _Emitter:
             f"({2 ** len(items):,} sets, each with its own copy of the property values), past the "
             f"budget of one object ({e.reason})"
         )
-        if self.opts.strict:
+        if self.opts.property_order == "strict_any":
             raise UnsupportedSchemaError(
-                f'{msg}. Pass property_order="declared" (--property-order declared on the '
-                "command line) to accept the properties in the schema's order only, or "
-                "strict=False to do so for this object with a warning.",
+                f'{msg}. Pass property_order="any" (the default) to accept this object in '
+                'the schema\'s declared order with a warning, or property_order="declared" '
+                "(--property-order declared on the command line) for declared order everywhere.",
                 keyword="properties",
                 pointer=ptr,
             )
-        warnings.warn(
-            f"{msg}: its properties are accepted in the schema's declared order only "
-            "(valid instances in another order are rejected)",
-            stacklevel=5,
-        )
+        order_fallback_warning(self.opts, ptr, msg)
+
+
+def order_fallback_warning(opts: _Options, ptr: str, why: str) -> None:
+    """The one warning (per compile) of an object that falls back from any order to
+    declared order."""
+    if ptr in opts.order_warned:
+        return
+    opts.order_warned.add(ptr)
+    warnings.warn(
+        OrderFallbackWarning(
+            f"{why}: its properties are accepted in the schema's declared order only "
+            f"(valid instances in another order are rejected) [object {_loc(ptr)}]",
+            ptr,
+        ),
+        stacklevel=2,
+    )
 
 
 # Budget of one any-order object (see `_OrderBudget`), measured in BENCHMARKS.md: about

@@ -23,11 +23,36 @@ def _digits(lo: int, hi: int):
     return sf.chars([(0x30 + lo, 0x30 + hi)]) if lo <= hi else NEVER
 
 
-_UINT = sf.alt(_ZERO, sf.seq(_DIGIT19, sf.star(_DIGIT)))
-# Canonical fraction digit strings: no trailing zero (C may be empty, C1 may not).
-_C1 = sf.seq(sf.star(_DIGIT), _DIGIT19)
-_C = sf.opt(_C1)
 _E = sf.chars([(0x45, 0x45), (0x65, 0x65)])
+
+# Digit runs are bounded by ``max_digits`` = d (None: unbounded), so a model cannot loop
+# on digits: at most d digits in an integer part, in an exponent after its leading zeros
+# and in a fraction (`frac_any`: in all, its trailing zeros included: counting the digits
+# before the zeros too would multiply the two counters); a fraction compared with a bound
+# (`_frac_text`) has at most d digits up to its last non-zero digit, then the zeros.
+# json.dumps writes at most 16 integer digits, 20 fraction digits (0.000 and 17
+# significant digits) and 3 exponent digits for a double, and at most 20 digits for a
+# 64-bit integer, so every d >= MIN_DIGITS keeps those spellings.
+MIN_DIGITS = 20
+
+
+def _run(lo: int, d: int | None):
+    """lo .. d digits (lo or more where d is None)."""
+    return sf.rep(_DIGIT, lo, None if d is None else max(d, lo))
+
+
+@functools.cache
+def _uint(d: int | None):
+    """Canonical unsigned integers of at most d digits."""
+    return sf.alt(_ZERO, sf.seq(_DIGIT19, _run(0, None if d is None else d - 1)))
+
+
+@functools.cache
+def _c1(d: int | None):
+    """Canonical fraction digit strings (non-empty, no trailing zero), at most d digits."""
+    if d is not None and d <= 0:
+        return NEVER
+    return sf.seq(_run(0, None if d is None else d - 1), _DIGIT19)
 
 
 # Filler runs (zeros that do not change the value) are bounded by ``max_filler`` = k, as
@@ -41,30 +66,39 @@ def frac_zero(k: int):
 
 
 @functools.cache
-def frac_any(k: int):
-    """'' or '.digits' with at most k trailing zeros."""
+def frac_any(k: int, d: int | None = None):
+    """'' or '.digits' with at most k trailing zeros and at most d digits in all (d <= k:
+    one counter; a bound on the digits before the zeros would multiply the two runs)."""
+    if d is not None and d <= k:
+        return sf.opt(sf.seq(_DOT, sf.rep(_DIGIT, 1, d)))
     zeros = sf.rep(_ZERO, 1, k) if k > 0 else NEVER
-    return sf.opt(sf.seq(_DOT, sf.alt(sf.seq(_C1, sf.rep(_ZERO, 0, k)), zeros)))
+    if d is None:
+        return sf.opt(sf.seq(_DOT, sf.alt(sf.seq(_c1(None), sf.rep(_ZERO, 0, k)), zeros)))
+    # j trailing zeros after the last non-zero digit, d digits in all
+    body = sf.alt(*(sf.seq(_c1(d - j), sf.rep(_ZERO, j, j)) for j in range(k + 1)), zeros)
+    return sf.opt(sf.seq(_DOT, body))
 
 
 @functools.cache
-def _exp(k: int):
+def _exp(k: int, d: int | None = None):
     digits = sf.alt(
-        sf.seq(sf.rep(_ZERO, 0, k), _DIGIT19, sf.star(_DIGIT)), sf.rep(_ZERO, 1, k) if k else NEVER
+        sf.seq(sf.rep(_ZERO, 0, k), _DIGIT19, _run(0, None if d is None else d - 1)),
+        sf.rep(_ZERO, 1, k) if k else NEVER,
     )
     return sf.seq(_E, sf.opt(sf.chars([(0x2B, 0x2B), (0x2D, 0x2D)])), digits)
 
 
 @functools.cache
-def number_text(k: int):
-    """Every JSON number (RFC 8259 grammar) with filler runs of at most k zeros."""
-    return sf.seq(sf.opt(_MINUS), _UINT, frac_any(k), sf.opt(_exp(k)))
+def number_text(k: int, d: int | None = None):
+    """Every JSON number (RFC 8259 grammar) with filler runs of at most k zeros and digit
+    runs of at most d digits."""
+    return sf.seq(sf.opt(_MINUS), _uint(d), frac_any(k, d), sf.opt(_exp(k, d)))
 
 
 @functools.cache
-def plain_text(k: int):
+def plain_text(k: int, d: int | None = None):
     """Plain decimals (no exponent) with at most k trailing fraction zeros."""
-    return sf.seq(sf.opt(_MINUS), _UINT, frac_any(k))
+    return sf.seq(sf.opt(_MINUS), _uint(d), frac_any(k, d))
 
 
 def _uint_fixed(lo: str, hi: str):
@@ -134,13 +168,15 @@ _BIG_EXP = sf.alt(
 
 
 @functools.cache
-def integer_text(k: int):
-    """Unconstrained integers: '12', '12.0…0' (1..k zeros) and json.dumps's '1e+16' forms."""
-    return sf.seq(sf.opt(_MINUS), sf.alt(sf.seq(_UINT, frac_zero(k)), _BIG_EXP))
+def integer_text(k: int, d: int | None = None):
+    """Unconstrained integers: '12' (at most d digits), '12.0…0' (1..k zeros) and
+    json.dumps's '1e+16' forms."""
+    return sf.seq(sf.opt(_MINUS), sf.alt(sf.seq(_uint(d), frac_zero(k)), _BIG_EXP))
 
 
-def _uint_range(lo: int, hi: int | None):
-    """Canonical decimal integers (no leading zeros) in [lo, hi]."""
+def _uint_range(lo: int, hi: int | None, d: int | None = None):
+    """Canonical decimal integers (no leading zeros) in [lo, hi]; with no ``hi``, of at
+    most d digits (or as many as ``lo`` has)."""
     if hi is not None and lo > hi:
         return NEVER
     parts = []
@@ -156,7 +192,7 @@ def _uint_range(lo: int, hi: int | None):
             parts.append(_uint_fixed(str(lo), str(hi)))
             break
         if hi is None and lo == 10 ** (length - 1):
-            parts.append(sf.seq(_DIGIT19, sf.rep(_DIGIT, length - 1, None)))
+            parts.append(sf.seq(_DIGIT19, _run(length - 1, None if d is None else d - 1)))
             break
         parts.append(_uint_fixed(str(lo), str(top)))
         lo = top + 1
@@ -173,29 +209,32 @@ def _split_dec(d: Decimal) -> tuple[int, str]:
     return int(ip), fp.rstrip("0")
 
 
-def _lead(lo: int, hi: int):
-    """Canonical digit strings whose first digit is in [lo, hi]."""
-    return sf.alt(sf.seq(_digits(max(lo, 1), hi), _C), sf.seq(_digits(lo, hi), _C1))
+def _lead(lo: int, hi: int, d: int | None = None):
+    """Canonical digit strings (at most d digits) whose first digit is in [lo, hi]."""
+    r = None if d is None else d - 1
+    return sf.alt(sf.seq(_digits(max(lo, 1), hi), sf.opt(_c1(r))), sf.seq(_digits(lo, hi), _c1(r)))
 
 
-def _frac_cmp(f: str, op: str, nonempty: bool = False):
-    """Canonical digit strings g (no trailing zero; non-empty if ``nonempty``) with
-    0.g <op> 0.f, op in le lt ge gt; f has no trailing zero. The values' spellings are
-    these followed by zeros (bounded in `_frac_text`)."""
+def _frac_cmp(f: str, op: str, nonempty: bool = False, d: int | None = None):
+    """Canonical digit strings g (no trailing zero; non-empty if ``nonempty``; at most d
+    digits) with 0.g <op> 0.f, op in le lt ge gt; f has no trailing zero. The values'
+    spellings are these followed by zeros (bounded in `_frac_text`)."""
+    if d is not None and d <= 0:
+        return sf.EPS if not nonempty and _zero_ok(f, op) else NEVER
     if not f:
         if op == "le":
             return NEVER if nonempty else sf.EPS
         if op == "lt":
             return NEVER
         if op == "ge":
-            return _C1 if nonempty else _C
-        return _C1
-    d, rest = int(f[0]), f[1:]
-    same = sf.seq(sf.char(f[0]), _frac_cmp(rest, op, nonempty=f[0] == "0"))
+            return _c1(d) if nonempty else sf.opt(_c1(d))
+        return _c1(d)
+    dig, rest = int(f[0]), f[1:]
+    same = sf.seq(sf.char(f[0]), _frac_cmp(rest, op, f[0] == "0", None if d is None else d - 1))
     if op in ("le", "lt"):
         parts = [] if nonempty else [sf.EPS]
-        return sf.alt(*parts, _lead(0, d - 1), same)
-    return sf.alt(_lead(d + 1, 9), same)
+        return sf.alt(*parts, _lead(0, dig - 1, d), same)
+    return sf.alt(_lead(dig + 1, 9, d), same)
 
 
 def _zero_ok(f: str, op: str) -> bool:
@@ -203,17 +242,17 @@ def _zero_ok(f: str, op: str) -> bool:
     return op == "le" or (op == "lt" and bool(f)) or (op == "ge" and not f)
 
 
-def _frac_text(conds, k: int):
-    """The fraction part texts ('' or '.digits', at most k trailing zeros) of the values
-    0.g meeting every (f, op) in ``conds``."""
-    ne = sf.intersect(*(_frac_cmp(f, op, nonempty=True) for f, op in conds))
+def _frac_text(conds, k: int, d: int | None = None):
+    """The fraction part texts ('' or '.digits', at most d digits then at most k trailing
+    zeros) of the values 0.g meeting every (f, op) in ``conds``."""
+    ne = sf.intersect(*(_frac_cmp(f, op, True, d) for f, op in conds))
     parts = [sf.seq(_DOT, ne, sf.rep(_ZERO, 0, k))]
     if all(_zero_ok(f, op) for f, op in conds):
         parts.append(frac_zero(k))
     return sf.alt(*parts)
 
 
-def _nonneg_range(lo, lo_incl, hi, hi_incl, integer: bool, k: int):
+def _nonneg_range(lo, lo_incl, hi, hi_incl, integer: bool, k: int, d: int | None = None):
     """Plain decimals 'I' or 'I.F' with value in the interval (lo >= 0)."""
     if integer:  # 'I' or 'I.000': the integers of the interval
         a = math.ceil(lo)
@@ -224,23 +263,23 @@ def _nonneg_range(lo, lo_incl, hi, hi_incl, integer: bool, k: int):
             b = math.floor(hi)
             if b == hi and not hi_incl:
                 b -= 1
-        return sf.seq(_uint_range(a, b), frac_zero(k))
+        return sf.seq(_uint_range(a, b, d), frac_zero(k))
     li, lf = _split_dec(lo)
-    anyfrac = frac_any(k)
+    anyfrac = frac_any(k, d)
     lo_cond = (lf, "ge" if lo_incl else "gt")
     if hi is None:
         return sf.alt(
-            sf.seq(_uint_range(li + 1, None), anyfrac),
-            sf.seq(sf.lit(str(li)), _frac_text([lo_cond], k)),
+            sf.seq(_uint_range(li + 1, None, d), anyfrac),
+            sf.seq(sf.lit(str(li)), _frac_text([lo_cond], k, d)),
         )
     hi_i, hf = _split_dec(hi)
     hi_cond = (hf, "le" if hi_incl else "lt")
     if li == hi_i:
-        return sf.seq(sf.lit(str(li)), _frac_text([lo_cond, hi_cond], k))
+        return sf.seq(sf.lit(str(li)), _frac_text([lo_cond, hi_cond], k, d))
     parts = [
-        sf.seq(sf.lit(str(li)), _frac_text([lo_cond], k)),
+        sf.seq(sf.lit(str(li)), _frac_text([lo_cond], k, d)),
         sf.seq(_uint_range(li + 1, hi_i - 1), anyfrac) if hi_i - 1 >= li + 1 else NEVER,
-        sf.seq(sf.lit(str(hi_i)), _frac_text([hi_cond], k)),
+        sf.seq(sf.lit(str(hi_i)), _frac_text([hi_cond], k, d)),
     ]
     return sf.alt(*parts)
 
@@ -249,7 +288,7 @@ def _interval_nonempty(a, a_incl, b, b_incl) -> bool:
     return b is None or b > a or (b == a and a_incl and b_incl)
 
 
-def _range_node(n: _Num, integer: bool, k: int):
+def _range_node(n: _Num, integer: bool, k: int, d: int | None = None):
     lo, hi = n.lo, n.hi
     zero = Decimal(0)
     parts = []
@@ -259,7 +298,7 @@ def _range_node(n: _Num, integer: bool, k: int):
     else:
         a, a_incl = lo, not n.lo_excl
     if _interval_nonempty(a, a_incl, hi, not n.hi_excl):
-        parts.append(_nonneg_range(a, a_incl, hi, not n.hi_excl, integer, k))
+        parts.append(_nonneg_range(a, a_incl, hi, not n.hi_excl, integer, k, d))
     # negative texts '-y' (x = -y): y in [max(-hi, 0), -lo]
     if hi is None or hi > zero:
         b, b_incl = zero, True
@@ -267,7 +306,7 @@ def _range_node(n: _Num, integer: bool, k: int):
         b, b_incl = -hi, not n.hi_excl
     top, top_incl = (None, True) if lo is None else (-lo, not n.lo_excl)
     if _interval_nonempty(b, b_incl, top, top_incl):
-        parts.append(sf.seq(_MINUS, _nonneg_range(b, b_incl, top, top_incl, integer, k)))
+        parts.append(sf.seq(_MINUS, _nonneg_range(b, b_incl, top, top_incl, integer, k, d)))
     return sf.alt(*parts)
 
 
@@ -372,13 +411,13 @@ def _mult_automaton(m: Fraction, negate: bool):
     )
 
 
-def _constrained_number(n: _Num, k: int):
+def _constrained_number(n: _Num, k: int, d: int | None = None):
     integer = n.integer
-    node = _range_node(n, integer, k)
+    node = _range_node(n, integer, k, d)
     mults = [_mult_automaton(m, False) for m in n.mults if m != 1]
     mults += [_mult_automaton(m, True) for m in n.not_mults]
     if mults:  # the remainder automata loop on zeros: bound their filler runs too
-        node = sf.intersect(node, *mults, plain_text(k))
+        node = sf.intersect(node, *mults, plain_text(k, d))
     if n.excluded:
         node = sf.difference(node, sf.alt(*(_number_literal(v, k) for v in n.excluded)))
     return node

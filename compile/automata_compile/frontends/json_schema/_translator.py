@@ -98,6 +98,7 @@ class _Options:
     whitespace: str = "default"
     max_whitespace: int = 20
     max_filler: int = 20
+    max_digits: int | None = 20
     max_nesting_depth: int = 2
     max_recursion_depth: int = 3
     strict: bool = True
@@ -106,6 +107,11 @@ class _Options:
     assert_format: bool = True
     property_order: str = "any"
     recursion: str = "stack"
+    # per compile: objects forced to declared order (JSON pointers) after an any-order
+    # attempt outgrew a whole-schema budget, and the objects built in any order
+    declared_at: frozenset = frozenset()
+    any_ordered: list = dataclasses.field(default_factory=list)
+    order_warned: set = dataclasses.field(default_factory=set)
 
 
 class _Translator(_Keywords):
