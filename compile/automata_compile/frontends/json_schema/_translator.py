@@ -106,6 +106,12 @@ class _Options:
     assert_format: bool = True
     property_order: str = "any"
     recursion: str = "stack"
+    # How null / true / false are spelled: "json", or "python" (None / True / False, for
+    # the Python-call style of tool calls; everything else is the same in both).
+    spelling: str = "json"
+
+    def literals(self) -> tuple[str, str, str]:
+        return ("None", "True", "False") if self.spelling == "python" else ("null", "true", "false")
 
 
 class _Translator(_Keywords):
