@@ -10,8 +10,6 @@ partial matching). A token is allowed iff the prefix + its bytes stays viable.
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 import regex
@@ -105,9 +103,11 @@ def _rest(items, i):
     return take if req else f"(?:{take}|{_rest(items, i + 1)})"
 
 
-_COMPLETIONS = [bytes([a]) for a in (0x80, 0x90, 0xA0)] + [
-    bytes([a, b]) for a in (0x80, 0x90, 0xA0) for b in (0x80,)
-] + [bytes([a, 0x80, 0x80]) for a in (0x80, 0x90)]
+_COMPLETIONS = (
+    [bytes([a]) for a in (0x80, 0x90, 0xA0)]
+    + [bytes([a, b]) for a in (0x80, 0x90, 0xA0) for b in (0x80,)]
+    + [bytes([a, 0x80, 0x80]) for a in (0x80, 0x90)]
+)
 
 
 def _complete(data: bytes) -> str | None:
@@ -227,7 +227,7 @@ def test_oracle_masks_hermes_llama3(llama3_vocab, token_bytes, parallel):
 def test_oracle_masks_gemma_llama3(llama3_vocab, token_bytes):
     dfa = ac.compile_tool_calls(TOOLS, llama3_vocab, format="gemma", require_call=True)
     ref = Reference("gemma", TOOLS, require_call=True)
-    text = 'Hi ```tool_code\nget_time(tz="UTC", utc=False)\n``` end'.encode()
+    text = b'Hi ```tool_code\nget_time(tz="UTC", utc=False)\n``` end'
     for cut in [0, 3, 6, 15, 16, 19, 24, 25, 28, 33, 38, 44, 47, 49, len(text)]:
         ids = [llama3_vocab.encode(bytes([b]).decode())[0] for b in text[:cut]]
         _oracle(dfa, llama3_vocab, token_bytes, ref, ids)
@@ -249,8 +249,16 @@ def test_whole_outputs(llama3_vocab, fmt):
         '<tool_call>{"name": "get", "arguments": {"key": "a"}}',
         "<tool_call> then text",
     ]
-    ok_g = ['```tool_code\nget(key="a")\n```', 'x ```tool_code\nget_weather(city="P",days=2)\n```', "text"]
-    bad_g = ['```tool_code\nget(key="A")\n```', '```tool_code\nget_weather(days=2)\n```', '```tool_code\nget_time(tz="UTC", utc=true)\n```']
+    ok_g = [
+        '```tool_code\nget(key="a")\n```',
+        'x ```tool_code\nget_weather(city="P",days=2)\n```',
+        "text",
+    ]
+    bad_g = [
+        '```tool_code\nget(key="A")\n```',
+        "```tool_code\nget_weather(days=2)\n```",
+        '```tool_code\nget_time(tz="UTC", utc=true)\n```',
+    ]
     ok, bad = (ok_h, bad_h) if fmt == "hermes" else (ok_g, bad_g)
     dfa = ac.compile_tool_calls(TOOLS, llama3_vocab, format=fmt, parallel=True)
     for s in ok:
@@ -269,6 +277,10 @@ def test_options(llama3_vocab):
     assert one.accepts(enc("text")) and one.accepts(enc("text <tool_c"))
     req = ac.compile_tool_calls(TOOLS, llama3_vocab, require_call=True, parallel=True)
     assert req.accepts(enc(two)) and not req.accepts(enc("text"))
+    bare = ac.compile_tool_calls(TOOLS, llama3_vocab, allow_text=False, parallel=True)
+    both = HERMES[1] + "\n" + HERMES[1]
+    assert bare.accepts(enc(HERMES[1])) and bare.accepts(enc(both))
+    assert not bare.accepts(enc("")) and not bare.accepts(enc(HERMES[0]))
     only = ac.compile_tool_calls(TOOLS, llama3_vocab, tool="get_time")
     assert only.accepts(enc(HERMES[2])) and not only.accepts(enc(HERMES[1]))
 
@@ -282,7 +294,9 @@ def test_tools_compile_once(llama3_vocab, monkeypatch):
     extra = {"name": "other", "parameters": _params(TOOLS[2])}  # same schema as "get"
     dfa = ac.compile_tool_calls([*TOOLS, extra], llama3_vocab)
     assert built == ["get_weather", "get_time", "get"]
-    assert dfa.accepts(llama3_vocab.encode('<tool_call>{"name": "other", "arguments": {"key": "q"}}</tool_call>'))
+    assert dfa.accepts(
+        llama3_vocab.encode('<tool_call>{"name": "other", "arguments": {"key": "q"}}</tool_call>')
+    )
 
 
 def test_parse_back():
@@ -292,10 +306,13 @@ def test_parse_back():
         ac.ToolCall("get_weather", {"city": "Paris", "days": 3}),
         " ok",
     ]
-    got = ac.parse_tool_calls('```tool_code\nm.f(a=[1, 2], b=None)\n```tail', "gemma")
+    got = ac.parse_tool_calls("```tool_code\nm.f(a=[1, 2], b=None)\n```tail", "gemma")
     assert got == [ac.ToolCall("m.f", {"a": [1, 2], "b": None}), "tail"]
-    for s in ["<tool_call>{oops}</tool_call>", '<tool_call>{"name": "f"}</tool_call>',
-              '<tool_call>{"name": "f", "arguments": {}}']:
+    for s in [
+        "<tool_call>{oops}</tool_call>",
+        '<tool_call>{"name": "f"}</tool_call>',
+        '<tool_call>{"name": "f", "arguments": {}}',
+    ]:
         with pytest.raises(ac.ToolCallParseError):
             ac.parse_tool_calls(s, "hermes")
     with pytest.raises(ac.ToolCallParseError):
@@ -317,7 +334,15 @@ def test_errors(llama3_vocab):
         ac.compile_tool_calls(TOOLS, llama3_vocab, tool="nope")
     with pytest.raises(ac.InvalidSchemaError, match="'bad'"):
         ac.compile_tool_calls(
-            [{"name": "bad", "parameters": {"type": "object", "properties": {"x": {"minimum": 3, "maximum": 1}}}}],
+            [
+                {
+                    "name": "bad",
+                    "parameters": {
+                        "type": "object",
+                        "properties": {"x": {"minimum": 3, "maximum": 1}},
+                    },
+                }
+            ],
             llama3_vocab,
         )
     with pytest.raises(ValueError, match="built-in tool-call format"):

@@ -25,6 +25,7 @@ def compile_tool_calls(
     parallel: bool = False,
     require_call: bool = False,
     tool: str | None = None,
+    allow_text: bool = True,
     timeout_s: float | None = None,
     **schema_options,
 ):
@@ -49,6 +50,9 @@ def compile_tool_calls(
         and the trigger may not appear in the text after it.
       require_call: the output must contain a call (``tool_choice="required"``).
       tool: only this tool may be called (``tool_choice={"function": {"name": ...}}``).
+      allow_text: free text around the calls; ``False``: the output is call blocks only
+        (the trigger first; with ``parallel``, one optional newline between blocks), at
+        least one, as vLLM's ``tool_choice="required"`` does.
       timeout_s: optional wall-clock limit (`CompileTimeoutError`).
       **schema_options: options of `compile_json_schema` for the parameters schemas;
         ``property_order`` defaults to ``"declared"`` here (the order models write, and a
@@ -82,6 +86,7 @@ def compile_tool_calls(
             "format": dataclasses.asdict(fmt),
             "parallel": parallel,
             "require_call": require_call,
+            "allow_text": allow_text,
             "options": schema_options,
             "tools": [{"name": t.name, "parameters": t.parameters} for t in tools],
         },
@@ -100,6 +105,8 @@ def compile_tool_calls(
                 if hasattr(e, "pointer") or isinstance(e, ValueError):
                     e.args = (f"tool {t.name!r}: {e.args[0] if e.args else e}", *e.args[1:])
                 raise
-        root, start, back = root_and_calls(fmt, names, parallel=parallel, require_call=require_call)
+        root, start, back = root_and_calls(
+            fmt, names, parallel=parallel, require_call=require_call, allow_text=allow_text
+        )
         pda = link(root, start, back, units, names)
         return token_pda(pda, vocab, spec_kind="tool_calls", spec=spec)

@@ -86,13 +86,25 @@ class _Root:
         return states
 
 
-def root_and_calls(fmt, names, *, parallel: bool, require_call: bool) -> tuple[_Root, int, int]:
-    """The root automaton, its start state and the state a call returns to."""
+def root_and_calls(
+    fmt, names, *, parallel: bool, require_call: bool, allow_text: bool = True
+) -> tuple[_Root, int, int]:
+    """The root automaton, its start state and the state a call returns to. Without
+    ``allow_text`` the output is calls only: the trigger first, and after a call either
+    the end or (``parallel``) an optional newline and the next trigger."""
     r = _Root()
     trig = fmt.trigger.encode()
     head = r.new()
-    text_a = r.text(trig, head, final=not require_call)
-    text_b = r.text(trig, head if parallel else None, final=True)
+    if allow_text:
+        text_a = r.text(trig, head, final=not require_call)
+        text_b = r.text(trig, head if parallel else None, final=True)
+    else:
+        text_a = [r.new()]
+        r.lit(text_a, trig, "the trigger", to=head)
+        text_b = [r.new()]
+        r.finals.add(text_b[0])
+        if parallel:
+            r.lit(r.opt(text_b, b"\n", "between calls"), trig, "the trigger", to=head)
     f = r.opt([head], fmt.after_trigger.encode(), "after the trigger")
     if fmt.style == "json":
         f = r.lit(f, b'{"name":', "the envelope")
