@@ -38,13 +38,20 @@ from automata_jax.models import Gemma3, load_gguf
 from automata_jax.models._gguf import default_gguf_path
 from automata_jax.models._weights_cache import default_cache_dir
 
-_PY = {"string": "str", "integer": "int", "number": "float", "boolean": "bool", "array": "list", "object": "dict"}
+_PY = {
+    "string": "str",
+    "integer": "int",
+    "number": "float",
+    "boolean": "bool",
+    "array": "list",
+    "object": "dict",
+}
 EXAMPLE = (
     "Functions:\n"
     "def convert_length(value: float, unit: str):\n"
     '    """Converts a length to metres. unit: one of \'ft\', \'in\'"""\n'
     "Question: How many metres are 12 feet?\n"
-    "```tool_code\nconvert_length(value=12, unit=\"ft\")\n```\n\n"
+    '```tool_code\nconvert_length(value=12, unit="ft")\n```\n\n'
 )
 
 
@@ -53,7 +60,7 @@ def signature(fn: dict, schema: dict) -> str:
     for k, s in schema.get("properties", {}).items():
         args.append(f"{k}: {_PY.get(s.get('type'), 'any')}")
     doc = fn.get("description", "").replace('"""', "'")
-    return f"def {fn['name']}({', '.join(args)}):\n    \"\"\"{doc}\"\"\"\n"
+    return f'def {fn["name"]}({", ".join(args)}):\n    """{doc}"""\n'
 
 
 def prompt(case, schemas) -> str:
@@ -86,6 +93,18 @@ def first_call(text: str):
     except ac.ToolCallParseError:
         return None
     return next((p for p in parts if isinstance(p, ac.ToolCall)), None)
+
+
+def calls_to_block_end(vocab, seq) -> int:
+    """Model calls (the prefill included) until the first call block is closed: where a
+    server would stop an unconstrained row at the end tag (all of them if it never is)."""
+    fmt = ac.TOOL_CALL_FORMATS["gemma"]
+    for i in range(1, len(seq) + 1):
+        text = vocab.decode(seq[:i]).decode("utf-8", "replace")
+        j = text.find(fmt.trigger)
+        if j >= 0 and text.find(fmt.end, j + len(fmt.trigger)) >= 0:
+            return i
+    return len(seq) + 1
 
 
 def score(case, schemas, call) -> tuple[bool, bool]:
@@ -127,14 +146,21 @@ def main() -> None:
         schemas = [[_bfcl.parameters_schema(fn) for fn in c.functions] for c in chunk]
         dfas = []
         for c, s in zip(chunk, schemas, strict=True):
-            tools = [{"name": fn["name"], "parameters": x} for fn, x in zip(c.functions, s, strict=True)]
+            tools = [
+                {"name": fn["name"], "parameters": x} for fn, x in zip(c.functions, s, strict=True)
+            ]
             t = time.perf_counter()
             dfas.append(ac.compile_tool_calls(tools, vocab, format="gemma", allow_text=False))
             compile_s.append(time.perf_counter() - t)
         tables = aj.ConstraintTables.from_dfas(dfas, vocab_size=config.vocab_size)
-        toks = [[vocab.bos_id, *vocab.encode(prompt(c, s))] for c, s in zip(chunk, schemas, strict=True)]
+        toks = [
+            [vocab.bos_id, *vocab.encode(prompt(c, s))] for c, s in zip(chunk, schemas, strict=True)
+        ]
         tokens, mask = aj.pad_prompts(toks)
-        for mode, ids in (("constrained", np.arange(len(chunk))), ("unconstrained", np.full(len(chunk), -1))):
+        for mode, ids in (
+            ("constrained", np.arange(len(chunk))),
+            ("unconstrained", np.full(len(chunk), -1)),
+        ):
             out = aj.generate(
                 model.apply_step, params, tokens, tables, ids.astype(np.int32), prompt_mask=mask,
                 cache=model.init_cache, sampler=aj.Greedy(), max_new_tokens=args.max_new_tokens,
@@ -142,11 +168,16 @@ def main() -> None:
             )  # fmt: skip
             for b, (c, s) in enumerate(zip(chunk, schemas, strict=True)):
                 n = int(out.lengths[b])
-                text = vocab.decode(np.asarray(out.tokens[b, :n]).tolist()).decode("utf-8", "replace")
-                valid, correct = score(c, s, first_call(text))
+                text = vocab.decode(np.asarray(out.tokens[b, :n]).tolist()).decode(
+                    "utf-8", "replace"
+                )
+                call = first_call(text)
+                valid, correct = score(c, s, call)
+                seq = np.asarray(out.tokens[b, :n]).tolist()
                 rows[mode].append(
-                    {"id": c.id, "half": (lo + b) % 2, "valid": valid, "correct": correct,
-                     "calls": int(out.model_calls[b]), "text": text}
+                    {"id": c.id, "half": (lo + b) % 2, "finished": call is not None,
+                     "valid": valid, "correct": correct, "calls": int(out.model_calls[b]),
+                     "calls_to_block_end": calls_to_block_end(vocab, seq), "text": text}
                 )  # fmt: skip
         print(f"{lo + len(chunk)} cases", flush=True)
     report = {"cases": len(cases), "compile_s_median": statistics.median(compile_s)}
@@ -154,12 +185,18 @@ def main() -> None:
         for half in ("all", 0, 1):
             sel = [r for r in rs if half == "all" or r["half"] == half]
             k_ok = sum(r["correct"] for r in sel)
+            fin = [r for r in sel if r["finished"]]
             report[f"{mode}/{half}"] = {
                 "n": len(sel),
+                "finished_call": len(fin) / len(sel),
+                "valid_of_finished": sum(r["valid"] for r in fin) / max(len(fin), 1),
                 "valid": sum(r["valid"] for r in sel) / len(sel),
                 "accuracy": k_ok / len(sel),
                 "accuracy_95": wilson(k_ok, len(sel)),
                 "model_calls_mean": statistics.mean(r["calls"] for r in sel),
+                "model_calls_to_block_end_mean": statistics.mean(
+                    r["calls_to_block_end"] for r in sel
+                ),
             }
     report["speed"] = speed(model, params, vocab, config, cases[: args.batch], args)
     print(json.dumps(report, indent=1))
@@ -184,7 +221,10 @@ def speed(model, params, vocab, config, chunk, args) -> dict:
     times = {"tool_calls_free_text": [], "unconstrained": []}
     n = 32
     for i in range(args.speed_repeat + 1):
-        for mode, ids in (("tool_calls_free_text", np.arange(len(chunk))), ("unconstrained", np.full(len(chunk), -1))):
+        for mode, ids in (
+            ("tool_calls_free_text", np.arange(len(chunk))),
+            ("unconstrained", np.full(len(chunk), -1)),
+        ):
             t = time.perf_counter()
             out = aj.generate(
                 model.apply_step, params, tokens, tables, ids.astype(np.int32), prompt_mask=mask,
