@@ -1,7 +1,9 @@
 """Compile time of `compile_tool_calls` against the number of tools (BFCL function schemas).
 
-For n in 10, 100, 1,000 distinct BFCL functions (simple_python, multiple, parallel,
-parallel_multiple, live_* categories, first occurrence of each name), for Llama-3:
+For n distinct BFCL functions (simple_python, multiple, parallel, parallel_multiple, live_*
+categories, first occurrence of each name): the byte level alone (tool units + link, no
+vocabulary) for 10, 100, 1,000 tools, and the whole compile for Llama-3 for 10 and 100 (the
+dense token tables of 1,000 tools, ~200 token states each, would not fit in memory):
 
 * cold: every compile cache emptied (tool units, byte DFAs, PDA walks), the vocabulary and
   its trie already loaded (as in a server that has served other requests);
@@ -10,7 +12,7 @@ parallel_multiple, live_* categories, first occurrence of each name), for Llama-
 
 Also the table size. Medians of ``--repeat`` runs (cold runs clear the caches each time).
 
-    python benchmarks/tool_calls_bench.py --sizes 10 100 1000 --repeat 3
+    python benchmarks/tool_calls_bench.py --sizes 10 100 --byte-sizes 10 100 1000 --repeat 3
 """
 
 from __future__ import annotations
@@ -72,38 +74,67 @@ def timed(f):
     return time.perf_counter() - t, out
 
 
+def byte_level(tools, fmt):
+    """The tool units and the linked byte PDA (no vocabulary): the front end's share."""
+    from automata_compile.frontends.json_schema._api import _options
+    from automata_compile.frontends.tool_calls import _formats, _link
+
+    fmt = _formats.resolve(fmt)
+    opts = _options({"property_order": "declared"})
+    ts = _tools.normalize_tools(tools, fmt.style)
+    units = [_tools.tool_unit(t, fmt, opts) for t in ts]
+    names = [t.name for t in ts]
+    root, start, back = _link.root_and_calls(fmt, names, parallel=False, require_call=False)
+    return _link.link(root, start, back, units, names)
+
+
+def measure(make, repeat: int) -> dict:
+    cold, warm, plus = [], [], []
+    out = None
+    for _ in range(repeat):
+        clear()
+        dt, out = timed(lambda: make(False))
+        cold.append(dt)
+        warm.append(timed(lambda: make(False))[0])
+        plus.append(timed(lambda: make(True))[0])
+    return out, {
+        "cold_s": round(statistics.median(cold), 3),
+        "warm_s": round(statistics.median(warm), 3),
+        "plus_one_s": round(statistics.median(plus), 3),
+    }
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000])
+    p.add_argument("--sizes", type=int, nargs="+", default=[10, 100])
+    p.add_argument("--byte-sizes", type=int, nargs="+", default=[10, 100, 1000])
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--tokenizer", default="../shared/tokenizers/llama3/tokenizer.json")
     p.add_argument("--format", default="hermes")
     args = p.parse_args()
     vocab = ac.Vocabulary.from_file(args.tokenizer)
     ac.compile_tool_calls([{"name": "warmup"}], vocab, format=args.format)  # trie, imports
-    rows = []
+    for n in args.byte_sizes:
+        tools = bfcl_tools(n)
+        pda, row = measure(
+            lambda more, t=tools, n=n: byte_level(t if more else t[:n], args.format), args.repeat
+        )
+        print(json.dumps({"tools": n, "part": "byte PDA (units + link)", **row,
+                          "byte_states": pda.num_states}), flush=True)  # fmt: skip
     for n in args.sizes:
         tools = bfcl_tools(n)
-        base, extra = tools[:n], tools[n]
-        cold, warm, plus = [], [], []
-        for _ in range(args.repeat):
-            clear()
-            dt, dfa = timed(lambda: ac.compile_tool_calls(base, vocab, format=args.format))
-            cold.append(dt)
-            warm.append(timed(lambda: ac.compile_tool_calls(base, vocab, format=args.format))[0])
-            plus.append(
-                timed(lambda: ac.compile_tool_calls([*base, extra], vocab, format=args.format))[0]
-            )
-        row = {
-            "tools": n,
-            "cold_s": statistics.median(cold),
-            "warm_s": statistics.median(warm),
-            "plus_one_s": statistics.median(plus),
-            "states": dfa.num_states,
-            "classes": dfa.num_classes,
-            "table_mb": round(dfa.nbytes / 2**20, 1),
-        }
-        rows.append(row)
+
+        def make(more, t=tools, n=n):
+            return ac.compile_tool_calls(t if more else t[:n], vocab, format=args.format)
+
+        dfa, row = measure(make, args.repeat)
+        row.update(
+            tools=n,
+            part="compile_tool_calls (Llama-3)",
+            states=dfa.num_states,
+            classes=dfa.num_classes,
+            table_mb=round(dfa.nbytes / 2**20, 1),
+        )
         print(json.dumps(row), flush=True)
 
 
