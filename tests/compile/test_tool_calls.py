@@ -299,6 +299,45 @@ def test_tools_compile_once(llama3_vocab, monkeypatch):
     )
 
 
+def test_recursive_schemas(llama3_vocab):
+    """A parameter referencing the root (JSON style) and $defs (both styles)."""
+    node = {
+        "type": "object",
+        "properties": {
+            "v": {"type": "integer"},
+            "kids": {"type": "array", "items": {"$ref": "#/$defs/n"}},
+        },
+        "required": ["v"],
+        "additionalProperties": False,
+    }
+    tree = {"type": "object", "properties": {"root": {"$ref": "#/$defs/n"}}, "required": ["root"],
+            "additionalProperties": False, "$defs": {"n": node}}  # fmt: skip
+    rec = {
+        **node,
+        "properties": {**node["properties"], "kids": {"type": "array", "items": {"$ref": "#"}}},
+    }
+    enc = llama3_vocab.encode
+    d = ac.compile_tool_calls(
+        [{"name": "t", "parameters": tree}, {"name": "r", "parameters": rec}], llama3_vocab
+    )
+    assert d.accepts(
+        enc(
+            '<tool_call>{"name": "r", "arguments": {"v": 1, "kids": [{"v": 2, "kids": [{"v": 3}]}]}}</tool_call>'
+        )
+    )
+    assert d.accepts(
+        enc(
+            '<tool_call>{"name": "t", "arguments": {"root": {"v": 1, "kids": [{"v": 2}]}}}</tool_call>'
+        )
+    )
+    assert not d.accepts(
+        enc('<tool_call>{"name": "r", "arguments": {"v": 1, "kids": [{"kids": []}]}}</tool_call>')
+    )
+    g = ac.compile_tool_calls([{"name": "t", "parameters": tree}], llama3_vocab, format="gemma")
+    assert g.accepts(enc('```tool_code\nt(root={"v": 1, "kids": [{"v": 2, "kids": []}]})\n```'))
+    assert not g.accepts(enc('```tool_code\nt(root={"kids": []})\n```'))
+
+
 def test_parse_back():
     got = ac.parse_tool_calls(HERMES[0], "hermes")
     assert got == [
@@ -345,5 +384,8 @@ def test_errors(llama3_vocab):
             ],
             llama3_vocab,
         )
+    rec = {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#"}}}}
+    with pytest.raises(ac.UnsupportedSchemaError, match="only references into"):
+        ac.compile_tool_calls([{"name": "r", "parameters": rec}], llama3_vocab, format="gemma")
     with pytest.raises(ValueError, match="built-in tool-call format"):
         ac.compile_tool_calls(TOOLS, llama3_vocab, format="nope")

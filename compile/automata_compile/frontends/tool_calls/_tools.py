@@ -21,7 +21,11 @@ import json
 import re
 import threading
 
-from automata_compile._errors import GrammarConflictError, InvalidSchemaError
+from automata_compile._errors import (
+    GrammarConflictError,
+    InvalidSchemaError,
+    UnsupportedSchemaError,
+)
 from automata_compile.automata._ir import Automaton, Terminal
 from automata_compile.frontends.grammar._byte_pda import BytePDA, build_byte_pda
 from automata_compile.frontends.grammar._lark_reader import GrammarIR
@@ -169,6 +173,15 @@ def _python_unit(tool: Tool, opts) -> BytePDA:
             pointer="/required",
         )
     shared = {k: schema[k] for k in ("$defs", "definitions") if k in schema}
+    for ref in _refs(schema):
+        if not ref.startswith(("#/$defs/", "#/definitions/")):
+            raise UnsupportedSchemaError(
+                f"tool {tool.name!r}: $ref {ref!r}: the Python-call style compiles each parameter "
+                "on its own, so only references into $defs / definitions are supported; use a "
+                "JSON format (format='hermes') for this schema",
+                keyword="$ref",
+                pointer="",
+            )
 
     def value_grammars(share, free):
         out = []
@@ -211,6 +224,19 @@ def _python_unit(tool: Tool, opts) -> BytePDA:
         return GrammarIR((ROOT,), (sf.seq(sf.char("("), _kwargs(values, required), sf.char(")")),))
 
     return _build(tool, [grammar(True), grammar(False), grammar(False, False)], fallback)
+
+
+def _refs(node):
+    """Every ``$ref`` / ``$dynamicRef`` / ``$recursiveRef`` value in a schema document."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if k in ("$ref", "$dynamicRef", "$recursiveRef") and isinstance(v, str):
+                yield v
+            else:
+                yield from _refs(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _refs(v)
 
 
 def _kwargs(values, required):
