@@ -42,7 +42,11 @@ CATEGORIES = (
 
 
 def bfcl_tools(n: int) -> list[dict]:
-    """n distinct BFCL functions as tools (JSON Schema parameters)."""
+    """n + 1 distinct BFCL functions as tools (JSON Schema parameters), leaving out the few
+    whose converted schema is unsatisfiable (the translation refuses it)."""
+    from automata_compile.frontends.json_schema._api import _grammar, _options
+
+    opts = _options({"property_order": "declared"})
     out, seen = {}, set()
     for cat in CATEGORIES:
         for case in _bfcl.load_cases(cat):
@@ -52,9 +56,11 @@ def bfcl_tools(n: int) -> list[dict]:
                     continue
                 seen.add(name)
                 try:
-                    out[name] = {"name": name, "parameters": _bfcl.parameters_schema(fn)}
-                except _bfcl.BfclDataError:
+                    schema = _bfcl.parameters_schema(fn)
+                    _grammar(schema, opts, True)
+                except (_bfcl.BfclDataError, ac.InvalidSchemaError, ac.UnsupportedSchemaError):
                     continue
+                out[name] = {"name": name, "parameters": schema}
                 if len(out) == n + 1:
                     return list(out.values())
     raise SystemExit(f"only {len(out)} distinct BFCL functions")
