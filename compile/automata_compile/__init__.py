@@ -53,6 +53,13 @@ _EXPORTS = {
     "parse": "frontends._dataclass",
     "compile_grammar": "frontends.grammar._compile",
     "builtin_grammar": "frontends.grammar._compile",
+    "compile_tool_calls": "frontends.tool_calls",
+    "parse_tool_calls": "frontends.tool_calls",
+    "ToolCall": "frontends.tool_calls",
+    "ToolCallFormat": "frontends.tool_calls",
+    "TOOL_CALL_FORMATS": "frontends.tool_calls",
+    "InvalidToolError": "frontends.tool_calls._tools",
+    "ToolCallParseError": "frontends.tool_calls._parse",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -29,8 +29,12 @@ from automata_compile.frontends.grammar._byte_pda import CALL, DEAD, RETURN, SHI
 from automata_compile.tokens._pda_walk import Walk, Walker
 from automata_compile.tokens._token_trie import TokenTrie
 
-# Cached walks (each holds a few int arrays over the vocabulary's token groups, ~1 MB).
-CACHE_SIZE = 64
+# Cached walks (each holds a few int arrays over the vocabulary's token groups: ~1 MB for a
+# free value's rules, a few kB for a small rule such as a tool's arguments). The LRU keeps at
+# most CACHE_SIZE walks and CACHE_BYTES of their arrays: a tool-call constraint has a
+# rule per tool, and a request repeating 1,000 known tools must find them all here.
+CACHE_SIZE = 8192
+CACHE_BYTES = 1 << 30
 # A wide state's walk comes from the loop cache when the trie nodes below the bytes that
 # keep it in its loop exceed this share of all nodes (a free string's content: nearly all).
 LOOP_SHARE = 0.02
@@ -58,27 +62,43 @@ class _PartWalk:
     contexts: tuple  # per local context id: (pushed, popped)
 
 
-_CACHE: collections.OrderedDict[str, _PartWalk] = collections.OrderedDict()
+_CACHE: collections.OrderedDict[str, tuple[_PartWalk, int]] = collections.OrderedDict()
 _LOCK = threading.Lock()
+_cache_bytes = 0
+
+
+def _nbytes(pw: _PartWalk) -> int:
+    return sum(
+        getattr(w, f.name).nbytes
+        for w in pw.walks
+        for f in dataclasses.fields(w)
+        if isinstance(getattr(w, f.name), np.ndarray)
+    )
 
 
 def _cached(key: str, make) -> _PartWalk:
+    global _cache_bytes
     with _LOCK:
         got = _CACHE.get(key)
         if got is not None:
             _CACHE.move_to_end(key)
-            return got
+            return got[0]
     got = make()
+    size = _nbytes(got)
     with _LOCK:
-        _CACHE[key] = got
-        while len(_CACHE) > CACHE_SIZE:
-            _CACHE.popitem(last=False)
+        if key not in _CACHE:
+            _CACHE[key] = (got, size)
+            _cache_bytes += size
+        while len(_CACHE) > 1 and (len(_CACHE) > CACHE_SIZE or _cache_bytes > CACHE_BYTES):
+            _cache_bytes -= _CACHE.popitem(last=False)[1][1]
     return got
 
 
 def clear_cache() -> None:
+    global _cache_bytes
     with _LOCK:
         _CACHE.clear()
+        _cache_bytes = 0
 
 
 def walk_states(walker: Walker, q0s, fingerprint: str, *, truncate: bool = False) -> list:

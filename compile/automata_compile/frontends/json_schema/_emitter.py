@@ -98,10 +98,11 @@ class _Emitter:
         hit = self.free.get(depth)
         if hit is not None:
             return hit
+        null, true, false = self.opts.literals()
         parts = [
-            sf.lit("null"),
-            sf.lit("true"),
-            sf.lit("false"),
+            sf.lit(null),
+            sf.lit(true),
+            sf.lit(false),
             number_text(self.opts.max_filler, self.opts.max_digits),
             self.string(sf.ANY_STRING),
         ]
@@ -132,10 +133,11 @@ class _Emitter:
         if hit is not None:
             return hit
         parts = []
+        null, true, false = self.opts.literals()
         if t.null:
-            parts.append(sf.lit("null"))
+            parts.append(sf.lit(null))
         for b in sorted(t.bools, reverse=True):
-            parts.append(sf.lit("true" if b else "false"))
+            parts.append(sf.lit(true if b else false))
         for n in t.nums:
             parts.append(self.number(n))
         if not sf.is_never(t.string):

@@ -112,6 +112,12 @@ class _Options:
     declared_at: frozenset = frozenset()
     any_ordered: list = dataclasses.field(default_factory=list)
     order_warned: set = dataclasses.field(default_factory=set)
+    # How null / true / false are spelled: "json", or "python" (None / True / False, for
+    # the Python-call style of tool calls; everything else is the same in both).
+    spelling: str = "json"
+
+    def literals(self) -> tuple[str, str, str]:
+        return ("None", "True", "False") if self.spelling == "python" else ("null", "true", "false")
 
 
 class _Translator(_Keywords):

@@ -1,0 +1,112 @@
+"""`compile_tool_calls`: free text with triggered calls to one of many tools."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from automata_compile.automata import _fsa
+from automata_compile.frontends.json_schema._api import _options
+from automata_compile.frontends.tool_calls._formats import resolve
+from automata_compile.frontends.tool_calls._link import link, root_and_calls
+from automata_compile.frontends.tool_calls._tools import (
+    InvalidToolError,
+    normalize_tools,
+    tool_unit,
+)
+from automata_compile.tokens._pda_compose import token_pda
+
+
+def compile_tool_calls(
+    tools,
+    vocab,
+    *,
+    format="hermes",
+    parallel: bool = False,
+    require_call: bool = False,
+    tool: str | None = None,
+    allow_text: bool = True,
+    timeout_s: float | None = None,
+    **schema_options,
+):
+    """Compiles "free text, with calls of these tools where the model opens one" for a
+    vocabulary: a `TokenDFA` with the PDA block (batched with any other constraint).
+
+    The language: free text (any bytes) in which the format's trigger appears only to
+    open a call; after the trigger, a call of one of ``tools`` whose arguments are valid
+    for that tool's parameters schema (the name selects the schema: dispatch), then the
+    end tag, then free text again; EOS wherever the text may end. The trigger is matched
+    on bytes, so a token that holds part of it, or the trigger and the start of the call,
+    is allowed exactly when the whole output can still be valid.
+
+    Args:
+      tools: tool definitions: ``{"type": "function", "function": {"name", "parameters"}}``
+        (OpenAI), ``{"name", "parameters"}`` or ``{"name", "inputSchema"}`` (MCP) dicts; the
+        parameters are a JSON Schema of an object.
+      vocab: an `automata_compile.Vocabulary` that spells every byte with one token.
+      format: ``"hermes"`` (``<tool_call>`` + JSON), ``"gemma"`` (````tool_code`` + Python
+        call) or a `ToolCallFormat`; see `automata_compile.TOOL_CALL_FORMATS`.
+      parallel: allow several calls (each its own trigger ... end block); else at most one,
+        and the trigger may not appear in the text after it.
+      require_call: the output must contain a call (``tool_choice="required"``).
+      tool: only this tool may be called (``tool_choice={"function": {"name": ...}}``).
+      allow_text: free text around the calls; ``False``: the output is call blocks only
+        (the trigger first; with ``parallel``, one optional newline between blocks), at
+        least one, as vLLM's ``tool_choice="required"`` does.
+      timeout_s: optional wall-clock limit (`CompileTimeoutError`).
+      **schema_options: options of `compile_json_schema` for the parameters schemas;
+        ``property_order`` defaults to ``"declared"`` here (the order models write, and a
+        far smaller automaton than any order).
+
+    Each tool compiles once per (schema, format, options) and is kept in a cache (the
+    walks of its rules over a vocabulary are cached by the PDA composer), so a request
+    repeating known tools pays for the root (names, trigger) and the table assembly.
+
+    Raises:
+      InvalidToolError: a malformed tool list (names, repeated names, non-object schemas),
+        or ``tool`` names no tool.
+      InvalidSchemaError, UnsupportedSchemaError: a parameters schema (as in
+        `compile_json_schema`; the message names the tool).
+      GrammarConflictError: a custom format whose parts collide with the calls.
+    """
+    fmt = resolve(format)
+    schema_options.setdefault("property_order", "declared")
+    opts = _options(schema_options)
+    tools = normalize_tools(tools, fmt.style)
+    if tool is not None:
+        chosen = [t for t in tools if t.name == tool]
+        if not chosen:
+            raise InvalidToolError(
+                f"tool={tool!r} names no tool; tools: {', '.join(t.name for t in tools)}"
+            )
+        tools = tuple(chosen)
+    names = [t.name for t in tools]
+    spec = json.dumps(
+        {
+            "format": dataclasses.asdict(fmt),
+            "parallel": parallel,
+            "require_call": require_call,
+            "allow_text": allow_text,
+            "options": schema_options,
+            "tools": [{"name": t.name, "parameters": t.parameters} for t in tools],
+        },
+        ensure_ascii=False,
+        separators=(",", ":"),
+        sort_keys=True,
+    )
+    with _fsa.limits(timeout_s, "the tool calls"):
+        units = []
+        for t in tools:
+            try:
+                units.append(tool_unit(t, fmt, opts))
+            except InvalidToolError:
+                raise
+            except Exception as e:
+                if hasattr(e, "pointer") or isinstance(e, ValueError):
+                    e.args = (f"tool {t.name!r}: {e.args[0] if e.args else e}", *e.args[1:])
+                raise
+        root, start, back = root_and_calls(
+            fmt, names, parallel=parallel, require_call=require_call, allow_text=allow_text
+        )
+        pda = link(root, start, back, units, names)
+        return token_pda(pda, vocab, spec_kind="tool_calls", spec=spec)
