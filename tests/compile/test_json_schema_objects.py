@@ -513,3 +513,38 @@ def test_any_order_past_its_time_share_falls_back_within_the_rest(monkeypatch):
     calls.clear()
     with pytest.raises(CompileTimeoutError):
         ac.compile_json_schema(schema, BYTES, timeout_s=10, property_order="strict_any")
+
+
+def test_schema_wide_any_order_budget_falls_back_the_later_objects(monkeypatch):
+    """Objects that each fit their budget but together pass the schema's
+    (`MAX_SCHEMA_ORDER_STATES`): the ones built past it fall back, each named."""
+    from automata_compile.frontends.json_schema import _emitter
+
+    inner = {"type": "object", "properties": {k: {"type": "boolean"} for k in "abc"}}
+    schema = {
+        "type": "object",
+        "properties": {"x": inner, "y": {**inner, "required": ["a"]}},
+        "required": ["x", "y"],
+        "additionalProperties": False,
+    }
+
+    def compile_with(limit):
+        monkeypatch.setattr(_emitter, "MAX_SCHEMA_ORDER_STATES", limit)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            dfa = ac.compile_json_schema(schema, BYTES)
+        names = [
+            w.message.pointer for w in caught if isinstance(w.message, ac.OrderFallbackWarning)
+        ]
+        return dfa, names
+
+    dfa, names = compile_with(10**9)
+    assert names == []
+    assert accepts(dfa, '{"y": {"c": true, "a": false}, "x": {"b": true, "a": true}}')
+    dfa, names = compile_with(0)
+    assert sorted(names) == ["", "/properties/x", "/properties/y"]
+    assert accepts(dfa, '{"x": {"a": true, "b": true}, "y": {"a": false, "c": true}}')
+    assert not accepts(dfa, '{"x": {"b": true, "a": true}, "y": {"a": false}}')
+    msg = "the schema's objects in any order would add more than 0 automaton states"
+    with pytest.raises(UnsupportedSchemaError, match=msg):
+        ac.compile_json_schema(schema, BYTES, property_order="strict_any")

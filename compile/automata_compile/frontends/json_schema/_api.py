@@ -104,7 +104,8 @@ Options (all keyword-only):
     with its own copy of the property values' automata: an object of n properties costs
     about ``2**(n-1)`` times the states of its values (``"declared"``: once). Each object
     may add at most 20,000 estimated byte-automaton states to what declared order needs
-    (and have at most 4,096 counting states). Past that, ``"any"`` accepts that object in
+    (and have at most 4,096 counting states), and all objects of the schema together at
+    most 40,000 (in the order they are built). Past that, ``"any"`` accepts that object in
     declared order (a subset of its valid spellings, never an invalid instance) with one
     `OrderFallbackWarning` naming it by JSON pointer; so does a whole schema whose
     automaton outgrows ``max_states`` (or another automaton budget) with its objects in
