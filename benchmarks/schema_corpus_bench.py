@@ -325,7 +325,12 @@ def main(argv=None) -> int:
         sys.exit(f"needs {tok} (the shared tokenizers folder beside the checkout)")
     corpora = {} if args.no_schemastore else {"schemastore": schemastore_schemas()}
     if not args.no_bfcl:
-        corpora["bfcl"] = bfcl_schemas(args.bfcl_limit)
+        import _bfcl
+
+        try:
+            corpora["bfcl"] = bfcl_schemas(args.bfcl_limit)
+        except _bfcl.BfclDataError as e:
+            sys.exit(f"{e} (or pass --no-bfcl)")
     if not args.no_suite:
         if not SUITE.is_dir():
             sys.exit(f"needs the JSON Schema Test Suite at {SUITE} (or pass --no-suite)")

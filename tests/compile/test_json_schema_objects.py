@@ -480,36 +480,36 @@ def test_cli_property_order(mistral_sp_path, tmp_path):
     assert json.loads(proc.stdout)["states"] > 1 and ac.TokenDFA.load(out).num_states > 1
 
 
-def test_any_order_past_its_time_share_falls_back_within_the_rest(monkeypatch):
-    """The any-order try gets half of timeout_s; past it, the objects it built in any
-    order are compiled in declared order (one warning each) in the time left."""
-    from automata_compile import CompileTimeoutError
-    from automata_compile.frontends.json_schema import _api
+def test_schema_wide_any_order_budget_falls_back_the_later_objects(monkeypatch):
+    """Objects that each fit their budget but together pass the schema's
+    (`MAX_SCHEMA_ORDER_STATES`): the ones built past it fall back, each named."""
+    from automata_compile.frontends.json_schema import _emitter
 
-    real = _api._compile
-    calls = []
-
-    def slow_first(schema, opts, *args):
-        calls.append(sorted(opts.declared_at))
-        if len(calls) == 1:
-            _api.byte_language(schema, opts)  # builds the objects in any order, then "times out"
-            raise CompileTimeoutError("compiling the schema ran past timeout_s=5 s")
-        return real(schema, opts, *args)
-
-    monkeypatch.setattr(_api, "_compile", slow_first)
+    inner = {"type": "object", "properties": {k: {"type": "boolean"} for k in "abc"}}
     schema = {
         "type": "object",
-        "properties": {"a": {"type": "integer"}, "b": {"type": "boolean"}},
+        "properties": {"x": inner, "y": {**inner, "required": ["a"]}},
+        "required": ["x", "y"],
         "additionalProperties": False,
     }
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        dfa = ac.compile_json_schema(schema, BYTES, timeout_s=10)
-    assert calls == [[], [""]]
-    (w,) = [w.message for w in caught if isinstance(w.message, ac.OrderFallbackWarning)]
-    assert w.pointer == "" and "past 50% of timeout_s" in str(w)
-    assert accepts(dfa, '{"a": 1, "b": true}') and not accepts(dfa, '{"b": true, "a": 1}')
-    # strict_any and no timeout: the error stands
-    calls.clear()
-    with pytest.raises(CompileTimeoutError):
-        ac.compile_json_schema(schema, BYTES, timeout_s=10, property_order="strict_any")
+
+    def compile_with(limit):
+        monkeypatch.setattr(_emitter, "MAX_SCHEMA_ORDER_STATES", limit)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            dfa = ac.compile_json_schema(schema, BYTES)
+        names = [
+            w.message.pointer for w in caught if isinstance(w.message, ac.OrderFallbackWarning)
+        ]
+        return dfa, names
+
+    dfa, names = compile_with(10**9)
+    assert names == []
+    assert accepts(dfa, '{"y": {"c": true, "a": false}, "x": {"b": true, "a": true}}')
+    dfa, names = compile_with(0)
+    assert sorted(names) == ["", "/properties/x", "/properties/y"]
+    assert accepts(dfa, '{"x": {"a": true, "b": true}, "y": {"a": false, "c": true}}')
+    assert not accepts(dfa, '{"x": {"b": true, "a": true}, "y": {"a": false}}')
+    msg = "the schema's objects in any order would add more than 0 automaton states"
+    with pytest.raises(UnsupportedSchemaError, match=msg):
+        ac.compile_json_schema(schema, BYTES, property_order="strict_any")

@@ -104,7 +104,8 @@ Options (all keyword-only):
     with its own copy of the property values' automata: an object of n properties costs
     about ``2**(n-1)`` times the states of its values (``"declared"``: once). Each object
     may add at most 20,000 estimated byte-automaton states to what declared order needs
-    (and have at most 4,096 counting states). Past that, ``"any"`` accepts that object in
+    (and have at most 4,096 counting states), and all objects of the schema together at
+    most 40,000 (in the order they are built). Past that, ``"any"`` accepts that object in
     declared order (a subset of its valid spellings, never an invalid instance) with one
     `OrderFallbackWarning` naming it by JSON pointer; so does a whole schema whose
     automaton outgrows ``max_states`` (or another automaton budget) with its objects in
@@ -168,7 +169,6 @@ import json
 import warnings
 
 from automata_compile._errors import (
-    CompileTimeoutError,
     GrammarConflictError,
     InvalidSchemaError,
     StateBudgetExceededError,
@@ -211,7 +211,7 @@ def _load(schema):
     return schema
 
 
-_INTERNAL = ("declared_at", "any_ordered", "order_warned")
+_INTERNAL = ("declared_at", "any_ordered", "order_warned", "spelling")
 
 
 def _options(kw) -> _Options:
@@ -434,9 +434,6 @@ def json_schema_to_regex(schema, **options) -> str:
 
 
 DEFAULT_TIMEOUT_S = 30.0
-# The share of ``timeout_s`` the first try of ``property_order="any"`` gets (see
-# `compile_json_schema`).
-ANY_ORDER_TIME_SHARE = 0.5
 
 
 def compile_json_schema(
@@ -457,10 +454,8 @@ def compile_json_schema(
     one, `StateBudgetExceededError` (or, for a string constraint, `UnsupportedSchemaError`
     with the budget in its message). ``timeout_s`` (default 30 s; ``None``: no limit of its
     own) bounds the whole compile's wall-clock time, checked at the automaton core's
-    checkpoints; past it, `CompileTimeoutError`. With ``property_order="any"`` the schema
-    with its objects in any order gets half of it: past that (or past ``max_states``), it is
-    compiled again with those objects in declared order, each named by an
-    `OrderFallbackWarning`, within the rest of the time. Both messages name the subschema's JSON pointer when the
+    checkpoints; past it, `CompileTimeoutError` (never a fallback: the language compiled
+    does not depend on the machine's speed). Both messages name the subschema's JSON pointer when the
     translation was building one (``while building #/properties/x``).
 
     Example:
@@ -477,20 +472,12 @@ def compile_json_schema(
     opts = _options(options)
     spec = json.dumps(schema, ensure_ascii=False, separators=(",", ":"))
     with _fsa.limits(timeout_s, "the schema"):
-        # with any order, the first try gets a share of the time: past it, its objects in
-        # any order are compiled again in declared order within the rest of the time
-        share = (
-            timeout_s * ANY_ORDER_TIME_SHARE if timeout_s and opts.property_order == "any" else None
-        )
         try:
-            with _fsa.limits(share, "the schema with its objects in any property order"):
-                return _compile(schema, opts, vocab, max_states, spec)
-        except (StateBudgetExceededError, UnsupportedSchemaError, CompileTimeoutError) as e:
+            return _compile(schema, opts, vocab, max_states, spec)
+        except (StateBudgetExceededError, UnsupportedSchemaError) as e:
             retry = _order_fallback(opts, e)
             if retry is None:
-                if not (isinstance(e, CompileTimeoutError) and share is not None):
-                    raise
-                retry = opts  # past the share with no object in any order: the rest of the time
+                raise
         return _compile(schema, retry, vocab, max_states, spec)
 
 
@@ -502,8 +489,6 @@ def _order_fallback(opts: _Options, e: Exception) -> _Options | None:
         return None
     if isinstance(e, UnsupportedSchemaError) and e.keyword is not None:
         return None  # a keyword's own refusal: not the objects' size
-    if isinstance(e, CompileTimeoutError):
-        e = f"past {ANY_ORDER_TIME_SHARE:.0%} of timeout_s"
     objects = sorted(set(opts.any_ordered))
     for ptr in objects:
         order_fallback_warning(

@@ -77,6 +77,7 @@ class _Emitter:
         # id(label) -> (label, its minimal automaton / its minimal byte DFA's states)
         self.minimal: dict = {}
         self.dfa_sizes: dict = {}
+        self.order_states = 0  # estimated states any order added, over the schema's objects
 
     def string(self, content):
         return _strings.encode_json_string(content, self.opts.string_escapes)
@@ -393,6 +394,8 @@ class _Emitter:
                 g.add(key, tgt, label)
             if budget is not None:
                 budget.charge(len(g.states), nexts, w, room)
+        if budget is not None:
+            budget.charge_schema(self)
         return g.automaton()
 
     def _minimal(self, label):
@@ -465,6 +468,10 @@ def order_fallback_warning(opts: _Options, ptr: str, why: str) -> None:
 # 0.4 ms of compile time per state for Llama-3 on two loaded CPU cores.
 MAX_ORDER_SETS = 4096
 MAX_ORDER_STATES = 20_000
+# The same over all objects of one schema, in the order they are built: past it, the next
+# objects fall back to declared order (each named by a warning) instead of making the
+# schema's automaton, and its compile time, grow with every object.
+MAX_SCHEMA_ORDER_STATES = 40_000
 
 
 class _OrderBudget(Exception):
@@ -483,6 +490,18 @@ class _OrderBudget(Exception):
         self.sizes, self.rest_size, self.wit_sizes = sizes, rest_size, wit_sizes
         # declared order copies each label once: the budget bounds what any order adds
         self.declared = sum(sizes) + rest_size + sum(wit_sizes)
+
+    def charge_schema(self, emitter) -> None:
+        """Adds this object's estimate to the schema's total (``MAX_SCHEMA_ORDER_STATES``);
+        past it, this object is refused any order too."""
+        extra = max(self.states - self.declared, 0)
+        if emitter.order_states + extra > MAX_SCHEMA_ORDER_STATES:
+            self.reason = (
+                f"the schema's objects in any order would add more than "
+                f"{MAX_SCHEMA_ORDER_STATES:,} automaton states to declared order"
+            )
+            raise self
+        emitter.order_states += extra
 
     def charge(self, states: int, nexts, w: bool, room: bool) -> None:
         """Adds the labels of one state's edges (``nexts``: its declared-property edges;

@@ -108,13 +108,18 @@ class _Options:
     property_order: str = "any"
     recursion: str = "stack"
     # per compile: objects forced to declared order (JSON pointers) after an any-order
-    # attempt outgrew a whole-schema budget, and the objects built in any order
+    # attempt outgrew a whole-schema budget (part of the language), then the objects built in
+    # any order and those already warned about (a log, left out of equality and `key`)
     declared_at: frozenset = frozenset()
-    any_ordered: list = dataclasses.field(default_factory=list)
-    order_warned: set = dataclasses.field(default_factory=set)
+    any_ordered: list = dataclasses.field(default_factory=list, compare=False)
+    order_warned: set = dataclasses.field(default_factory=set, compare=False)
     # How null / true / false are spelled: "json", or "python" (None / True / False, for
     # the Python-call style of tool calls; everything else is the same in both).
     spelling: str = "json"
+
+    def key(self) -> tuple:
+        """The options that decide the language, as a hashable cache key."""
+        return tuple(getattr(self, f.name) for f in dataclasses.fields(self) if f.compare)
 
     def literals(self) -> tuple[str, str, str]:
         return ("None", "True", "False") if self.spelling == "python" else ("null", "true", "false")

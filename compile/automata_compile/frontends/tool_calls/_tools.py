@@ -104,7 +104,7 @@ def tool_unit(tool: Tool, fmt, opts) -> BytePDA:
         part = ("json", fmt.arguments_key)
     else:
         part = ("python",)
-    key = (json.dumps(tool.parameters, sort_keys=True), part, dataclasses.astuple(opts))
+    key = (json.dumps(tool.parameters, sort_keys=True), part, opts.key())
     with _LOCK:
         got = _CACHE.get(key)
         if got is not None:
