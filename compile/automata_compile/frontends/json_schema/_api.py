@@ -211,7 +211,7 @@ def _load(schema):
     return schema
 
 
-_INTERNAL = ("declared_at", "any_ordered", "order_warned", "spelling")
+_INTERNAL = ("declared_at", "any_ordered", "order_warned")
 
 
 def _options(kw) -> _Options:
@@ -227,6 +227,8 @@ def _options(kw) -> _Options:
         raise ValueError(
             f"property_order must be 'any', 'strict_any' or 'declared', got {opts.property_order!r}"
         )
+    if opts.spelling not in ("json", "python"):
+        raise ValueError(f"spelling must be 'json' or 'python', got {opts.spelling!r}")
     if opts.recursion not in ("stack", "unroll"):
         raise ValueError(f"recursion must be 'stack' or 'unroll', got {opts.recursion!r}")
     if opts.leap_seconds not in ("utc", "exact", "none"):
