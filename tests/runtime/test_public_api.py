@@ -33,6 +33,7 @@ PUBLIC = [
     "RuntimeShapeError",
     "Sampler",
     "Temperature",
+    "TokenHealing",
     "TopK",
     "TopP",
     "UnknownConstraintError",
@@ -41,6 +42,7 @@ PUBLIC = [
     "batch_sharding",
     "generate",
     "generate_sharded",
+    "heal_prompts",
     "init_state",
     "mask_logits",
     "nnx_step",
@@ -48,6 +50,7 @@ PUBLIC = [
     "replicate",
     "replicated",
     "shard_batch",
+    "strip_healed",
 ]
 
 
