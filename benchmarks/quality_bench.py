@@ -232,7 +232,7 @@ def parse_output(text: str, constrained: bool):
 _DFAS: dict = {}  # (schema, whitespace, property_order) -> TokenDFA, shared by the variants
 
 
-def run_variant(variant, cases, model, params, vocab, *, batch, max_new, log):
+def run_variant(variant, cases, model, params, vocab, *, batch, max_new, log, partial=None):
     import jsonschema
 
     v = model.config.vocab_size
@@ -274,9 +274,9 @@ def run_variant(variant, cases, model, params, vocab, *, batch, max_new, log):
     real = [d for d in dfas if d is not None]
     min_states = aj_bucket(max((d.num_states for d in real), default=1))
     min_classes = aj_bucket(max((d.num_classes for d in real), default=1))
-    forced = max((int(d.forced_len.max(initial=0)) for d in real if d.forced_len is not None),
-                 default=0)  # fmt: skip
-    forced = aj_bucket(forced, 1) if forced else 0
+    width = max((int(d.forced_len.max(initial=0)) for d in real if d.forced_len is not None),
+                default=0)  # fmt: skip
+    width = aj_bucket(width, 1) if width else 0
     gen_s = score_s = 0.0
     for start in range(0, len(order), batch):
         real = order[start : start + batch]
@@ -289,7 +289,7 @@ def run_variant(variant, cases, model, params, vocab, *, batch, max_new, log):
             [by_id[u] for u in uniq], vocab_size=v, eos_ids=eos, min_states=min_states,
             min_classes=min_classes, min_constraints=batch,
         )  # fmt: skip
-        tables = fixed_forced_width(tables, forced)
+        tables = fixed_forced_width(tables, width)
         ids = [uniq.index(id(d)) if d is not None else -1 for d in row_dfas]
         heal = None
         if healing is not None and not tables.has_stack:
@@ -360,6 +360,8 @@ def run_variant(variant, cases, model, params, vocab, *, batch, max_new, log):
                 )
             records.append(rec)
         done = len(records)
+        if partial is not None:  # a run cut short keeps what it measured
+            partial(summarize(variant, records, time.perf_counter() - t_start, compile_s))
         log(
             f"  {variant.name}: {done}/{len(cases)} cases, "
             f"{sum(r['correct'] for r in records)} correct, "
@@ -451,10 +453,15 @@ def main(argv=None):
     vocab = ac.Vocabulary.from_tokenizer_json(args.tokenizer)
     log(f"model + vocabulary loaded in {time.perf_counter() - t0:.0f} s")
     results = []
+
+    def partial(summary):
+        if args.out:
+            args.out.write_text(json.dumps([*results, summary], indent=1))
+
     for name in args.variants.split(","):
         s = run_variant(
             VARIANTS[name], cases, model, params, vocab,
-            batch=args.batch, max_new=args.max_new_tokens, log=log,
+            batch=args.batch, max_new=args.max_new_tokens, log=log, partial=partial,
         )  # fmt: skip
         print(fmt(s), flush=True)
         results.append(s)
