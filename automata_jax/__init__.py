@@ -23,6 +23,7 @@ from automata_jax._constraint import (
 from automata_jax._fast_forward import FastForward
 from automata_jax._flax_adapters import LinenStep, NnxStep, nnx_step
 from automata_jax._generate import GenerateOutput, generate, pad_prompts
+from automata_jax._healing import TokenHealing, heal_prompts, strip_healed
 from automata_jax._sampling import Greedy, MinP, Sampler, Temperature, TopK, TopP
 from automata_jax._sharding import (
     batch_sharding,
@@ -57,6 +58,7 @@ __all__ = [
     "TableCapacityError",
     "Temperature",
     "TopK",
+    "TokenHealing",
     "TopP",
     "UnknownConstraintError",
     "advance",
@@ -64,6 +66,7 @@ __all__ = [
     "batch_sharding",
     "generate",
     "generate_sharded",
+    "heal_prompts",
     "init_state",
     "mask_logits",
     "nnx_step",
@@ -71,6 +74,7 @@ __all__ = [
     "replicate",
     "replicated",
     "shard_batch",
+    "strip_healed",
 ]
 
 __version__ = "0.1.0"

@@ -32,7 +32,7 @@ import numpy as np
 from flax import struct
 from jaxtyping import Array, Bool, Int
 
-from automata_jax import _fast_forward
+from automata_jax import _fast_forward, _healing
 from automata_jax._constraint import (
     ConstraintState,
     advance,
@@ -208,6 +208,7 @@ def generate(
     buffer_length: int | None = None,
     data_sharding: jax.sharding.Sharding | None = None,
     fast_forward: bool | _fast_forward.FastForward = False,
+    healing: _healing.TokenHealing | None = None,
 ) -> GenerateOutput:
     """Generates up to ``max_new_tokens`` tokens per row under each row's constraint.
 
@@ -241,6 +242,10 @@ def generate(
         ``init_cache`` callable gets ``buffer_length`` extra slots (rows chunk at different
         times, leaving padding slots); a cache pytree needs ``max_new_tokens`` slots past
         the prompt, and steps are chunked only while it has room for them.
+      healing: optional token healing at the prompt boundary (`heal_prompts` backs off the
+        prompts' last tokens and returns it): each healing row's first token must start
+        with its backed-off bytes (see `automata_jax._healing`); the output then starts
+        with them. DFA constraints only; needs ``max_new_tokens >= 2``.
 
     Returns:
       A `GenerateOutput`.
@@ -276,6 +281,10 @@ def generate(
     if capacity < n:
         raise RuntimeShapeError(f"buffer_length: expected >= max_new_tokens ({n}), got {capacity}")
     fast_forward = _fast_forward.policy(fast_forward, tables)  # None: off
+    if healing is not None:
+        _healing.check(healing, tables, prompt_tokens.shape[0])
+        if n < 2:
+            raise RuntimeShapeError(f"max_new_tokens: expected >= 2 with healing, got {n}")
     slack = _fast_forward.cache_slack(capacity, tables) if fast_forward else 0
     init_cache = None
     if callable(cache):
@@ -300,6 +309,7 @@ def generate(
         rng,
         cache,
         jnp.asarray(pad_id, jnp.int32),
+        healing,
     )
     if capacity != n:
         out = out.replace(tokens=out.tokens[:, :n])
@@ -334,6 +344,7 @@ def _generate_loop(
     rng,
     cache,
     pad_id,
+    healing=None,
 ):
     b, t = prompt_tokens.shape
     v = tables.vocab_size
@@ -371,6 +382,13 @@ def _generate_loop(
         return tokens, emitted, on_batch(advance(tables, state, tokens)), counted
 
     state = on_batch(init_state(tables, constraint_ids))
+    healed = None
+    if healing is not None:  # the first token, under the healing mask, fed on its own
+        healed, logits, cache, state, next_position = _heal_first(
+            step_fn, params, tables, state, logits[:, -1], healing, sampler, rng, pad_id,
+            cache, next_position,
+        )  # fmt: skip
+        num_steps = jnp.clip(max_new_tokens - 1, 1, capacity - 1)
     if fast_forward:
         buffer, lengths, state, calls = _fast_forward.ff_loop(
             policy=fast_forward,
@@ -388,7 +406,7 @@ def _generate_loop(
             rng=rng,
             pad_id=pad_id,
         )
-        return _output(buffer, lengths, state, calls)
+        return _output(buffer, lengths, state, calls, healed)
     token, emitted, state, counted = sample(0, logits[:, -1], state)
     buffer = jnp.full((b, capacity), pad_id, jnp.int32).at[:, 0].set(token)
     calls = jnp.ones((b,), jnp.int32)  # the prefill
@@ -409,7 +427,22 @@ def _generate_loop(
         return (i + 1, buffer, token, emitted, state, cache, lengths + counted, calls)
 
     _, buffer, _, _, state, _, lengths, calls = jax.lax.while_loop(cond, body, carry)
-    return _output(buffer, lengths, state, calls)
+    return _output(buffer, lengths, state, calls, healed)
+
+
+def _heal_first(step_fn, params, tables, state, logits, healing, sampler, rng, pad_id, cache, pos):
+    """Token healing's first step: sample under the healing mask, feed the token."""
+    active = ~state.done
+    token, state = _healing.heal_step(
+        tables=tables, state=state, logits=logits, healing=healing, sampler=sampler,
+        rng=jax.random.fold_in(rng, jnp.iinfo(jnp.int32).max), pad_id=pad_id,
+    )  # fmt: skip
+    logits, cache = step_fn(params, token[:, None], pos[:, None], active[:, None], cache)
+    _check_step_logits(logits, token.shape[0], 1, tables.vocab_size)
+    counted = (active & ~tables.eos_mask[jnp.clip(token, 0, tables.vocab_size - 1)]).astype(
+        jnp.int32
+    )
+    return (token, counted, active.astype(jnp.int32)), logits, cache, state, pos + 1
 
 
 _generate_jit = jax.jit(
@@ -425,8 +458,13 @@ _generate_jit = jax.jit(
 )
 
 
-def _output(buffer, lengths, state: ConstraintState, calls) -> GenerateOutput:
-    """The loop's result; a row is accepted when it finished without an error."""
+def _output(buffer, lengths, state: ConstraintState, calls, healed=None) -> GenerateOutput:
+    """The loop's result; a row is accepted when it finished without an error. With
+    healing, the healed first token is put in front (the loop wrote at most capacity - 1)."""
+    if healed is not None:
+        token, counted, call = healed
+        buffer = jnp.concatenate([token[:, None], buffer[:, :-1]], axis=1)
+        lengths, calls = lengths + counted, calls + call
     return GenerateOutput(
         tokens=buffer,
         lengths=lengths,

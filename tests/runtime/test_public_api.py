@@ -35,6 +35,7 @@ PUBLIC = [
     "TableCapacity",
     "TableCapacityError",
     "Temperature",
+    "TokenHealing",
     "TopK",
     "TopP",
     "UnknownConstraintError",
@@ -43,6 +44,7 @@ PUBLIC = [
     "batch_sharding",
     "generate",
     "generate_sharded",
+    "heal_prompts",
     "init_state",
     "mask_logits",
     "nnx_step",
@@ -50,6 +52,7 @@ PUBLIC = [
     "replicate",
     "replicated",
     "shard_batch",
+    "strip_healed",
 ]
 
 
