@@ -31,6 +31,7 @@ from automata_jax._sharding import (
     replicated,
     shard_batch,
 )
+from automata_jax._speculative import Speculate
 from automata_jax._tables import (
     ConstraintTables,
     RuntimeDtypeError,
@@ -51,6 +52,7 @@ __all__ = [
     "RuntimeDtypeError",
     "RuntimeShapeError",
     "Sampler",
+    "Speculate",
     "Temperature",
     "TopK",
     "TopP",

@@ -337,7 +337,9 @@ def apply_step(
       cache: from `init_cache` or a previous call.
       logits_at: optional slot per row, shape=[B]; then only that slot's logits are
         computed (shape=[B, 1, V]), which saves the output layer on the other slots
-        (fast-forward decoding feeds forced tokens whose logits it does not need).
+        (fast-forward decoding feeds forced tokens whose logits it does not need). Or
+        J slots per row, shape=[B, J], giving logits of shape=[B, J, V] (speculative
+        decoding verifies its drafts at J slots).
 
     Returns:
       ``(logits, cache)``: float32 logits, shape=[B, T, V] (or [B, 1, V] with
@@ -378,7 +380,9 @@ def apply_step(
         x = x + _rms_norm(h, p["post_feedforward_layernorm"], config.rms_norm_eps)
 
     if logits_at is not None:
-        x = jnp.take_along_axis(x, logits_at.astype(jnp.int32)[:, None, None], axis=1)
+        at = logits_at.astype(jnp.int32)
+        at = at[:, None, None] if at.ndim == 1 else at[:, :, None]  # [B] or [B, J] slots
+        x = jnp.take_along_axis(x, at, axis=1)
     x = _rms_norm(x, params["final_norm"], config.rms_norm_eps)
     logits = jnp.einsum("btd,vd->btv", x, embed, preferred_element_type=jnp.float32)
     logits = _softcap(logits, config.final_logit_softcap)
