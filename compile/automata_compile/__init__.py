@@ -31,6 +31,7 @@ _EXPORTS = {
     "UnsupportedSchemaError": "_errors",
     "InvalidSchemaError": "_errors",
     "VocabularyError": "_errors",
+    "GGUFError": "_errors",
     "IncompatibleVocabularyError": "_errors",
     "TableFormatError": "_errors",
     "InvalidGrammarError": "_errors",
@@ -41,6 +42,7 @@ _EXPORTS = {
     "TokenDFA": "tokens._token_dfa",
     # vocabularies
     "Vocabulary": "tokens._vocabulary",
+    "read_gguf_header": "tokens._gguf",
     # compilers
     "compile_regex": "_compile",
     "json_schema_to_regex": "frontends.json_schema",

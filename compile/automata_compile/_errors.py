@@ -106,6 +106,11 @@ class VocabularyError(AutomataError, ValueError):
     """A tokenizer file cannot be read as a vocabulary."""
 
 
+class GGUFError(VocabularyError):
+    """A GGUF file is unreadable or truncated, or holds a tokenizer or model this library
+    cannot use (the message names the file and the metadata key or tensor)."""
+
+
 class IncompatibleVocabularyError(AutomataError, ValueError):
     """Tables compiled for one vocabulary were used with another."""
 

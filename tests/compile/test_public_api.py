@@ -16,6 +16,7 @@ EXPECTED_ALL = [
     "AutomataError",
     "CompileTimeoutError",
     "EmptyLanguageError",
+    "GGUFError",
     "GrammarConflictError",
     "IncompatibleVocabularyError",
     "InvalidGrammarError",
@@ -38,6 +39,7 @@ EXPECTED_ALL = [
     "dataclass_to_regex",
     "json_schema_to_regex",
     "parse",
+    "read_gguf_header",
 ]
 
 FORBIDDEN = ("jax", "jaxlib", "flax", "interegular")
@@ -73,6 +75,7 @@ def test_error_hierarchy():
         "InvalidPatternError",
         "UnsupportedPatternError",
         "EmptyLanguageError",
+        "GGUFError",
         "UnsupportedSchemaError",
         "InvalidSchemaError",
         "VocabularyError",

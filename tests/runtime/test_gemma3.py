@@ -185,7 +185,11 @@ def test_public_surface():
         "Gemma3Config",
         "KVCache",
         "ModelError",
+        "config_from_gguf",
         "convert_hf_state_dict",
+        "default_cache_dir",
+        "default_gguf_path",
+        "load_gguf",
         "load_safetensors",
     ]
 

@@ -358,3 +358,47 @@ def test_sampled_sequences_match_their_regex():
                 assert regex.fullmatch(pattern, text, partial=True), (pattern, text)
             checked += 1
     assert checked >= 200 and finished >= 50, (checked, finished)
+
+
+@pytest.mark.parametrize("fast_forward", [True, False])
+def test_prefill_computes_only_the_last_slot_when_the_step_takes_logits_at(fast_forward):
+    """A ``step_fn`` with ``logits_at`` gets the prompt's last slot in the prefill (logits
+    [B, 1, V]); the generated tokens equal those of the same model without the keyword."""
+    models = pytest.importorskip("automata_jax.models")
+    config = models.Gemma3Config(
+        vocab_size=V, d_model=16, num_layers=2, num_heads=2, num_kv_heads=1, head_dim=8,
+        hidden_dim=32, sliding_window=4, sliding_window_pattern=2,
+    )  # fmt: skip
+    model = models.Gemma3(config)
+    params = model.init_params(jax.random.key(3), std=0.5)
+    seen = []
+
+    def with_logits_at(params, tokens, positions, input_mask, cache, logits_at=None):
+        seen.append((tokens.shape[1], None if logits_at is None else logits_at.shape))
+        return model.apply_step(params, tokens, positions, input_mask, cache, logits_at)
+
+    def without(params, tokens, positions, input_mask, cache):
+        return model.apply_step(params, tokens, positions, input_mask, cache)
+
+    tables = ConstraintTables.from_dfas([AB_C, B_C], vocab_size=V)
+    tokens, mask = aj.pad_prompts([[1, 2, 0, 5, 6], [5]], pad_id=PAD)
+    outs = [
+        aj.generate(
+            fn,
+            params,
+            tokens,
+            tables,
+            jnp.array([0, 1]),
+            sampler=Greedy(),
+            max_new_tokens=9,
+            rng=jax.random.key(0),
+            prompt_mask=mask,
+            cache=model.init_cache,
+            pad_id=PAD,
+            fast_forward=fast_forward,
+        )  # fmt: skip
+        for fn in (with_logits_at, without)
+    ]
+    assert seen[0] == (tokens.shape[1], (2,))  # the prefill, traced first
+    np.testing.assert_array_equal(outs[0].tokens, outs[1].tokens)
+    np.testing.assert_array_equal(outs[0].lengths, outs[1].lengths)

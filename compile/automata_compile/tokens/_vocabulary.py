@@ -290,6 +290,7 @@ class Vocabulary:
         * ``*.model`` (also ``tokenizer.model.v3``-style names): SentencePiece;
         * JSON with a ``"model"`` key: Hugging Face ``tokenizer.json``;
         * JSON with a ``"vocab"`` list and ``"config"``: mistral-common tekken;
+        * a file starting with ``GGUF``: the tokenizer in a GGUF model's metadata;
         * other binary files are tried as SentencePiece models.
 
         Raises:
@@ -305,6 +306,8 @@ class Vocabulary:
         if ".model" in path.suffixes:
             return cls.from_sentencepiece(path)
         data = _read_bytes(path)
+        if data[:4] == b"GGUF":
+            return cls.from_gguf(path)
         if data.lstrip()[:1] not in (b"{", b"["):  # not JSON: SentencePiece is protobuf
             return cls.from_sentencepiece(path)
         obj = _parse_json(data, path)
@@ -397,6 +400,19 @@ class Vocabulary:
             ) from e
         obj = json.loads(text)
         return _from_tokenizer_json_obj(obj, Path(name), text=text, eos_ids=eos_ids, name=name)
+
+    @classmethod
+    def from_gguf(cls, path: str | os.PathLike) -> Vocabulary:
+        """Loads the tokenizer in a GGUF model file's metadata (llama.cpp, Ollama, LM Studio).
+
+        SentencePiece (``tokenizer.ggml.model`` ``"llama"``) and byte-level BPE (``"gpt2"``)
+        tokenizers; see `automata_compile.tokens._gguf` for the mapping and for how Gemma-3's
+        GGUF (262,144 ids) differs from its ``tokenizer.json`` (262,145). `encode` rebuilds the
+        SentencePiece model from the GGUF (needs ``protobuf``).
+        """
+        from automata_compile.tokens._gguf import vocabulary_from_gguf
+
+        return vocabulary_from_gguf(path)
 
     @classmethod
     def from_tekken(cls, path: str | os.PathLike) -> Vocabulary:
