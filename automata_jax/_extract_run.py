@@ -47,6 +47,8 @@ class RowOutput:
       error: set when the row failed for another reason than the token limit.
       model_calls: forward passes the row needed (prefill included; fewer than
         ``num_tokens`` with fast-forward).
+      drafted, drafts_accepted: draft tokens the row fed to the model and kept
+        (speculative decoding, `automata_jax.Speculate`).
     """
 
     tokens: tuple[int, ...]
@@ -54,6 +56,8 @@ class RowOutput:
     finished: bool
     error: str | None = None
     model_calls: int = 0
+    drafted: int = 0
+    drafts_accepted: int = 0
 
 
 @dataclasses.dataclass
@@ -72,6 +76,7 @@ class Runner:
     cache_fn: Any
     tables: ConstraintTables | None = None
     fast_forward: bool = True  # forced tokens fed in one call (see automata_jax._fast_forward)
+    speculate: bool = True  # drafts copied from the prompt, verified (automata_jax._speculative)
 
     @classmethod
     def create(cls, args, vocab) -> Runner:
@@ -116,6 +121,7 @@ class Runner:
             mesh=mesh,
             cache_fn=_cache_fn(model, cache_dtype),
             fast_forward=getattr(args, "fast_forward", True),
+            speculate=getattr(args, "speculate", True),
         )
 
     def set_constraint(self, dfa) -> None:
@@ -156,10 +162,12 @@ class Runner:
             cache=self.cache_fn,
             replicate_params=False,
             fast_forward=self.fast_forward,
+            speculate=self.speculate,
         )
-        out_tokens, lengths, accepted, error, calls = jax.device_get(
-            (out.tokens, out.lengths, out.accepted, out.states.error, out.model_calls)
-        )
+        out_tokens, lengths, accepted, error, calls, drafted, kept = jax.device_get(
+            (out.tokens, out.lengths, out.accepted, out.states.error, out.model_calls,
+             out.drafted, out.drafts_accepted)
+        )  # fmt: skip
         results = []
         for i in range(n):
             length_i = int(lengths[i])
@@ -170,6 +178,8 @@ class Runner:
                     finished=bool(accepted[i]),
                     error=INTERNAL_ERROR if error[i] else None,
                     model_calls=int(calls[i]),
+                    drafted=int(drafted[i]),
+                    drafts_accepted=int(kept[i]),
                 )
             )
         return results

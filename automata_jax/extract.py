@@ -133,6 +133,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_false",
         help="one model call per token (default: forced tokens join the sampled one's call)",
     )
+    p.add_argument(
+        "--no-speculate",
+        dest="speculate",
+        action="store_false",
+        help="no drafts (default: tokens copied from the prompt are verified in the same call)",
+    )
     args = p.parse_args(argv)
     for name in ("batch_size", "max_new_tokens", "max_prompt_tokens"):
         if getattr(args, name) < 1:
@@ -275,6 +281,8 @@ class _Stats:
         self.errors = 0
         self.tokens = 0
         self.model_calls = 0
+        self.drafted = 0
+        self.drafts_accepted = 0
         self.batches = 0
         self.first_batch_s = 0.0
         self.first_batch_records = 0
@@ -350,6 +358,8 @@ def _run_batch(args, runner, pending, validator, stats) -> list[dict[str, Any]]:
         for (i, record, _), out in zip(todo, outputs, strict=True):
             stats.tokens += out.num_tokens
             stats.model_calls += out.model_calls
+            stats.drafted += out.drafted
+            stats.drafts_accepted += out.drafts_accepted
             results[i] = result_line(record, _result(out, runner.vocab, validator))
     for r in results.values():
         stats.records += 1
@@ -395,6 +405,12 @@ def _report(stats: _Stats, output_path: Path, *, empty: bool = False) -> None:
         f"per record: {stats.tokens / stats.records:.1f} tokens, "
         f"{stats.model_calls / stats.records:.1f} model calls"
     )
+    if stats.drafted:
+        calls = max(stats.model_calls, 1)
+        _log(
+            f"speculation: {stats.drafted / calls:.2f} drafted and "
+            f"{stats.drafts_accepted / calls:.2f} accepted tokens per model call"
+        )
     if stats.batches > 1:  # the first batch pays for XLA compilation
         steady = max(secs - stats.first_batch_s, 1e-9)
         _log(
