@@ -103,7 +103,7 @@ class Runner:
                 f"({model.num_params(params) / 1e6:.0f}M params, {params['embed_tokens'].dtype}), "
                 f"tokenizer {vocab.name} ({vocab.size} ids)"
             )
-        devices = np.array(jax.devices())
+        devices = np.array(jax.local_devices())  # this process's (see extract_hosts)
         n_dev = devices.size
         batch = -(-args.batch_size // n_dev) * n_dev
         cache_dtype = params["embed_tokens"].dtype

@@ -39,7 +39,7 @@ from typing import Any
 
 from automata_compile import AutomataError
 from automata_compile._cli import error_line, plain_warnings
-from automata_jax import _extract_io, _extract_prep
+from automata_jax import _extract_hosts, _extract_io, _extract_prep
 from automata_jax._extract_io import ExtractError, OutputLog, Record, read_records, result_line
 
 __all__ = ["LIMIT_ERROR", "SCHEMA_OPTIONS", "ExtractError", "main", "parse_args"]
@@ -197,7 +197,8 @@ def _run(args: argparse.Namespace) -> int:
     )
     log = OutputLog.inspect(output_path)
     _warn_duplicates(summary.duplicate_ids)
-    keys = set(summary.keys)
+    share = getattr(args, "share", None)  # (process, processes): automata_jax.extract_hosts
+    keys = {k for k in summary.keys if _extract_hosts.in_share(k[0], share)}
     if log.done:
         _log(f"resume: {len(log.done & keys)} record(s) already in {output_path} are skipped")
     stale = len(log.done - keys)
@@ -294,6 +295,7 @@ def _process(args, runner, template, schema, input_path, log, total, todo) -> _S
     from tqdm import tqdm
 
     schema_json = json.dumps(schema, ensure_ascii=False)
+    share = getattr(args, "share", None)
     validator = _extract_prep.schema_validator(schema)
     stats = _Stats()
     bar = tqdm(
@@ -324,7 +326,7 @@ def _process(args, runner, template, schema, input_path, log, total, todo) -> _S
 
     with bar:
         for record in read_records(input_path, text_field=args.text_field):
-            if record.key in log.done:
+            if record.key in log.done or not _extract_hosts.in_share(record.line, share):
                 continue
             ids = None
             if record.error is None:
