@@ -135,7 +135,8 @@ def main(argv=None) -> int:
     parser.add_argument("--sets", default="extract,heldout,bfcl,free")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=64)
-    parser.add_argument("--bfcl-cases", type=int, default=16)
+    parser.add_argument("--bfcl-cases", type=int, default=8)
+    parser.add_argument("--limit", type=int, default=0, help="at most this many records per set")
     parser.add_argument("--output", default=str(ROOT / "benchmarks/results/speculative.json"))
     args = parser.parse_args(argv)
 
@@ -144,13 +145,23 @@ def main(argv=None) -> int:
     config, params = load_gguf(path, cache_dir=default_cache_dir())
     model = Gemma3(config)
     cache_fn = functools.partial(model.init_cache, dtype=params["embed_tokens"].dtype)
-    loops = {"ff": dict(fast_forward=True), "ff+spec": dict(fast_forward=True, speculate=True)}
-    results = {}
-    for name, (prompts, ids, dfas) in load_sets(
-        args.sets.split(","), vocab, args.bfcl_cases
-    ).items():
+    eager = aj.Speculate(slot_cost=0.0, logit_cost=0.0)  # drafts whenever a row has one
+    loops = {
+        "ff": dict(fast_forward=True),
+        "ff+spec": dict(fast_forward=True, speculate=True),
+        "ff+spec_eager": dict(fast_forward=True, speculate=eager),
+    }
+    sets = load_sets(args.sets.split(","), vocab, args.bfcl_cases)
+    if args.limit:
+        sets = {k: (p[: args.limit], i[: args.limit], d) for k, (p, i, d) in sets.items()}
+    # One prompt length for every set: sets whose tables have one shape share compilations.
+    length = bucket(max(len(p) for prompts, _, _ in sets.values() for p in prompts), 64)
+    compiled, results = set(), {}
+    for name, (prompts, ids, dfas) in sets.items():
         tables = aj.ConstraintTables.from_dfas(dfas, vocab_size=config.vocab_size)
-        length = bucket(max(len(p) for p in prompts), 64)
+        shape = str(jax.tree.map(np.shape, tables))
+        warm = shape not in compiled  # run the first batch once, untimed, to compile
+        compiled.add(shape)
         stats = {
             k: dict(calls=0, tokens=0, drafted=0, accepted=0, seconds=0.0, records=0) for k in loops
         }
@@ -159,7 +170,7 @@ def main(argv=None) -> int:
             list(range(i, min(i + args.batch, len(prompts))))
             for i in range(0, len(prompts), args.batch)
         ]
-        for number, rows in enumerate([batches[0]] + batches):
+        for number, rows in enumerate(([batches[0]] if warm else []) + batches, start=1 - warm):
             full = rows + [rows[0]] * (args.batch - len(rows))
             tokens, mask = aj.pad_prompts([prompts[r] for r in full], length=length)
             cids = np.asarray([ids[r] for r in full], np.int32)
@@ -186,42 +197,40 @@ def main(argv=None) -> int:
                 s["drafted"] += int(out.drafted[:n].sum())
                 s["accepted"] += int(out.drafts_accepted[:n].sum())
             if number:
-                same += int(
-                    (outs["ff"].tokens[: len(rows)] == outs["ff+spec"].tokens[: len(rows)])
-                    .all(1)
-                    .sum()
-                )
-                print(
-                    f"{name} batch {number}: "
-                    + ", ".join(f"{k} {stats[k]['seconds']:.1f}s" for k in loops),
-                    flush=True,
-                )
+                n = len(rows)
+                agree = np.ones(n, bool)
+                for k in loops:
+                    agree &= (outs["ff"].tokens[:n] == outs[k].tokens[:n]).all(1)
+                same += int(agree.sum())
+                times = ", ".join(f"{k} {stats[k]['seconds']:.1f}s" for k in loops)
+                print(f"{name} batch {number}: {times}", flush=True)
         for s in stats.values():
             s["calls_per_record"] = s["calls"] / s["records"]
             s["tokens_per_record"] = s["tokens"] / s["records"]
             s["records_per_s"] = s["records"] / s["seconds"]
             s["drafted_per_call"] = s["drafted"] / s["calls"]
             s["accepted_per_call"] = s["accepted"] / s["calls"]
-        a, b = stats["ff"], stats["ff+spec"]
-        results[name] = dict(
-            loops=stats, identical_records=same, records=a["records"],
-            calls_ratio=b["calls_per_record"] / a["calls_per_record"],
-            speed_ratio=b["records_per_s"] / a["records_per_s"],
-        )  # fmt: skip
-        print(json.dumps({name: results[name]}, indent=1), flush=True)
+        base = stats["ff"]
+        for s in stats.values():
+            s["calls_ratio"] = s["calls_per_record"] / base["calls_per_record"]
+            s["speed_ratio"] = s["records_per_s"] / base["records_per_s"]
+        results[name] = dict(loops=stats, identical_records=same, records=base["records"])
+        print(json.dumps({name: results[name]}), flush=True)
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps(dict(args=vars(args), results=results), indent=1))
     print(
-        "| set | records | calls/record ff | ff+spec | ratio | records/s ff | ff+spec | ratio | "
+        "| set | loop | calls/record | ratio | tokens/record | records/s | ratio | "
         "drafted/call | accepted/call | identical |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name, r in results.items():
-        a, b = r["loops"]["ff"], r["loops"]["ff+spec"]
-        print(f"| {name} | {r['records']} | {a['calls_per_record']:.1f} | {b['calls_per_record']:.1f} | "
-              f"{r['calls_ratio']:.2f}x | {a['records_per_s']:.2f} | {b['records_per_s']:.2f} | "
-              f"{r['speed_ratio']:.2f}x | {b['drafted_per_call']:.2f} | {b['accepted_per_call']:.2f} | "
-              f"{r['identical_records']}/{r['records']} |")  # fmt: skip
+        for loop, s in r["loops"].items():
+            print(
+                f"| {name} | {loop} | {s['calls_per_record']:.1f} | {s['calls_ratio']:.2f}x | "
+                f"{s['tokens_per_record']:.1f} | {s['records_per_s']:.3f} | "
+                f"{s['speed_ratio']:.2f}x | {s['drafted_per_call']:.2f} | "
+                f"{s['accepted_per_call']:.2f} | {r['identical_records']}/{r['records']} |"
+            )
     return 0
 
 
