@@ -159,7 +159,7 @@ def main(argv=None) -> int:
     compiled, results = set(), {}
     for name, (prompts, ids, dfas) in sets.items():
         tables = aj.ConstraintTables.from_dfas(dfas, vocab_size=config.vocab_size)
-        shape = str(jax.tree.map(np.shape, tables))
+        shape = (jax.tree.structure(tables), tuple(np.shape(x) for x in jax.tree.leaves(tables)))
         warm = shape not in compiled  # run the first batch once, untimed, to compile
         compiled.add(shape)
         stats = {
