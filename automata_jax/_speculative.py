@@ -414,7 +414,14 @@ def spec_loop(
         states = walk(st, drafts, d)  # [J, B]
         key = jax.random.fold_in(rng, i)
         keys = jax.vmap(lambda j: jax.random.fold_in(key, j))(jnp.arange(j_max))
-        chosen = jax.vmap(choose)(keys, states, jnp.swapaxes(logits, 0, 1))  # [J, B]
+
+        def every_slot(_):
+            return jax.vmap(choose)(keys, states, jnp.swapaxes(logits, 0, 1))
+
+        def first_slot(_):  # no row fed a draft: mask and sample one slot, as fast-forward
+            return jnp.broadcast_to(choose(keys[0], st, logits[:, 0]), (j_max, b))
+
+        chosen = jax.lax.cond(jnp.any(d > 0), every_slot, first_slot, None)  # [J, B]
         same = (chosen[:k_max] == drafts.T) & (jnp.arange(k_max)[:, None] < d[None, :])
         m = jnp.sum(jnp.cumprod(same.astype(jnp.int32), axis=0), axis=0)
         return chosen[m, rows], m, select(states, m), drafts
