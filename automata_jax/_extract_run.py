@@ -76,7 +76,7 @@ class Runner:
     cache_fn: Any
     tables: ConstraintTables | None = None
     fast_forward: bool = True  # forced tokens fed in one call (see automata_jax._fast_forward)
-    speculate: bool = True  # drafts copied from the prompt, verified (automata_jax._speculative)
+    speculate: bool = False  # drafts copied from the prompt, verified (automata_jax._speculative)
 
     @classmethod
     def create(cls, args, vocab) -> Runner:
@@ -121,7 +121,9 @@ class Runner:
             mesh=mesh,
             cache_fn=_cache_fn(model, cache_dtype),
             fast_forward=getattr(args, "fast_forward", True),
-            speculate=getattr(args, "speculate", True),
+            speculate={"on": True, "off": False}.get(
+                getattr(args, "speculate", "auto"), not on_cpu
+            ),
         )
 
     def set_constraint(self, dfa) -> None:

@@ -134,10 +134,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="one model call per token (default: forced tokens join the sampled one's call)",
     )
     p.add_argument(
-        "--no-speculate",
-        dest="speculate",
-        action="store_false",
-        help="no drafts (default: tokens copied from the prompt are verified in the same call)",
+        "--speculate",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="verify drafts copied from the prompt in the same model call (auto: on for GPU/TPU, "
+        "where wider calls are nearly free; off on CPU, where they cost about as much as they "
+        "save; BENCHMARKS.md)",
     )
     args = p.parse_args(argv)
     for name in ("batch_size", "max_new_tokens", "max_prompt_tokens"):
@@ -284,6 +286,7 @@ class _Stats:
         self.model_calls = 0
         self.drafted = 0
         self.drafts_accepted = 0
+        self.speculate = False
         self.batches = 0
         self.first_batch_s = 0.0
         self.first_batch_records = 0
@@ -298,6 +301,7 @@ def _process(args, runner, template, schema, input_path, log, total, todo) -> _S
     share = getattr(args, "share", None)
     validator = _extract_prep.schema_validator(schema)
     stats = _Stats()
+    stats.speculate = runner.speculate
     bar = tqdm(
         total=total,
         initial=total - todo,
@@ -407,7 +411,7 @@ def _report(stats: _Stats, output_path: Path, *, empty: bool = False) -> None:
         f"per record: {stats.tokens / stats.records:.1f} tokens, "
         f"{stats.model_calls / stats.records:.1f} model calls"
     )
-    if stats.drafted:
+    if stats.speculate:
         calls = max(stats.model_calls, 1)
         _log(
             f"speculation: {stats.drafted / calls:.2f} drafted and "

@@ -452,3 +452,18 @@ def test_compile_timeout_is_a_clear_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "error: compiling the schema ran past timeout_s=1e-09 s" in err and "..." not in err
     assert not out.exists() or out.read_text() == ""
+
+
+def test_speculation_gives_the_same_records_and_reports_drafts(tmp_path, capsys):
+    """--speculate on (drafts verified in the loop) writes what --speculate off writes
+    (greedy), and the summary reports drafted and accepted tokens per model call."""
+    inp = tmp_path / "docs.jsonl"
+    _docs(inp, 4)
+    outs = {}
+    for mode in ("off", "on"):
+        outs[mode] = tmp_path / f"{mode}.jsonl"
+        args = ["--input", str(inp), "--output", str(outs[mode]), "--speculate", mode, *BATCH]
+        assert extract.main(args) == 0
+        err = capsys.readouterr().err
+        assert ("tokens per model call" in err) == (mode == "on"), err
+    assert _read_output(outs["on"]) == _read_output(outs["off"])
