@@ -43,10 +43,9 @@ call, as without speculation.
 
 **Caches.** The cache must be None or a pytree with ``valid`` (bool[B, S]) and
 ``end_index`` whose model reads only valid slots (`automata_jax.models.gemma3.KVCache`,
-`automata_jax.testing.FakeModel`'s cache). Sliding-window layers of
-`automata_jax.models.Gemma3` measure the window in cache slots, so slots left invalid by
-rewinds (and by fast-forward's padding) shorten a local layer's window by that many
-tokens; with Gemma-3's windows (512+) and the job's lengths this never binds.
+`automata_jax.testing.FakeModel`'s cache). A model with sliding-window attention must
+count its window in valid slots, not cache slots, as `automata_jax.models.Gemma3` does;
+otherwise slots left invalid by rewinds (and by fast-forward's padding) would shorten it.
 """
 
 # ruff: noqa: F722 (jaxtyping shape strings such as "B V" are not Python expressions)
