@@ -6,9 +6,13 @@
   artifact a previous run saved. The cache key hashes the schema, the compile
   options, the vocabulary fingerprint and the compiler version, so a change to
   any of them compiles afresh; artifacts are `TokenDFA.save` files (no pickle).
-* `PromptTemplate` fills ``{text}``, ``{schema}`` and ``{id}`` into a template and
-  encodes it; special-token names written in the *template* (``<start_of_turn>``)
+* `PromptTemplate` fills ``{text}``, ``{schema}``, ``{fields}`` and ``{id}`` into a template
+  and encodes it; special-token names written in the *template* (``<start_of_turn>``)
   become their ids, while the same names inside a document stay plain text.
+* `schema_fields` describes a schema by its property names and types only (``name
+  (string), age (integer)``): no title, description or bounds for a model to copy into values.
+* `chat_prompt` renders a model's chat template (Jinja, from a GGUF's metadata) around a
+  user message, as a template source.
 """
 
 from __future__ import annotations
@@ -28,13 +32,15 @@ from automata_jax._extract_io import ExtractError
 __all__ = [
     "PromptTemplate",
     "cache_key",
+    "chat_prompt",
     "compile_schema_cached",
     "first_error",
     "load_schema",
+    "schema_fields",
     "schema_validator",
 ]
 
-_PLACEHOLDERS = ("{text}", "{schema}", "{id}")
+_PLACEHOLDERS = ("{text}", "{schema}", "{fields}", "{id}")
 
 
 def load_schema(path: str | os.PathLike) -> dict[str, Any] | bool:
@@ -204,17 +210,24 @@ class PromptTemplate:
         if "{text}" not in source:
             raise ExtractError(
                 f"prompt template {str(path)!r} has no {{text}} placeholder "
-                "(where each record's text goes); {schema} and {id} are optional"
+                "(where each record's text goes); {schema}, {fields} and {id} are optional"
             )
         return cls(source, path.name)
 
-    def encode(self, vocab, *, text: str, schema_json: str, record_id: Any) -> list[int]:
+    def encode(
+        self, vocab, *, text: str, schema_json: str, record_id: Any, fields: str = ""
+    ) -> list[int]:
         """The prompt's token ids: BOS (if the vocabulary has one), then the filled template.
 
         Special-token names (``vocab.special_tokens``) are recognized in the template
         only; placeholders are filled before encoding so tokens can span them.
         """
-        values = {"{text}": text, "{schema}": schema_json, "{id}": str(record_id)}
+        values = {
+            "{text}": text,
+            "{schema}": schema_json,
+            "{fields}": fields,
+            "{id}": str(record_id),
+        }
         ids: list[int] = [] if vocab.bos_id is None else [vocab.bos_id]
         for part in self._parts(vocab):
             if isinstance(part, int):
@@ -228,6 +241,18 @@ class PromptTemplate:
                 ids.extend(vocab.encode(filled))
         return ids
 
+    def prefix_ids(self, vocab) -> list[int]:
+        """The ids every prompt of this template starts with: `encode` of the template up to
+        its last line break before the first placeholder (BOS included); empty when no line
+        break precedes it. A tokenizer could merge tokens across that line break, so a caller
+        reusing the prefix checks that each prompt starts with these ids."""
+        firsts = [self.source.find(p) for p in _PLACEHOLDERS if p in self.source]
+        cut = self.source.rfind("\n", 0, min(firsts, default=len(self.source))) + 1
+        if cut <= 0:
+            return []
+        head = PromptTemplate(self.source[:cut], self.name)
+        return head.encode(vocab, text="", schema_json="", record_id="")
+
     def _parts(self, vocab) -> list[str | int]:
         names = sorted(
             (n for n in vocab.special_tokens if n and n in self.source), key=len, reverse=True
@@ -236,3 +261,53 @@ class PromptTemplate:
             return [self.source]
         pieces = re.split("(" + "|".join(re.escape(n) for n in names) + ")", self.source)
         return [vocab.special_tokens[p] if p in vocab.special_tokens else p for p in pieces if p]
+
+
+def schema_fields(schema: Any) -> str:
+    """The top-level properties of an object schema as ``name (type), ...`` (``"the JSON
+    value"`` for any other schema): what a prompt can show without the annotations (title,
+    description, bounds) that a small model copies into values."""
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(props, dict) or not props:
+        return "the JSON value"
+    parts = []
+    for name, sub in props.items():
+        kind = sub.get("type") if isinstance(sub, dict) else None
+        if isinstance(kind, list):
+            kind = " or ".join(map(str, kind))
+        parts.append(f"{name} ({kind})" if isinstance(kind, str) else name)
+    return ", ".join(parts)
+
+
+def chat_prompt(chat_template: str, user_message: str, *, bos_token: str = "") -> str:
+    """Renders a Hugging Face / GGUF chat template (Jinja) for one user turn followed by the
+    generation prompt; placeholders such as ``{text}`` in ``user_message`` survive, so the
+    result is a `PromptTemplate` source.
+
+    Raises:
+      ExtractError: the template does not render (naming the cause).
+      ImportError: ``jinja2`` is not installed.
+    """
+    try:
+        from jinja2.exceptions import TemplateError
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "the model's chat template needs 'jinja2': pip install 'automata-jax[demo]' "
+            "(or pass --prompt-template FILE)"
+        ) from e
+
+    def raise_exception(message):
+        raise TemplateError(message)
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    env.globals["raise_exception"] = raise_exception
+    try:
+        return env.from_string(chat_template).render(
+            messages=[{"role": "user", "content": user_message}],
+            add_generation_prompt=True,
+            bos_token=bos_token,
+            eos_token="",
+        )
+    except TemplateError as e:
+        raise ExtractError(f"the model's chat template does not render: {e}") from e

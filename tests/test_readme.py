@@ -14,7 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
-TRY_COMMAND = "pip install -e . && python -m automata_jax.extract --output people.jsonl"
+TRY_COMMAND = 'pip install -e ".[demo]" && python -m automata_jax.extract --output people.jsonl'
 TEST_COMMAND = 'pip install -e ".[test]" && python -m pytest'
 
 

@@ -1,7 +1,9 @@
 """The extraction job (`python -m automata_jax.extract`) with the tiny random-weight model.
 
 Every job here uses batch size 4 and the bundled schema, so the decode loop is
-compiled once per process and shared by the in-process runs.
+compiled once per process and shared by the in-process runs. The job's default model is the
+real Gemma-3 270M; these tests make ``tiny`` the default (`_tiny_by_default`) and the
+subprocess ones pass ``--model tiny``. `test_real_model_job` runs two records on the real one.
 """
 
 from __future__ import annotations
@@ -22,6 +24,11 @@ from automata_jax._extract_io import OutputLog, line_digest, read_records
 jsonschema = pytest.importorskip("jsonschema")
 
 BATCH = ["--batch-size", "4", "--no-progress"]
+
+
+@pytest.fixture(autouse=True)
+def _tiny_by_default(monkeypatch):
+    monkeypatch.setattr(extract, "DEFAULT_MODEL", "tiny")
 
 
 def _docs(path: Path, n: int, *, extra_lines: dict[int, str] | None = None) -> list[str]:
@@ -198,7 +205,7 @@ def test_killed_job_resumes_without_loss_or_duplicates(tmp_path):
     n = 12
     _docs(inp, n)
     cmd = [sys.executable, "-m", "automata_jax.extract", "--input", str(inp), "--output",
-           str(out), *BATCH]  # fmt: skip
+           str(out), "--model", "tiny", *BATCH]  # fmt: skip
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
@@ -452,6 +459,140 @@ def test_compile_timeout_is_a_clear_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "error: compiling the schema ran past timeout_s=1e-09 s" in err and "..." not in err
     assert not out.exists() or out.read_text() == ""
+
+
+# -- prompts for a real model, the shared prompt prefix, the real model end to end ------------
+
+
+def test_schema_fields_show_names_and_types_only():
+    from automata_jax._extract_prep import schema_fields
+
+    assert schema_fields(testing.example_schema()) == (
+        "name (string), age (integer), occupation (string), city (string)"
+    )
+    assert schema_fields({"properties": {"a": {"type": ["string", "null"]}, "b": {}}}) == (
+        "a (string or null), b"
+    )
+    assert schema_fields({"type": "array"}) == "the JSON value"
+
+
+GEMMA_CHAT = (
+    "{{ bos_token }}{% for m in messages %}<start_of_turn>{{ m['role'] }}\n"
+    "{{ m['content'] | trim }}<end_of_turn>\n{% endfor %}"
+    "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
+)
+
+
+def test_chat_prompt_keeps_the_placeholders(gemma3_vocab):
+    from automata_jax._extract_io import ExtractError
+    from automata_jax._extract_prep import PromptTemplate, chat_prompt
+
+    source = chat_prompt(GEMMA_CHAT, "Extract {fields}.\n\nText: {text}")
+    assert (
+        source
+        == "<start_of_turn>user\nExtract {fields}.\n\nText: {text}<end_of_turn>\n<start_of_turn>model\n"
+    )
+    ids = PromptTemplate(source).encode(
+        gemma3_vocab, text="Ann, 3", schema_json="", record_id=1, fields="name (string)"
+    )
+    assert ids[:2] == [gemma3_vocab.bos_id, gemma3_vocab.special_tokens["<start_of_turn>"]]
+    assert gemma3_vocab.decode(ids).endswith(b"Text: Ann, 3\nmodel\n")
+    with pytest.raises(ExtractError, match="does not render: no system"):
+        chat_prompt("{{ raise_exception('no system') }}", "x")
+
+
+def _gguf_with_chat_template(path: Path, chat: str | None) -> Path:
+    gguf = pytest.importorskip("gguf")
+    w = gguf.GGUFWriter(str(path), "gemma3")
+    if chat is not None:
+        w.add_string("tokenizer.chat_template", chat)
+    w.add_tensor("t", __import__("numpy").zeros(4, "float32"))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def test_default_prompt_per_model(tmp_path):
+    """tiny: the plain prompt; a GGUF with a chat template: that template around the bundled
+    user message; a base GGUF: few-shot examples for the bundled schema, field names else;
+    --prompt-template overrides all; no default shows the schema's annotations."""
+    schema = testing.example_schema()
+    other = {"type": "object", "properties": {"title": {"type": "string"}}}
+
+    def template(*argv, schema=schema):
+        argv = ["--model", "gemma3-270m", *argv, "--output", "o"]
+        return extract._prompt_template(extract.parse_args(argv), schema)
+
+    assert extract._prompt_template(extract.parse_args(["--output", "o"]), schema).name == (
+        "prompt.txt"  # tiny
+    )
+    chat = _gguf_with_chat_template(tmp_path / "it.gguf", GEMMA_CHAT)
+    t = template("--checkpoint", str(chat))
+    assert t.name == "chat template of it.gguf" and t.source.startswith("<start_of_turn>user\n")
+    assert "{fields}" in t.source and "{schema}" not in t.source
+    base = _gguf_with_chat_template(tmp_path / "pt.gguf", None)
+    assert template("--checkpoint", str(base)).name == "prompt_base.txt"
+    assert template("--checkpoint", str(base), schema=other).name == "prompt_base_generic.txt"
+    (tmp_path / "mine.txt").write_text("{text}")
+    assert (
+        template("--checkpoint", str(chat), "--prompt-template", str(tmp_path / "mine.txt")).source
+        == "{text}"
+    )
+    for name in ("prompt_base.txt", "prompt_base_generic.txt", "prompt_gemma.txt"):
+        source = testing.data_path(name).read_text()
+        assert "{schema}" not in source and "130" not in source and "Person" not in source
+
+
+def test_prompt_prefix_is_run_once_and_gives_the_same_tokens(tmp_path):
+    """`Runner.set_prefix`: prompts that start with the template's shared prefix feed only
+    their rest, from a cache holding the prefix; the tokens are those of the full prefill."""
+    from automata_compile import compile_json_schema
+    from automata_jax import _extract_run
+    from automata_jax._extract_prep import PromptTemplate
+
+    args = extract.parse_args(["--model", "tiny", "--output", "o", "--batch-size", "2"])
+    vocab = _extract_run.load_vocabulary(args)
+    runner = _extract_run.Runner.create(args, vocab)
+    runner.set_constraint(
+        compile_json_schema(testing.example_schema(), vocab, **extract.SCHEMA_OPTIONS)
+    )
+    template = PromptTemplate(
+        "Here are some instructions to read first, then two short examples.\n"
+        "One example. Another example.\n\nText: {text}\nJSON:\n"
+    )
+    prompts = [
+        template.encode(vocab, text=t, schema_json="", record_id=0) for t in ("Ann, 31", "Bo is 7")
+    ]
+    full = runner.generate(prompts)
+    prefix = template.prefix_ids(vocab)
+    assert len(prefix) >= _extract_run.MIN_PREFIX and all(
+        p[: len(prefix)] == prefix for p in prompts
+    )
+    runner.set_prefix(prefix)
+    assert runner.prefix == tuple(prefix)
+    again = runner.generate(prompts)
+    assert [o.tokens for o in again] == [o.tokens for o in full]
+    assert [o.model_calls for o in again] == [o.model_calls for o in full]
+    # A prompt without the prefix takes the full path.
+    assert runner.generate([[vocab.bos_id, *vocab.encode("Cy, 5")]])[0].num_tokens > 0
+
+
+def test_real_model_job(tmp_path, capsys, gemma3_gguf_path):
+    """Two records end to end on Gemma-3 270M (default model, weights package): valid objects
+    (no accuracy assertion) and the time breakdown."""
+    inp, out = tmp_path / "docs.jsonl", tmp_path / "out.jsonl"
+    _docs(inp, 2)
+    args = ["--model", "gemma3-270m", "--input", str(inp), "--output", str(out),
+            "--batch-size", "2", "--max-new-tokens", "40", "--no-progress"]  # fmt: skip
+    assert extract.main(args) == 0
+    results = _read_output(out)
+    assert [r["id"] for r in results] == ["d0", "d1"]
+    assert all(r["ok"] for r in results), results
+    _check_results(results, testing.example_schema())
+    err = capsys.readouterr().err
+    assert "prompt: prompt_base.txt" in err and "time: load" in err and "XLA compile" in err
 
 
 def test_speculation_gives_the_same_records_and_reports_drafts(tmp_path, capsys):

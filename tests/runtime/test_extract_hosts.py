@@ -75,7 +75,7 @@ def _start(i: int, port: int, inp: Path, out: Path, log: Path) -> subprocess.Pop
         sys.executable, "-m", "automata_jax.extract_hosts", "run", "--coordinator",
         f"localhost:{port}", "--num-processes", "2", "--process-id", str(i), "--",
         "--input", str(inp), "--output", str(out), "--batch-size", "1", "--max-new-tokens", "12",
-        "--no-progress", "--speculate", "off",
+        "--no-progress", "--speculate", "off", "--model", "tiny",
     ]  # fmt: skip
     return subprocess.Popen(cmd, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT)
 

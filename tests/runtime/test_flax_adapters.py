@@ -312,3 +312,39 @@ def test_misuse_raises_model_error():
         aj.LinenStep(NnxLM(nnx.Rngs(0)))
     with pytest.raises(ModelError, match="NoCacheLinen created no 'cache' variables"):
         aj.LinenStep(NoCacheLinen()).init_cache(1, 4)
+
+
+class NnxLMWithLogitsAt(NnxLM):
+    """NnxLM whose ``__call__`` takes ``logits_at`` (records the calls that got it)."""
+
+    seen: list = []
+
+    def __call__(self, tokens, positions, input_mask, logits_at=None):
+        logits = super().__call__(tokens, positions, input_mask)
+        if logits_at is None:
+            return logits
+        NnxLMWithLogitsAt.seen.append(tokens.shape)
+        return jnp.take_along_axis(logits, logits_at[:, None, None], axis=1)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_adapters_take_logits_at(kind, tables):
+    """`generate` hands the adapters ``logits_at`` for the prefill: an NNX module whose call
+    takes it gets it; otherwise the adapter picks the slot. Same tokens either way."""
+    step, params = make(kind)
+    for at in ([4, 1, 2], [0, 0, 0]):
+        tokens, mask = aj.pad_prompts(PROMPTS)
+        pos = jnp.maximum(jnp.cumsum(mask, 1) - 1, 0)
+        full, _ = step(params, tokens, pos, mask, step.init_cache(3, tokens.shape[1]))
+        some, _ = step(
+            params, tokens, pos, mask, step.init_cache(3, tokens.shape[1]), logits_at=jnp.array(at)
+        )
+        assert some.shape == (3, 1, V)
+        np.testing.assert_allclose(some[:, 0], full[np.arange(3), at], rtol=1e-6, atol=1e-6)
+    if kind == "nnx":
+        NnxLMWithLogitsAt.seen.clear()
+        step2, params2 = aj.nnx_step(NnxLMWithLogitsAt(nnx.Rngs(0)))
+        a = run(step, params, tables, [0, 1, -1], 0, sampler=aj.Greedy())
+        b = run(step2, params2, tables, [0, 1, -1], 0, sampler=aj.Greedy())
+        np.testing.assert_array_equal(a.tokens, b.tokens)
+        assert NnxLMWithLogitsAt.seen and NnxLMWithLogitsAt.seen[0][1] == 5  # the prefill

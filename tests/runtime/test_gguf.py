@@ -20,6 +20,7 @@ from automata_jax.models import (
     Gemma3,
     Gemma3Config,
     convert_hf_state_dict,
+    default_cache_dir,
     load_gguf,
 )
 
@@ -153,7 +154,7 @@ def test_quant_type_the_gguf_package_cannot_dequantize(tmp_path):
 def test_real_gemma3_270m_loads_and_continues_a_sentence(gemma3_gguf_path):
     from automata_compile import Vocabulary
 
-    config, params = load_gguf(gemma3_gguf_path)
+    config, params = load_gguf(gemma3_gguf_path, cache_dir=default_cache_dir())  # CI: once
     assert config == dataclasses.replace(
         Gemma3Config.gemma3_270m(), rms_norm_eps=float(np.float32(1e-6))
     )
