@@ -32,6 +32,7 @@ from automata_jax._sharding import (
     replicated,
     shard_batch,
 )
+from automata_jax._speculative import Speculate
 from automata_jax._tables import (
     ConstraintTables,
     RuntimeDtypeError,
@@ -54,6 +55,7 @@ __all__ = [
     "RuntimeDtypeError",
     "RuntimeShapeError",
     "Sampler",
+    "Speculate",
     "TableCapacity",
     "TableCapacityError",
     "Temperature",

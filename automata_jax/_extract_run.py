@@ -62,6 +62,8 @@ class RowOutput:
       error: set when the row failed for another reason than the token limit.
       model_calls: forward passes the row needed (prefill included; fewer than
         ``num_tokens`` with fast-forward).
+      drafted, drafts_accepted: draft tokens the row fed to the model and kept
+        (speculative decoding, `automata_jax.Speculate`).
     """
 
     tokens: tuple[int, ...]
@@ -69,6 +71,8 @@ class RowOutput:
     finished: bool
     error: str | None = None
     model_calls: int = 0
+    drafted: int = 0
+    drafts_accepted: int = 0
 
 
 @dataclasses.dataclass
@@ -87,6 +91,7 @@ class Runner:
     cache_fn: Any
     tables: ConstraintTables | None = None
     fast_forward: bool = True  # forced tokens fed in one call (see automata_jax._fast_forward)
+    speculate: bool = False  # drafts copied from the prompt, verified (automata_jax._speculative)
     prefix: tuple[int, ...] = ()  # the prompt prefix in `prefix_cache` (see the module doc)
     prefix_cache: Any = None
 
@@ -115,7 +120,7 @@ class Runner:
                 f"({model.num_params(params) / 1e6:.0f}M params, {params['embed_tokens'].dtype}), "
                 f"tokenizer {vocab.name} ({vocab.size} ids)"
             )
-        devices = np.array(jax.devices())
+        devices = np.array(jax.local_devices())  # this process's (see extract_hosts)
         n_dev = devices.size
         batch = -(-args.batch_size // n_dev) * n_dev
         cache_dtype = params["embed_tokens"].dtype
@@ -133,6 +138,9 @@ class Runner:
             mesh=mesh,
             cache_fn=_cache_fn(model, cache_dtype),
             fast_forward=getattr(args, "fast_forward", True),
+            speculate={"on": True, "off": False}.get(
+                getattr(args, "speculate", "auto"), not on_cpu
+            ),
         )
 
     def set_constraint(self, dfa) -> None:
@@ -201,10 +209,12 @@ class Runner:
             cache=cache,
             replicate_params=False,
             fast_forward=self.fast_forward,
+            speculate=self.speculate,
         )
-        out_tokens, lengths, accepted, error, calls = jax.device_get(
-            (out.tokens, out.lengths, out.accepted, out.states.error, out.model_calls)
-        )
+        out_tokens, lengths, accepted, error, calls, drafted, kept = jax.device_get(
+            (out.tokens, out.lengths, out.accepted, out.states.error, out.model_calls,
+             out.drafted, out.drafts_accepted)
+        )  # fmt: skip
         results = []
         for i in range(n):
             length_i = int(lengths[i])
@@ -215,6 +225,8 @@ class Runner:
                     finished=bool(accepted[i]),
                     error=INTERNAL_ERROR if error[i] else None,
                     model_calls=int(calls[i]),
+                    drafted=int(drafted[i]),
+                    drafts_accepted=int(kept[i]),
                 )
             )
         return results

@@ -32,7 +32,7 @@ import numpy as np
 from flax import struct
 from jaxtyping import Array, Bool, Int
 
-from automata_jax import _fast_forward, _healing
+from automata_jax import _fast_forward, _healing, _speculative
 from automata_jax._constraint import (
     ConstraintState,
     advance,
@@ -63,6 +63,8 @@ class GenerateOutput:
       model_calls: int32[B], forward passes whose logits the row sampled from (the
         prefill included): the calls the row would need decoded alone. Without
         fast-forward this is its sampled tokens (EOS included); with it, fewer.
+      drafted: int32[B], with ``speculate``: draft tokens the row fed to the model (else 0).
+      drafts_accepted: int32[B], with ``speculate``: those drafts it kept (else 0).
     """
 
     tokens: Int[Array, "B N"]
@@ -70,6 +72,8 @@ class GenerateOutput:
     states: ConstraintState
     accepted: Bool[Array, " B"]
     model_calls: Int[Array, " B"]
+    drafted: Int[Array, " B"] | None = None
+    drafts_accepted: Int[Array, " B"] | None = None
 
 
 def pad_prompts(
@@ -209,6 +213,7 @@ def generate(
     data_sharding: jax.sharding.Sharding | None = None,
     fast_forward: bool | _fast_forward.FastForward = False,
     healing: _healing.TokenHealing | None = None,
+    speculate: bool | _speculative.Speculate = False,
 ) -> GenerateOutput:
     """Generates up to ``max_new_tokens`` tokens per row under each row's constraint.
 
@@ -246,6 +251,12 @@ def generate(
         prompts' last tokens and returns it): each healing row's first token must start
         with its backed-off bytes (see `automata_jax._healing`); the output then starts
         with them. DFA constraints only; needs ``max_new_tokens >= 2``.
+      speculate: static; verify drafts copied from each row's prompt and output (an
+        n-gram lookup) in the same model call, keep the longest prefix the row would
+        have chosen anyway and rewind the cache and state to it (see
+        `automata_jax._speculative`; exact for every sampler, greedy outputs identical).
+        True uses the default `Speculate` policy; combines with ``fast_forward``. Needs
+        a cache with ``valid`` and ``end_index`` (or none) and room as fast-forward does.
 
     Returns:
       A `GenerateOutput`.
@@ -285,7 +296,11 @@ def generate(
         _healing.check(healing, tables, prompt_tokens.shape[0])
         if n < 2:
             raise RuntimeShapeError(f"max_new_tokens: expected >= 2 with healing, got {n}")
-    slack = _fast_forward.cache_slack(capacity, tables) if fast_forward else 0
+    speculate = _speculative.policy(speculate)  # None: off
+    if speculate is not None:
+        forced = _fast_forward.chunk_width(tables) - 1 if fast_forward else 0
+        speculate = speculate.resolve(forced=forced)
+    slack = _cache_slack(capacity, tables, fast_forward, speculate)
     init_cache = None
     if callable(cache):
         init_cache, cache = cache, None
@@ -293,6 +308,8 @@ def generate(
         _check_cache_length(cache, prompt_tokens.shape[1] + n - 1 + min(slack, 1))
         if fast_forward:
             _fast_forward.check_cache(cache)
+        if speculate:
+            _speculative.check_cache(cache)
     out = _generate_jit(
         step_fn,
         sampler,
@@ -300,6 +317,7 @@ def generate(
         init_cache,
         data_sharding,
         fast_forward,
+        speculate,
         params,
         prompt_tokens,
         prompt_mask,
@@ -335,6 +353,7 @@ def _generate_loop(
     init_cache,
     data_sharding,
     fast_forward,
+    speculate,
     params,
     prompt_tokens,
     prompt_mask,
@@ -354,11 +373,13 @@ def _generate_loop(
             return tree
         return jax.tree.map(lambda x: jax.lax.with_sharding_constraint(x, data_sharding), tree)
 
-    slack = _fast_forward.cache_slack(capacity, tables) if fast_forward else 0
+    slack = _cache_slack(capacity, tables, fast_forward, speculate)
     if init_cache is not None:
         cache = init_cache(b, t + capacity + slack)
         if fast_forward:
             _fast_forward.check_cache(cache)
+        if speculate:
+            _speculative.check_cache(cache)
     positions = jnp.maximum(jnp.cumsum(prompt_mask.astype(jnp.int32), axis=1) - 1, 0)
     if _fast_forward.accepts_logits_at(step_fn):  # the prefill's last slot only (left padding)
         last = jnp.full((b,), t - 1, jnp.int32)
@@ -389,6 +410,29 @@ def _generate_loop(
             cache, next_position,
         )  # fmt: skip
         num_steps = jnp.clip(max_new_tokens - 1, 1, capacity - 1)
+    if speculate:  # speculative steps (with fast-forward's forced runs when it is on)
+        buffer, lengths, state, calls, drafted, kept = _speculative.spec_loop(
+            spec=speculate,
+            ff=fast_forward,
+            step_fn=step_fn,
+            sampler=sampler,
+            capacity=capacity,
+            data_sharding=data_sharding,
+            params=params,
+            tables=tables,
+            state=state,
+            logits=logits[:, -1],
+            cache=cache,
+            next_position=next_position,
+            num_steps=num_steps,
+            rng=rng,
+            pad_id=pad_id,
+            prompt_tokens=prompt_tokens,
+            prompt_mask=prompt_mask,
+        )
+        return _output(buffer, lengths, state, calls, healed).replace(
+            drafted=drafted, drafts_accepted=kept
+        )
     if fast_forward:
         buffer, lengths, state, calls = _fast_forward.ff_loop(
             policy=fast_forward,
@@ -454,8 +498,16 @@ _generate_jit = jax.jit(
         "init_cache",
         "data_sharding",
         "fast_forward",
+        "speculate",
     ),
 )
+
+
+def _cache_slack(capacity, tables, fast_forward, speculate) -> int:
+    """Extra cache slots for chunked calls (fast-forward's and speculation's)."""
+    if speculate:
+        return _speculative.cache_slack(capacity, speculate, fast_forward)
+    return _fast_forward.cache_slack(capacity, tables) if fast_forward else 0
 
 
 def _output(buffer, lengths, state: ConstraintState, calls, healed=None) -> GenerateOutput:
@@ -471,4 +523,6 @@ def _output(buffer, lengths, state: ConstraintState, calls, healed=None) -> Gene
         states=state,
         accepted=state.done & ~state.error,
         model_calls=calls,
+        drafted=jnp.zeros_like(lengths),
+        drafts_accepted=jnp.zeros_like(lengths),
     )

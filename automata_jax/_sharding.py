@@ -84,6 +84,7 @@ def generate_sharded(
     axis: str = DATA_AXIS,
     replicate_params: bool = True,
     fast_forward=False,
+    speculate=False,
 ) -> GenerateOutput:
     """`generate` with the batch split over mesh axis ``axis`` (data parallelism).
 
@@ -141,4 +142,5 @@ def generate_sharded(
         buffer_length=buffer_length,
         data_sharding=batch_sharding(mesh, axis),
         fast_forward=fast_forward,
+        speculate=speculate,
     )

@@ -46,7 +46,7 @@ from typing import Any
 
 from automata_compile import AutomataError
 from automata_compile._cli import error_line, plain_warnings
-from automata_jax import _extract_io, _extract_prep
+from automata_jax import _extract_hosts, _extract_io, _extract_prep
 from automata_jax._extract_io import ExtractError, OutputLog, Record, read_records, result_line
 
 __all__ = ["LIMIT_ERROR", "SCHEMA_OPTIONS", "ExtractError", "main", "parse_args"]
@@ -147,6 +147,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_false",
         help="one model call per token (default: forced tokens join the sampled one's call)",
     )
+    p.add_argument(
+        "--speculate",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="verify drafts copied from the prompt in the same model call (auto: on for GPU/TPU, "
+        "where wider calls are nearly free; off on CPU, where they cost about as much as they "
+        "save; BENCHMARKS.md)",
+    )
     args = p.parse_args(argv)
     for name in ("batch_size", "max_new_tokens", "max_prompt_tokens"):
         if getattr(args, name) < 1:
@@ -204,7 +212,8 @@ def _run(args: argparse.Namespace) -> int:
     template = _prompt_template(args, schema)
     log = OutputLog.inspect(output_path)
     _warn_duplicates(summary.duplicate_ids)
-    keys = set(summary.keys)
+    share = getattr(args, "share", None)  # (process, processes): automata_jax.extract_hosts
+    keys = {k for k in summary.keys if _extract_hosts.in_share(k[0], share)}
     if log.done:
         _log(f"resume: {len(log.done & keys)} record(s) already in {output_path} are skipped")
     stale = len(log.done - keys)
@@ -355,6 +364,9 @@ class _Stats:
         self.errors = 0
         self.tokens = 0
         self.model_calls = 0
+        self.drafted = 0
+        self.drafts_accepted = 0
+        self.speculate = False
         self.batches = 0
         self.first_batch_s = 0.0
         self.first_batch_records = 0
@@ -370,9 +382,11 @@ def _process(args, runner, template, schema, input_path, log, total, todo) -> _S
     from tqdm import tqdm
 
     schema_json = json.dumps(schema, ensure_ascii=False)
+    share = getattr(args, "share", None)
     fields = _extract_prep.schema_fields(schema)
     validator = _extract_prep.schema_validator(schema)
     stats = _Stats()
+    stats.speculate = runner.speculate
     bar = tqdm(
         total=total,
         initial=total - todo,
@@ -401,7 +415,7 @@ def _process(args, runner, template, schema, input_path, log, total, todo) -> _S
 
     with bar:
         for record in read_records(input_path, text_field=args.text_field):
-            if record.key in log.done:
+            if record.key in log.done or not _extract_hosts.in_share(record.line, share):
                 continue
             ids = None
             if record.error is None:
@@ -439,6 +453,8 @@ def _run_batch(args, runner, pending, validator, stats) -> list[dict[str, Any]]:
         for (i, record, _), out in zip(todo, outputs, strict=True):
             stats.tokens += out.num_tokens
             stats.model_calls += out.model_calls
+            stats.drafted += out.drafted
+            stats.drafts_accepted += out.drafts_accepted
             results[i] = result_line(record, _result(out, runner.vocab, validator))
     for r in results.values():
         stats.records += 1
@@ -484,6 +500,12 @@ def _report(stats: _Stats, output_path: Path, *, empty: bool = False) -> None:
         f"per record: {stats.tokens / stats.records:.1f} tokens, "
         f"{stats.model_calls / stats.records:.1f} model calls"
     )
+    if stats.speculate:
+        calls = max(stats.model_calls, 1)
+        _log(
+            f"speculation: {stats.drafted / calls:.2f} drafted and "
+            f"{stats.drafts_accepted / calls:.2f} accepted tokens per model call"
+        )
     _log(
         f"time: load {stats.load_s:.1f} s, schema {stats.schema_s:.1f} s, XLA compile "
         f"{stats.compile_s:.1f} s ({stats.cache_hits} program(s) from the persistent cache), "

@@ -14,6 +14,10 @@ that machine noise hits all alike:
 * ``ours_ff``: the same with ``fast_forward=True`` (forced tokens join a call; the
   default `FastForward` step policy: a chunked call only when the rows' saved calls pay
   for it, as narrow as the runs need);
+* ``ours_spec``: fast-forward plus speculative drafts (``speculate=Speculate()``:
+  n-gram prompt lookup, verified in the same call, cache and state rewound; with random
+  weights few drafts are accepted, so this row shows what speculation costs when it
+  does not pay; `benchmarks/speculative_bench.py` measures the real model);
 * ``ff_always``: fast-forward with the policy before `FastForward` existed (one chunk
   width ``1 + F``, taken whenever any row has forced tokens: ``FastForward(widths=(W,),
   slot_cost=0)``);
@@ -254,12 +258,12 @@ def bench_case(name, model, params, cache_fn, dfa, host, prompt, b, args) -> dic
         else:
             policies[f"ff_c{c}"] = aj.FastForward(slot_cost=float(c))
 
-    def run_ours(ff):
+    def run_ours(ff, speculate=False):
         def run(rng):
             out = aj.generate(
                 model.apply_step, params, tokens, tables, jnp.zeros((b,), jnp.int32),
                 sampler=sampler, max_new_tokens=n, rng=rng, prompt_mask=mask, cache=cache_fn,
-                fast_forward=ff,
+                fast_forward=ff, speculate=speculate,
             )  # fmt: skip
             lengths, done, calls = jax.device_get((out.lengths, out.states.done, out.model_calls))
             tok = lengths + done
@@ -280,6 +284,7 @@ def bench_case(name, model, params, cache_fn, dfa, host, prompt, b, args) -> dic
         return count, calls, steps, mask_s / max(steps, 1)
 
     loops = {k: run_ours(ff) for k, ff in policies.items()}
+    loops["ours_spec"] = run_ours(aj.FastForward(), aj.Speculate())
     loops["plain"] = run_plain
     if host is not None:
         loops["host"] = run_host
@@ -434,7 +439,8 @@ def markdown(result) -> str:
         "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in result["rows"]:
-        for k in ("plain", "ours", "ours_ff", *sorted(x for x in r if x.startswith("ff_")), "host"):
+        ff_rows = sorted(x for x in r if x.startswith("ff_"))
+        for k in ("plain", "ours", "ours_ff", "ours_spec", *ff_rows, "host"):
             if k not in r:
                 continue
             x = r[k]

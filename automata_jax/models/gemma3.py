@@ -75,8 +75,8 @@ class Gemma3Config:
       num_kv_heads: key/value heads; divides ``num_heads`` (grouped-query attention).
       head_dim: width of one head.
       hidden_dim: width of the gated MLP (HF ``intermediate_size``).
-      sliding_window: a local layer's query at cache slot ``i`` sees key slots ``j``
-        with ``i - j < sliding_window``.
+      sliding_window: a local layer's query sees the keys of the last ``sliding_window``
+        valid cache slots up to its own (invalid slots in between do not count).
       sliding_window_pattern: layer ``i`` is global iff ``(i + 1) % pattern == 0``
         (6: five local layers, then one global).
       layer_types: optional explicit ``"local"`` / ``"global"`` per layer (HF
@@ -323,8 +323,8 @@ def apply_step(
 
     The new keys/values go to slots ``[end_index, end_index + T)`` of every row;
     their ``valid`` bits come from ``input_mask``. The query in slot ``i`` attends to
-    valid slots ``j <= i`` (and ``i - j < sliding_window`` on local layers). Logits
-    of padding slots are finite but meaningless. The caller keeps
+    valid slots ``j <= i`` (on local layers, only the last ``sliding_window`` valid
+    ones). Logits of padding slots are finite but meaningless. The caller keeps
     ``end_index + T <= max_length`` (past it, ``dynamic_update_slice`` clamps the
     write to the last ``T`` slots).
 
@@ -337,7 +337,9 @@ def apply_step(
       cache: from `init_cache` or a previous call.
       logits_at: optional slot per row, shape=[B]; then only that slot's logits are
         computed (shape=[B, 1, V]), which saves the output layer on the other slots
-        (fast-forward decoding feeds forced tokens whose logits it does not need).
+        (fast-forward decoding feeds forced tokens whose logits it does not need). Or
+        J slots per row, shape=[B, J], giving logits of shape=[B, J, V] (speculative
+        decoding verifies its drafts at J slots).
 
     Returns:
       ``(logits, cache)``: float32 logits, shape=[B, T, V] (or [B, 1, V] with
@@ -360,7 +362,11 @@ def apply_step(
     key_slot = jnp.arange(cache.max_length, dtype=jnp.int32)[None, :]
     query_slot = start + jnp.arange(seq_len, dtype=jnp.int32)[:, None]
     global_mask = valid[:, None, :] & (key_slot <= query_slot)[None]
-    local_mask = global_mask & (query_slot - key_slot < config.sliding_window)[None]
+    # The window counts tokens, not slots: slots left invalid between tokens (a chunked
+    # call's padding, rejected drafts) do not shorten it. rank = valid slots up to a slot.
+    rank = jnp.cumsum(valid.astype(jnp.int32), axis=1)  # [B, S]
+    query_rank = jax.lax.dynamic_slice_in_dim(rank, start, seq_len, axis=1)  # [B, T]
+    local_mask = global_mask & (query_rank[:, :, None] - rank[:, None, :] < config.sliding_window)
 
     keys, values = [], []
     for i, is_local in enumerate(config.is_local):
@@ -378,7 +384,9 @@ def apply_step(
         x = x + _rms_norm(h, p["post_feedforward_layernorm"], config.rms_norm_eps)
 
     if logits_at is not None:
-        x = jnp.take_along_axis(x, logits_at.astype(jnp.int32)[:, None, None], axis=1)
+        at = logits_at.astype(jnp.int32)
+        at = at[:, None, None] if at.ndim == 1 else at[:, :, None]  # [B] or [B, J] slots
+        x = jnp.take_along_axis(x, at, axis=1)
     x = _rms_norm(x, params["final_norm"], config.rms_norm_eps)
     logits = jnp.einsum("btd,vd->btv", x, embed, preferred_element_type=jnp.float32)
     logits = _softcap(logits, config.final_logit_softcap)

@@ -593,3 +593,18 @@ def test_real_model_job(tmp_path, capsys, gemma3_gguf_path):
     _check_results(results, testing.example_schema())
     err = capsys.readouterr().err
     assert "prompt: prompt_base.txt" in err and "time: load" in err and "XLA compile" in err
+
+
+def test_speculation_gives_the_same_records_and_reports_drafts(tmp_path, capsys):
+    """--speculate on (drafts verified in the loop) writes what --speculate off writes
+    (greedy), and the summary reports drafted and accepted tokens per model call."""
+    inp = tmp_path / "docs.jsonl"
+    _docs(inp, 4)
+    outs = {}
+    for mode in ("off", "on"):
+        outs[mode] = tmp_path / f"{mode}.jsonl"
+        args = ["--input", str(inp), "--output", str(outs[mode]), "--speculate", mode, *BATCH]
+        assert extract.main(args) == 0
+        err = capsys.readouterr().err
+        assert ("tokens per model call" in err) == (mode == "on"), err
+    assert _read_output(outs["on"]) == _read_output(outs["off"])

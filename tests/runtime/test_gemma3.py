@@ -593,3 +593,21 @@ def test_matches_hf_transformers_if_installed():
         expected = hf_model(input_ids=torch.from_numpy(tokens.astype(np.int64))).logits.numpy()
     logits, _ = prefill(Gemma3(cfg), convert_hf_state_dict(sd, cfg), tokens, mask, positions)
     np.testing.assert_allclose(np.asarray(logits), expected, rtol=1e-3, atol=1e-3)
+
+
+def test_the_sliding_window_counts_tokens_not_invalid_slots():
+    """Invalid slots between tokens (fast-forward's padding, rejected drafts) do not shorten
+    a local layer's window: the logits equal those of the same tokens without the gap."""
+    from automata_jax import testing
+
+    model, params = testing.tiny_model(vocab_size=64)  # window 16
+    n, gap = 30, 5
+    toks = jnp.asarray(np.random.default_rng(0).integers(0, 64, (1, n)), jnp.int32)
+    pos = jnp.arange(n)[None]
+    ref, _ = model.apply_step(params, toks, pos, jnp.ones((1, n), bool), model.init_cache(1, 64))
+    pad = jnp.zeros((1, gap), jnp.int32)
+    t2 = jnp.concatenate([toks[:, :10], pad, toks[:, 10:]], 1)
+    p2 = jnp.concatenate([pos[:, :10], pad, pos[:, 10:]], 1)
+    m2 = jnp.concatenate([jnp.ones((1, 10), bool), pad > 0, jnp.ones((1, n - 10), bool)], 1)
+    got, _ = model.apply_step(params, t2, p2, m2, model.init_cache(1, 64))
+    np.testing.assert_allclose(got[0, -1], ref[0, -1], atol=1e-5, rtol=1e-5)

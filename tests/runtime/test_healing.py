@@ -129,6 +129,36 @@ def test_generate_starts_with_the_healed_bytes(fast_forward):
                     assert toks[row, lengths[row]] == eos
 
 
+@pytest.mark.parametrize("fast_forward", [False, True])
+def test_healing_with_speculation_decodes_as_without(fast_forward):
+    """Healing then speculative steps: greedy outputs equal healing without drafts."""
+    vocab, eos, pad = _regex_vocab()
+    v = vocab.size
+    dfas = [ac.compile_regex(p, vocab) for p in (r'\{"[abc]{1,4}"\}', r"[abc]+x")]
+    tables = aj.ConstraintTables.from_dfas(dfas, vocab_size=v)
+    tid = {b: i for i, b in enumerate(vocab.tokens) if b}
+    prompts = [[tid[b"q"], tid[b"a"], tid[b"b"], tid[b" {"]], [tid[b"a"], tid[b"b"], tid[b"c"]]]
+    short, heal = aj.heal_prompts(prompts, vocab.tokens, vocab_size=v)
+    model = FakeModel(vocab_size=v)
+    tokens, mask = aj.pad_prompts(short, pad_id=pad)
+    kw = dict(
+        sampler=aj.Greedy(), max_new_tokens=12, rng=jax.random.key(0), prompt_mask=mask,
+        cache=model.init_cache, pad_id=pad, healing=heal, fast_forward=fast_forward,
+    )  # fmt: skip
+    ids = np.array([0, 1], np.int32)
+    outs = [
+        aj.generate(model.apply_step, model.init_params(), tokens, tables, ids, speculate=s, **kw)
+        for s in (False, True)
+    ]
+    np.testing.assert_array_equal(outs[0].tokens, outs[1].tokens)
+    np.testing.assert_array_equal(outs[0].lengths, outs[1].lengths)
+    np.testing.assert_array_equal(outs[0].accepted, outs[1].accepted)
+    assert int(np.asarray(outs[1].drafted).sum()) > 0  # drafts were verified after healing
+    for row, h in ((0, b" {"), (1, b"c")):
+        text = vocab.decode(np.asarray(outs[1].tokens)[row, : int(outs[1].lengths[row])])
+        assert text.startswith(h), (row, text)
+
+
 def test_generate_heals_a_space_into_the_next_token():
     vocab, eos, pad = _regex_vocab()
     v = vocab.size

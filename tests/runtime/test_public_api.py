@@ -11,11 +11,13 @@ import pytest
 import automata_jax
 from automata_jax import (
     _constraint,
+    _draft,
     _fast_forward,
     _flax_adapters,
     _generate,
     _sampling,
     _sharding,
+    _speculative,
     _tables,
 )
 
@@ -32,6 +34,7 @@ PUBLIC = [
     "RuntimeDtypeError",
     "RuntimeShapeError",
     "Sampler",
+    "Speculate",
     "TableCapacity",
     "TableCapacityError",
     "Temperature",
@@ -97,6 +100,8 @@ def test_importing_the_runtime_pulls_in_no_compiler():
         _sharding,
         _flax_adapters,
         _fast_forward,
+        _speculative,
+        _draft,
     ],
     ids=lambda m: m.__name__,
 )

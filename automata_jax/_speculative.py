@@ -1,0 +1,487 @@
+"""Speculative decoding under the constraint: drafts verified in the loop, state rewound.
+
+A speculative step generalizes fast-forward's (`automata_jax._fast_forward`): each loop
+iteration, every active row feeds one model call with
+
+* its **head**: the token chosen for it (``x``) then the forced run of the state after
+  ``x`` (fast-forward), or the forced run of its state, which needs no choice; then
+* its **draft**: up to ``K`` tokens from an n-gram lookup in its own prompt and output
+  (`automata_jax._draft`), taken after the head.
+
+Before the call, the constraint state is advanced over the draft on the device and the
+draft is cut at its first token that leaves the language (or is EOS), so a draft never
+feeds the model a token the constraint forbids. The call returns logits at the ``J =
+1 + K`` slots from the head's last token on. At each such slot ``j`` the row's token is
+*chosen* exactly as the loop without drafts would choose it after the same prefix: the
+first forced token where the state after ``head + draft[:j]`` forces a run (with
+fast-forward), else a sample from the logits masked by that state. Drafts are accepted
+while the chosen token equals the draft; the first chosen token that differs (or the
+one after the last draft) is the row's ``x`` for the next iteration. The KV cache's
+slots of rejected drafts are marked invalid and its ``end_index`` set to the longest
+kept prefix (later calls overwrite the rest), positions advance by the kept tokens, and
+the constraint state is the one after the accepted prefix.
+
+**Exactness.** Every emitted token is the choice the plain (or fast-forward) loop would
+make after the same prefix: greedy outputs are identical (up to the float differences
+between a wide and a narrow call of the same model, which fast-forward has too), and
+under any sampler each token is a sample from the masked model distribution given the
+prefix. With a deterministic (point-mass) draft ``d`` this is the standard speculative
+acceptance rule: ``d`` is kept with probability ``p(d)``; otherwise the emitted token is
+a sample from ``p`` conditioned on not being ``d``. So speculation is exact for sampling
+too; only the random stream differs (slot ``j`` of iteration ``i`` uses
+``fold_in(fold_in(rng, i), j)``), so sampled outputs are not the same *draws*.
+
+**The width policy** (`Speculate`), chosen on the device each iteration by a
+``lax.switch`` among static branches, as `FastForward` does: fast-forward's widths
+(logits at one slot) and the speculative widths (logits at ``J`` slots). A branch's
+score is its expected saved row calls, ``sum(min(h, w) - 1) + sum(E[accepted drafts])``
+with ``E = a + a^2 + ... + a^k`` for a row's running acceptance rate ``a`` (a prior of
+one accepted in two drafted), minus its extra cost ``n_active * (slot_cost * (w - 1) +
+logit_cost * (J - 1))``. A batch with nothing to draft scores the speculative branches
+at fast-forward's gain minus a larger cost, so it takes fast-forward's (or the plain)
+call, as without speculation.
+
+**Caches.** The cache must be None or a pytree with ``valid`` (bool[B, S]) and
+``end_index`` whose model reads only valid slots (`automata_jax.models.gemma3.KVCache`,
+`automata_jax.testing.FakeModel`'s cache). A model with sliding-window attention must
+count its window in valid slots, not cache slots, as `automata_jax.models.Gemma3` does;
+otherwise slots left invalid by rewinds (and by fast-forward's padding) would shorten it.
+"""
+
+# ruff: noqa: F722 (jaxtyping shape strings such as "B V" are not Python expressions)
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from automata_jax import _draft
+from automata_jax._constraint import advance, mask_logits
+from automata_jax._fast_forward import FastForward, accepts_logits_at, chunk_width
+from automata_jax._tables import RuntimeShapeError
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Speculate:
+    """Speculative decoding's drafts and width policy (static, hashable).
+
+    Attributes:
+      draft_len: K, the most drafted tokens verified per row per call.
+      ngram_sizes: the n-gram lengths looked up, longest first.
+      widths: the call widths of the speculative branches (each compiles its own model
+        call). Default (None): ``1 + K``, and also ``1 + F + K`` with fast-forward (F:
+        the tables' longest forced run), so a forced run and a full draft fit one call.
+      slot_cost: the extra cost of one more slot in a call, as a fraction of a single
+        token call (as `FastForward.slot_cost`).
+      logit_cost: the extra cost of logits at one more slot (the output layer; for
+        Gemma-3 270M's 262k vocabulary it is most of a decode step's arithmetic).
+      prior_accepted, prior_drafted: the acceptance rate's prior, as pseudo-counts: a
+        row's rate is ``(accepted + prior_accepted) / (drafted + prior_drafted)``.
+
+    Example:
+      >>> Speculate(draft_len=3).resolve(forced=0)
+      Speculate(draft_len=3, ngram_sizes=(3, 2, 1), widths=(4,), slot_cost=0.05, logit_cost=0.1, prior_accepted=1.0, prior_drafted=2.0)
+    """
+
+    draft_len: int = 4
+    ngram_sizes: tuple[int, ...] = (3, 2, 1)
+    widths: tuple[int, ...] | None = None
+    slot_cost: float = 0.05
+    logit_cost: float = 0.1
+    prior_accepted: float = 1.0
+    prior_drafted: float = 2.0
+
+    def __post_init__(self):
+        k = self.draft_len
+        if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
+            raise RuntimeShapeError(f"Speculate.draft_len: expected an int >= 1, got {k!r}")
+        object.__setattr__(self, "draft_len", int(k))
+        sizes = tuple(int(n) for n in self.ngram_sizes)
+        if not sizes or min(sizes) < 1:
+            raise RuntimeShapeError(
+                f"Speculate.ngram_sizes: expected sizes >= 1, got {self.ngram_sizes!r}"
+            )
+        object.__setattr__(self, "ngram_sizes", tuple(sorted(set(sizes), reverse=True)))
+        if self.widths is not None:
+            widths = tuple(sorted({int(w) for w in self.widths}))
+            if not widths or widths[0] < 2:
+                raise RuntimeShapeError(
+                    f"Speculate.widths: expected widths >= 2 (a head and a draft), got "
+                    f"{self.widths!r}"
+                )
+            object.__setattr__(self, "widths", widths)
+        for name in ("slot_cost", "logit_cost", "prior_accepted", "prior_drafted"):
+            value = float(getattr(self, name))
+            if not (value >= 0 and np.isfinite(value)):
+                raise RuntimeShapeError(
+                    f"Speculate.{name}: expected a finite number >= 0, got {getattr(self, name)!r}"
+                )
+            object.__setattr__(self, name, value)
+        if self.prior_drafted <= self.prior_accepted:
+            raise RuntimeShapeError(
+                "Speculate.prior_drafted: expected more than prior_accepted (a rate below 1), "
+                f"got {self.prior_drafted} <= {self.prior_accepted}"
+            )
+
+    def resolve(self, *, forced: int) -> Speculate:
+        """This policy with concrete widths, for tables whose runs are up to ``forced`` long
+        (0: no fast-forward)."""
+        if self.widths is not None:
+            return self
+        k = self.draft_len
+        widths = {1 + k} | ({1 + forced + k} if forced else set())
+        return dataclasses.replace(self, widths=tuple(sorted(widths)))
+
+
+def policy(speculate) -> Speculate | None:
+    """`generate`'s ``speculate`` argument as a `Speculate`, or None (off).
+
+    Raises:
+      RuntimeShapeError: ``speculate`` is neither a bool nor a `Speculate`.
+    """
+    if isinstance(speculate, Speculate):
+        return speculate
+    if isinstance(speculate, bool | np.bool_):
+        return Speculate() if speculate else None
+    raise RuntimeShapeError(f"speculate: expected a bool or a Speculate, got {speculate!r}")
+
+
+def check_cache(cache) -> None:
+    """Rewinding needs a cache with per-slot ``valid`` bits and an ``end_index`` (or none)."""
+    if cache is None:
+        return
+    valid = getattr(cache, "valid", None)
+    if not hasattr(cache, "end_index") or getattr(valid, "ndim", 0) != 2:
+        raise RuntimeShapeError(
+            f"cache: speculate expected None or a cache pytree with `valid` (bool[B, S]) and "
+            f"`end_index` (like models.gemma3.KVCache), got {type(cache).__name__}; pass "
+            "speculate=False"
+        )
+
+
+def branches(spec: Speculate, ff: FastForward | None) -> tuple[tuple[int, int], ...]:
+    """The static (width, logit slots) of each call branch: fast-forward's (or the single
+    call), then the speculative ones."""
+    plain = ff.widths if ff is not None else (1,)
+    j = 1 + spec.draft_len
+    return tuple((w, 1) for w in plain) + tuple((w, min(w, j)) for w in spec.widths)
+
+
+def max_width(spec: Speculate, ff: FastForward | None) -> int:
+    return max(w for w, _ in branches(spec, ff))
+
+
+def cache_slack(capacity: int, spec: Speculate, ff: FastForward | None) -> int:
+    """Extra cache slots `generate` allocates (as `_fast_forward.cache_slack`)."""
+    return max(capacity, max_width(spec, ff) - 1)
+
+
+def rewind(cache, start, keep, width: int):
+    """The cache with each row's slots ``[start + keep, start + width)`` invalid and
+    ``end_index = start + max(keep)`` (the rest is overwritten by the next call)."""
+    if cache is None:
+        return None
+    slots = jnp.arange(cache.valid.shape[1], dtype=jnp.int32)[None, :]
+    drop = (slots >= start + keep[:, None]) & (slots < start + width)
+    return cache.replace(valid=cache.valid & ~drop, end_index=start + jnp.max(keep))
+
+
+def spec_loop(
+    *,
+    spec: Speculate,
+    ff: FastForward | None,
+    step_fn,
+    sampler,
+    capacity,
+    data_sharding,
+    params,
+    tables,
+    state,
+    logits,
+    cache,
+    next_position,
+    num_steps,
+    rng,
+    pad_id,
+    prompt_tokens,
+    prompt_mask,
+):
+    """The speculative `while_loop`, after the prefill (see the module docstring).
+
+    Returns:
+      (buffer int32[B, capacity], lengths int32[B], state, model_calls int32[B],
+      drafted int32[B], accepted int32[B]); model calls count the prefill; drafted counts
+      the draft tokens fed to the model, accepted those kept.
+    """
+    b, t = prompt_tokens.shape
+    v = tables.vocab_size
+    k_max = spec.draft_len
+    j_max = 1 + k_max
+    calls_of = branches(spec, ff)
+    width_array = jnp.asarray([w for w, _ in calls_of], jnp.int32)
+    logit_array = jnp.asarray([j for _, j in calls_of], jnp.int32)
+    ff_cost = ff.slot_cost if ff is not None else 0.0
+    cost_array = jnp.asarray(
+        [
+            ff_cost * (w - 1) if j == 1 else spec.slot_cost * (w - 1) + spec.logit_cost * (j - 1)
+            for w, j in calls_of
+        ],
+        jnp.float32,
+    )
+    w_max = max_width(spec, ff)
+    use_ff = ff is not None and tables.forced_tokens is not None
+    f = chunk_width(tables) - 1 if use_ff else 0
+    num_k, num_q, _ = tables.next_state.shape
+    slots = jnp.arange(w_max, dtype=jnp.int32)
+    rows = jnp.arange(b)
+    with_logits_at = accepts_logits_at(step_fn)
+    valid = getattr(cache, "valid", None)
+    cache_length = None if valid is None else valid.shape[1]
+
+    def on_batch(tree):
+        if data_sharding is None:
+            return tree
+        return jax.tree.map(lambda x: jax.lax.with_sharding_constraint(x, data_sharding), tree)
+
+    def run_of(st):
+        """(forced tokens [B, F], length [B], states after each [B, F]) of each row's state."""
+        if not use_ff:
+            zeros = jnp.zeros((b, 1), jnp.int32)
+            return zeros, jnp.zeros((b,), jnp.int32), zeros
+        k = jnp.clip(st.constraint, 0, num_k - 1)
+        q = jnp.clip(st.state, 0, num_q - 1)
+        n = jnp.where((st.constraint >= 0) & ~st.done, tables.forced_len[k, q], 0)
+        return tables.forced_tokens[k, q], n, tables.forced_states[k, q]
+
+    def choose(key, st, row_logits):
+        """The token the loop without drafts would emit next: the forced one, or a sample."""
+        x = sampler(mask_logits(tables, st, row_logits), key).astype(jnp.int32)
+        run, n, _ = run_of(st)
+        return jnp.where(n > 0, run[:, 0], x)
+
+    def select(tree, idx):
+        """Per row b, ``leaf[idx[b], b]`` of a pytree of [J, B, ...] leaves."""
+        return jax.tree.map(lambda leaf: leaf[idx, rows], tree)
+
+    def walk(st, tokens, count):
+        """States after ``tokens[:, :j]`` for j = 0..K (rows stop at ``count``): [K+1, B]."""
+
+        def one(s, j):
+            moved = advance(tables, s, tokens[:, j])
+            s = jax.tree.map(lambda new, old: jnp.where(_rows(j < count, new), new, old), moved, s)
+            return s, s
+
+        _, after = jax.lax.scan(one, st, jnp.arange(k_max))
+        return jax.tree.map(lambda s0, rest: jnp.concatenate([s0[None], rest]), st, after)
+
+    def emit(x, st, written, accepted_rate, buffer, room):
+        """The next call's tokens per row: the head (written to the buffer now) + a draft.
+
+        Returns (tokens [B, W], head count [B], state after the head, lengths increment
+        [B], feed [B] (head + draft, 0 for rows that will not choose again), branch index,
+        buffer, written [B]).
+        """
+        active = ~st.done & (written < num_steps)
+        budget = num_steps - written
+        pre_tok, pre_n, pre_states = run_of(st)
+        pre = active & (pre_n > 0)
+        sampling = active & ~pre
+        x = jnp.where(sampling, x, pad_id)
+        moved = jax.tree.map(
+            lambda new, old: jnp.where(_rows(sampling, new), new, old), advance(tables, st, x), st
+        )
+        post_tok, post_n, post_states = run_of(moved)
+        post_n = jnp.where(sampling & ~moved.done, post_n, 0)
+        post_n = jnp.minimum(post_n, jnp.maximum(budget - 1, 0))
+        pre_n = jnp.minimum(pre_n, budget)
+        head_n = jnp.where(pre, pre_n, jnp.where(active, 1 + post_n, 0))
+        head_tok = jnp.where(
+            pre[:, None],
+            jnp.concatenate([pre_tok, jnp.full((b, 1), pad_id, jnp.int32)], axis=1),
+            jnp.concatenate([x[:, None], post_tok], axis=1),
+        )[:, : 1 + f]  # [B, 1 + F]
+
+        def state_after(states, n, base):
+            after = jnp.take_along_axis(states, jnp.maximum(n - 1, 0)[:, None], axis=1)[:, 0]
+            return jnp.where(n > 0, after, base)
+
+        def head_state(n):
+            q_pre = state_after(pre_states, jnp.where(pre, n, 0), st.state)
+            q_post = state_after(post_states, jnp.where(sampling, n - 1, 0), moved.state)
+            q = jnp.where(pre, q_pre, jnp.where(active, q_post, st.state))
+            return moved.replace(state=q)
+
+        # The draft: looked up after the whole head, cut to the language and the budget.
+        head_slots = jnp.arange(1 + f, dtype=jnp.int32)
+        idx = written[:, None] + head_slots[None, :]
+        idx = jnp.where(head_slots[None, :] < head_n[:, None], idx, capacity)
+        looked = buffer.at[rows[:, None], idx].set(head_tok, mode="drop")
+        history = jnp.concatenate([prompt_tokens, looked], axis=1)
+        known = jnp.arange(capacity, dtype=jnp.int32)[None, :] < (written + head_n)[:, None]
+        drafts, k = _draft.prompt_lookup(
+            history,
+            jnp.concatenate([prompt_mask, known], axis=1),
+            t + written + head_n,
+            ngram_sizes=spec.ngram_sizes,
+            draft_len=k_max,
+        )
+        full_head = head_state(head_n)
+        k = jnp.where(active & ~full_head.done, jnp.minimum(k, budget - head_n), 0)
+        states = walk(full_head, drafts, k)
+        ok = ~states.done[1:] & ~states.error[1:]  # [K, B]: the draft stays in the language
+        k = jnp.minimum(k, jnp.sum(jnp.cumprod(ok.astype(jnp.int32), axis=0), axis=0))
+
+        # The width: expected saved row calls against the branch's extra cost.
+        n_head = jnp.minimum(head_n[None, :], width_array[:, None])  # [nB, B]
+        room_left = jnp.maximum(width_array[:, None] - n_head, 0)
+        n_draft = jnp.where(
+            (logit_array[:, None] > 1) & (n_head == head_n[None, :]),
+            jnp.minimum(jnp.minimum(k[None, :], room_left), logit_array[:, None] - 1),
+            0,
+        )
+        a = accepted_rate[None, :]
+        expected = a * (1 - a ** n_draft.astype(jnp.float32)) / jnp.maximum(1 - a, 1e-6)
+        gain = jnp.sum(jnp.maximum(n_head - 1, 0) + expected, axis=1)
+        n_active = jnp.sum(active).astype(jnp.float32)
+        score = gain - n_active * cost_array
+        cut = n_head + n_draft
+        left = jnp.max(jnp.where(active[None, :], budget[None, :] - cut, 0), axis=1)
+        fits = (jnp.max(cut, axis=1) + left <= room) & (width_array <= room)
+        score = jnp.where(fits & (gain > 0), score, -jnp.inf).at[0].set(0.0)
+        choice = jnp.argmax(score).astype(jnp.int32)  # the first best: the narrowest
+        h = n_head[choice]
+        d = n_draft[choice]
+
+        after_head = head_state(h)
+        padded_head = jnp.concatenate([head_tok, jnp.full((b, w_max), pad_id, jnp.int32)], 1)
+        at_draft = jnp.clip(slots[None, :] - h[:, None], 0, k_max - 1)
+        tokens = jnp.where(
+            slots[None, :] < h[:, None],
+            padded_head[:, :w_max],
+            jnp.take_along_axis(drafts, at_draft, axis=1),
+        )
+        tokens = jnp.where(slots[None, :] < (h + d)[:, None], tokens, pad_id)
+        idx = written[:, None] + head_slots[None, :]
+        idx = jnp.where(head_slots[None, :] < h[:, None], idx, capacity)
+        buffer = buffer.at[rows[:, None], idx].set(head_tok, mode="drop")
+        is_eos = tables.eos_mask[jnp.clip(x, 0, v - 1)] & sampling
+        counted = h - is_eos.astype(jnp.int32)
+        written = written + h
+        feed = jnp.where(~after_head.done & (written < num_steps), h + d, 0)
+        return tokens, h, on_batch(after_head), counted, feed, choice, buffer, written
+
+    def call(tokens, head, feed, positions, cache, choice):
+        """Feeds each row's ``feed`` tokens in branch ``choice``; the logits at slots
+        ``head - 1 + j`` (j < J) as float32[B, J, V] and the cache before rewinding."""
+        at = jnp.maximum(head - 1, 0)[:, None] + jnp.arange(j_max, dtype=jnp.int32)[None, :]
+
+        def branch(width, n_logits):
+            def run(cache):
+                pos = positions[:, None] + slots[None, :width]
+                mask = slots[None, :width] < feed[:, None]
+                where = jnp.minimum(at[:, :n_logits], width - 1)
+                if with_logits_at and n_logits == 1 and width == 1:
+                    out, cache = step_fn(params, tokens[:, :1], pos, mask, cache)
+                elif with_logits_at:
+                    slot = where[:, 0] if n_logits == 1 else where
+                    out, cache = step_fn(
+                        params, tokens[:, :width], pos, mask, cache, logits_at=slot
+                    )
+                else:
+                    out, cache = step_fn(params, tokens[:, :width], pos, mask, cache)
+                    out = jnp.take_along_axis(out, where[:, :, None], axis=1)
+                out = out.astype(jnp.float32)
+                if n_logits < j_max:  # slots this branch verifies nothing at
+                    out = jnp.concatenate([out, jnp.repeat(out[:, -1:], j_max - n_logits, 1)], 1)
+                return out, cache
+
+            return run
+
+        fns = [branch(w, j) for w, j in calls_of]
+        if len(fns) == 1:
+            return fns[0](cache)
+        return jax.lax.switch(choice, fns, cache)
+
+    def verify(i, logits, st, tokens, head, feed):
+        """Chosen tokens at the J slots and the accepted draft length per row."""
+        d = jnp.maximum(feed - head, 0)
+        at_draft = jnp.clip(head[:, None] + jnp.arange(k_max)[None, :], 0, w_max - 1)
+        drafts = jnp.take_along_axis(tokens, at_draft, axis=1)  # [B, K]; valid below d
+        states = walk(st, drafts, d)  # [J, B]
+        key = jax.random.fold_in(rng, i)
+        keys = jax.vmap(lambda j: jax.random.fold_in(key, j))(jnp.arange(j_max))
+
+        def every_slot(_):
+            return jax.vmap(choose)(keys, states, jnp.swapaxes(logits, 0, 1))
+
+        def first_slot(_):  # no row fed a draft: mask and sample one slot, as fast-forward
+            return jnp.broadcast_to(choose(keys[0], st, logits[:, 0]), (j_max, b))
+
+        chosen = jax.lax.cond(jnp.any(d > 0), every_slot, first_slot, None)  # [J, B]
+        same = (chosen[:k_max] == drafts.T) & (jnp.arange(k_max)[:, None] < d[None, :])
+        m = jnp.sum(jnp.cumprod(same.astype(jnp.int32), axis=0), axis=0)
+        return chosen[m, rows], m, select(states, m), drafts
+
+    def room_of(cache):
+        if cache is None or cache_length is None:
+            return jnp.int32(2**30)
+        return cache_length - cache.end_index
+
+    buffer = on_batch(jnp.full((b, capacity), pad_id, jnp.int32))
+    written = jnp.zeros((b,), jnp.int32)
+    zeros = jnp.zeros((b,), jnp.int32)
+    rate0 = spec.prior_accepted / spec.prior_drafted
+    x = choose(jax.random.fold_in(rng, 0), state, logits)
+    rates = jnp.full((b,), rate0, jnp.float32)
+    tokens, head, state, counted, feed, choice, buffer, written = emit(
+        x, state, written, rates, buffer, room_of(cache)
+    )
+    carry = dict(
+        i=jnp.int32(1), buffer=buffer, written=written, lengths=counted, tokens=tokens,
+        head=head, feed=feed, choice=choice, state=state, cache=cache, position=next_position,
+        calls=jnp.ones((b,), jnp.int32), drafted=zeros, accepted=zeros,
+    )  # fmt: skip
+
+    def cond(c):
+        return jnp.any(~c["state"].done & (c["written"] < num_steps))
+
+    def body(c):
+        start = None if c["cache"] is None else c["cache"].end_index
+        logits, cache = call(c["tokens"], c["head"], c["feed"], c["position"], c["cache"],
+                             c["choice"])  # fmt: skip
+        x, m, state, drafts = verify(c["i"], logits, c["state"], c["tokens"], c["head"], c["feed"])
+        fed = c["feed"] > 0
+        state = jax.tree.map(
+            lambda new, old: jnp.where(_rows(fed, new), new, old), state, c["state"]
+        )
+        m = jnp.where(fed, m, 0)
+        keep = jnp.where(fed, c["head"] + m, 0)
+        if cache is not None:
+            cache = rewind(cache, start, keep, w_max)
+        idx = c["written"][:, None] + jnp.arange(k_max)[None, :]
+        idx = jnp.where(jnp.arange(k_max)[None, :] < m[:, None], idx, capacity)
+        buffer = c["buffer"].at[rows[:, None], idx].set(drafts, mode="drop")
+        written = c["written"] + m
+        drafted = c["drafted"] + jnp.maximum(c["feed"] - c["head"], 0) * fed
+        accepted = c["accepted"] + m
+        rates = (accepted + spec.prior_accepted) / (drafted + spec.prior_drafted)
+        tokens, head, state, counted, feed, choice, buffer, written2 = emit(
+            x, on_batch(state), written, rates.astype(jnp.float32), buffer, room_of(cache)
+        )
+        return dict(
+            i=c["i"] + 1, buffer=buffer, written=written2, lengths=c["lengths"] + m + counted,
+            tokens=tokens, head=head, feed=feed, choice=choice, state=state, cache=cache,
+            position=c["position"] + keep, calls=c["calls"] + fed.astype(jnp.int32),
+            drafted=drafted, accepted=accepted,
+        )  # fmt: skip
+
+    c = jax.lax.while_loop(cond, body, carry)
+    return c["buffer"], c["lengths"], c["state"], c["calls"], c["drafted"], c["accepted"]
+
+
+def _rows(cond: jax.Array, x: jax.Array) -> jax.Array:
+    """``cond`` (one bool per row, shape [B]) shaped to broadcast against ``x`` ([B, ...])."""
+    return cond.reshape(cond.shape + (1,) * (x.ndim - cond.ndim))

@@ -1,0 +1,238 @@
+"""Speculative decoding on the real Gemma-3 270M: fast-forward alone vs fast-forward + drafts.
+
+Both loops run on the same batches, interleaved batch by batch (the order alternates), in
+one process, greedy, so machine noise hits both alike and outputs must be identical. Sets:
+
+* ``extract``: the job's bundled documents (``automata_jax/data/docs.jsonl``), the job's
+  prompt (``prompt_gemma.txt``) and schema (``person.json``), compiled as the job does;
+* ``heldout``: the held-out labelled extraction set (``benchmarks/data/extract_heldout.jsonl``),
+  same prompt and schema; nothing was tuned on it;
+* ``bfcl``: BFCL ``simple_python`` (the first ``--bfcl-cases`` whose parameter schema
+  compiles): the output is the call's arguments as JSON under that function's schema;
+* ``free``: unconstrained free text from prompts with nothing to copy.
+
+Figures per set and loop: model calls per record (prefill included), generated tokens
+per record, drafted / accepted tokens per model call, records/s (total time of the timed
+batches; the first batch of each set is run once untimed to compile), and the ratios.
+
+Run: ``python benchmarks/speculative_bench.py [--sets extract,heldout,bfcl,free]``
+Writes ``benchmarks/results/speculative.json`` (or ``--output``) and prints a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "compile")]
+
+import automata_compile as ac  # noqa: E402
+import automata_jax as aj  # noqa: E402
+from automata_jax._extract_prep import PromptTemplate  # noqa: E402
+from automata_jax._tables import bucket  # noqa: E402
+from automata_jax.models import Gemma3, default_cache_dir, default_gguf_path, load_gguf  # noqa: E402
+
+OPTIONS = {"whitespace": "compact", "property_order": "declared"}  # the job's (extract.py)
+FREE_PROMPTS = [
+    "Write a short poem about the sea at night.",
+    "Explain in a few sentences why the sky is blue.",
+    "Give three tips for learning to play the guitar.",
+    "Describe your ideal weekend in a paragraph.",
+    "What are the benefits of drinking water? Answer briefly.",
+    "Tell a very short story about a dragon who cannot fly.",
+    "Summarize the plot of a detective novel you invent.",
+    "List some good habits for staying healthy.",
+]
+TURN = "<start_of_turn>user\n{}<end_of_turn>\n<start_of_turn>model\n"
+
+
+def _bfcl_schema(node):
+    """BFCL's parameter dialect ("dict", "float", "tuple", "any") as JSON Schema."""
+    if isinstance(node, list):
+        return [_bfcl_schema(x) for x in node]
+    if not isinstance(node, dict):
+        return node
+    out = {}
+    for key, value in node.items():
+        if key == "type":
+            mapped = {"dict": "object", "float": "number", "tuple": "array"}.get(value, value)
+            if mapped != "any":
+                out["type"] = mapped
+        elif key in ("description", "default", "optional"):
+            continue
+        else:
+            out[key] = _bfcl_schema(value)
+    return out
+
+
+def load_sets(names, vocab, n_bfcl):
+    """{set: (prompts [token ids], constraint ids, dfas)}."""
+    data = ROOT / "automata_jax" / "data"
+    template = PromptTemplate.from_file(data / "prompt_gemma.txt")
+    schema = json.loads((data / "person.json").read_text())
+    sets = {}
+    for name in names:
+        if name in ("extract", "heldout"):
+            path = (
+                data / "docs.jsonl"
+                if name == "extract"
+                else ROOT / "benchmarks/data/extract_heldout.jsonl"
+            )
+            docs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+            prompts = [
+                template.encode(
+                    vocab, text=d["text"], schema_json=json.dumps(schema), record_id=d["id"]
+                )
+                for d in docs
+            ]
+            dfa = ac.compile_json_schema(schema, vocab, **OPTIONS)
+            sets[name] = (prompts, [0] * len(prompts), [dfa])
+        elif name == "bfcl":
+            import importlib.util
+
+            base = Path(
+                next(iter(importlib.util.find_spec("bfcl_eval").submodule_search_locations))
+            )
+            lines = (base / "data" / "BFCL_v4_simple_python.json").read_text().splitlines()
+            prompts, dfas = [], []
+            for line in lines:
+                case = json.loads(line)
+                fn = case["function"][0]
+                params = _bfcl_schema(fn["parameters"])
+                params["additionalProperties"] = False
+                try:
+                    dfa = ac.compile_json_schema(params, vocab, **OPTIONS)
+                except Exception:  # noqa: BLE001  (a dialect corner we do not map: skip the case)
+                    continue
+                question = case["question"][0][0]["content"]
+                text = (
+                    f"Call the function {fn['name']}: {fn['description']}\n"
+                    f"Its parameters: {json.dumps(fn['parameters'])}\n\nRequest: {question}\n"
+                    "Reply with the arguments as one JSON object."
+                )
+                prompts.append([vocab.bos_id] + vocab.encode(TURN.format(text)))
+                dfas.append(dfa)
+                if len(prompts) == n_bfcl:
+                    break
+            sets[name] = (prompts, list(range(len(prompts))), dfas)
+        elif name == "free":
+            prompts = [[vocab.bos_id] + vocab.encode(TURN.format(p)) for p in FREE_PROMPTS]
+            dfa = ac.compile_json_schema(schema, vocab, **OPTIONS)  # unused: rows are -1
+            sets[name] = (prompts, [-1] * len(prompts), [dfa])
+    return sets
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sets", default="extract,heldout,bfcl,free")
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--bfcl-cases", type=int, default=8)
+    parser.add_argument("--limit", type=int, default=0, help="at most this many records per set")
+    parser.add_argument("--output", default=str(ROOT / "benchmarks/results/speculative.json"))
+    args = parser.parse_args(argv)
+
+    path = default_gguf_path()
+    vocab = ac.Vocabulary.from_gguf(path)
+    config, params = load_gguf(path, cache_dir=default_cache_dir())
+    model = Gemma3(config)
+    cache_fn = functools.partial(model.init_cache, dtype=params["embed_tokens"].dtype)
+    eager = aj.Speculate(slot_cost=0.0, logit_cost=0.0)  # drafts whenever a row has one
+    loops = {
+        "ff": dict(fast_forward=True),
+        "ff+spec": dict(fast_forward=True, speculate=True),
+        "ff+spec_eager": dict(fast_forward=True, speculate=eager),
+    }
+    sets = load_sets(args.sets.split(","), vocab, args.bfcl_cases)
+    if args.limit:
+        sets = {k: (p[: args.limit], i[: args.limit], d) for k, (p, i, d) in sets.items()}
+    # One prompt length for every set: sets whose tables have one shape share compilations.
+    length = bucket(max(len(p) for prompts, _, _ in sets.values() for p in prompts), 64)
+    compiled, results = set(), {}
+    for name, (prompts, ids, dfas) in sets.items():
+        tables = aj.ConstraintTables.from_dfas(dfas, vocab_size=config.vocab_size)
+        shape = (jax.tree.structure(tables), tuple(np.shape(x) for x in jax.tree.leaves(tables)))
+        warm = shape not in compiled  # run the first batch once, untimed, to compile
+        compiled.add(shape)
+        stats = {
+            k: dict(calls=0, tokens=0, drafted=0, accepted=0, seconds=0.0, records=0) for k in loops
+        }
+        same = 0
+        batches = [
+            list(range(i, min(i + args.batch, len(prompts))))
+            for i in range(0, len(prompts), args.batch)
+        ]
+        for number, rows in enumerate(([batches[0]] if warm else []) + batches, start=1 - warm):
+            full = rows + [rows[0]] * (args.batch - len(rows))
+            tokens, mask = aj.pad_prompts([prompts[r] for r in full], length=length)
+            cids = np.asarray([ids[r] for r in full], np.int32)
+            order = list(loops) if number % 2 else list(loops)[::-1]
+            outs = {}
+            for loop in order:
+                start = time.perf_counter()
+                out = aj.generate(
+                    model.apply_step, params, tokens, tables, cids, sampler=aj.Greedy(),
+                    max_new_tokens=args.max_new_tokens, rng=jax.random.key(0), prompt_mask=mask,
+                    cache=cache_fn, **loops[loop],
+                )  # fmt: skip
+                out = jax.device_get(out)
+                seconds = time.perf_counter() - start
+                outs[loop] = out
+                if number == 0:
+                    continue  # the compile run
+                n = len(rows)
+                s = stats[loop]
+                s["seconds"] += seconds
+                s["records"] += n
+                s["calls"] += int(out.model_calls[:n].sum())
+                s["tokens"] += int((out.lengths[:n] + out.accepted[:n]).sum())
+                s["drafted"] += int(out.drafted[:n].sum())
+                s["accepted"] += int(out.drafts_accepted[:n].sum())
+            if number:
+                n = len(rows)
+                agree = np.ones(n, bool)
+                for k in loops:
+                    agree &= (outs["ff"].tokens[:n] == outs[k].tokens[:n]).all(1)
+                same += int(agree.sum())
+                times = ", ".join(f"{k} {stats[k]['seconds']:.1f}s" for k in loops)
+                print(f"{name} batch {number}: {times}", flush=True)
+        for s in stats.values():
+            s["calls_per_record"] = s["calls"] / s["records"]
+            s["tokens_per_record"] = s["tokens"] / s["records"]
+            s["records_per_s"] = s["records"] / s["seconds"]
+            s["drafted_per_call"] = s["drafted"] / s["calls"]
+            s["accepted_per_call"] = s["accepted"] / s["calls"]
+        base = stats["ff"]
+        for s in stats.values():
+            s["calls_ratio"] = s["calls_per_record"] / base["calls_per_record"]
+            s["speed_ratio"] = s["records_per_s"] / base["records_per_s"]
+        results[name] = dict(loops=stats, identical_records=same, records=base["records"])
+        print(json.dumps({name: results[name]}), flush=True)
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.output).write_text(json.dumps(dict(args=vars(args), results=results), indent=1))
+    print(
+        "| set | loop | calls/record | ratio | tokens/record | records/s | ratio | "
+        "drafted/call | accepted/call | identical |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for name, r in results.items():
+        for loop, s in r["loops"].items():
+            print(
+                f"| {name} | {loop} | {s['calls_per_record']:.1f} | {s['calls_ratio']:.2f}x | "
+                f"{s['tokens_per_record']:.1f} | {s['records_per_s']:.3f} | "
+                f"{s['speed_ratio']:.2f}x | {s['drafted_per_call']:.2f} | "
+                f"{s['accepted_per_call']:.2f} | {r['identical_records']}/{r['records']} |"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,281 @@
+"""Speculative decoding (`automata_jax._speculative`): identical greedy outputs, outputs in
+the language, exact masks after rewinds, exact sampling distribution, a rewound cache."""
+
+from __future__ import annotations
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import automata_compile as ac
+import automata_jax as aj
+from automata_jax import ConstraintTables, Greedy, Speculate, Temperature, TopP, testing
+from automata_jax._speculative import rewind
+from automata_jax.testing import FakeModel, host_callbacks, jaxpr_primitive_names
+
+# tokens: 0='a', 1='b', 2='ab', 3=EOS, 4=pad, 5='c', 6='abc', 7 unused
+EOS, PAD, V = 3, 4, 8
+VOCAB = ac.Vocabulary.from_bytes(
+    [b"a", b"b", b"ab", None, None, b"c", b"abc", None], eos_ids=[EOS], special_ids=[EOS, PAD, 7]
+)
+MODEL = FakeModel(vocab_size=V)
+PATTERNS = [r"cabab(c|a)b?", r"(a|b)cabcc(ab)*", r"abcc|c(abc){1,3}", r"(a|b|c)*", r"(ab|c)*c"]
+EAGER = Speculate(slot_cost=0.0, logit_cost=0.0)  # drafts whenever a row has one
+
+
+@pytest.fixture(scope="module")
+def dfas():
+    return [ac.compile_regex(p, VOCAB) for p in PATTERNS]
+
+
+@pytest.fixture(scope="module")
+def params():
+    return MODEL.init_params()
+
+
+def _run(params, tables, ids, prompts, n, model=MODEL, **kw):
+    tokens, mask = aj.pad_prompts(prompts, pad_id=PAD)
+    kw.setdefault("sampler", Greedy())
+    kw.setdefault("rng", jax.random.key(0))
+    return jax.device_get(
+        aj.generate(
+            model.apply_step, params, tokens, tables, np.asarray(ids, np.int32), prompt_mask=mask,
+            pad_id=PAD, max_new_tokens=n, cache=model.init_cache, **kw,
+        )
+    )  # fmt: skip
+
+
+def _random_prompts(rng, rows):
+    """Prompts of repeated random spans (so the lookup drafts), any token, in or out of the
+    language: random and adversarial drafts."""
+    prompts = []
+    for _ in range(rows):
+        span = rng.choice([0, 1, 2, 5, 6, 3, 7], size=rng.integers(1, 4)).tolist()
+        prompts.append((span * rng.integers(1, 4) + rng.choice(8, size=2).tolist())[:9])
+    return prompts
+
+
+def _check_masks(tables, dfas, ids, out):
+    """The final masks (after every rewind) are the oracle's for the walked output."""
+    masks = np.asarray(aj.allowed_mask(tables, jax.device_put(out.states)))
+    for row, k in enumerate(ids):
+        n = int(out.lengths[row])
+        emitted = out.tokens[row, :n].tolist()
+        if k < 0:
+            continue
+        assert dfas[k].walk(emitted) >= 0, (row, emitted)
+        if out.states.done[row]:
+            assert out.accepted[row] and dfas[k].accepts(emitted)
+            continue
+        q = dfas[k].walk(emitted)
+        assert int(out.states.state[row]) == q
+        np.testing.assert_array_equal(masks[row], dfas[k].allowed(q))
+
+
+@pytest.mark.parametrize("fast_forward", [False, True])
+def test_greedy_outputs_are_identical(dfas, params, fast_forward):
+    tables = ConstraintTables.from_dfas(dfas, vocab_size=V)
+    rng = np.random.default_rng(0)
+    drafted = kept = 0
+    for trial in range(4):
+        prompts = _random_prompts(rng, 8)
+        ids = rng.integers(-1, len(dfas), size=8).tolist()  # mixed: -1 = unconstrained
+        n = [16, 5, 9, 16][trial]
+        off = _run(params, tables, ids, prompts, n, fast_forward=fast_forward)
+        on = _run(params, tables, ids, prompts, n, fast_forward=fast_forward, speculate=EAGER)
+        np.testing.assert_array_equal(on.tokens, off.tokens)
+        np.testing.assert_array_equal(on.lengths, off.lengths)
+        np.testing.assert_array_equal(on.accepted, off.accepted)
+        for a, b in zip(jax.tree.leaves(on.states), jax.tree.leaves(off.states), strict=True):
+            np.testing.assert_array_equal(a, b)
+        assert (on.model_calls <= off.model_calls).all()
+        assert (on.drafts_accepted <= on.drafted).all()
+        # Each call feeds one chosen token or forced run, plus the drafts it keeps.
+        drafted += int(on.drafted.sum())
+        kept += int(on.drafts_accepted.sum())
+        _check_masks(tables, dfas, ids, on)
+    assert 0 < kept < drafted  # drafts were both kept and rejected
+
+
+def test_the_default_policy_is_identical_and_saves_calls(dfas, params):
+    tables = ConstraintTables.from_dfas(dfas, vocab_size=V)
+    prompts = [[6, 6, 6, 5, 0, 5, 0, 5], [2, 2, 2, 5]]
+    off = _run(params, tables, [3, 4], prompts, 24, fast_forward=True)
+    on = _run(params, tables, [3, 4], prompts, 24, fast_forward=True, speculate=True)
+    np.testing.assert_array_equal(on.tokens, off.tokens)
+    assert on.model_calls.sum() <= off.model_calls.sum()
+
+
+def test_sampled_outputs_are_in_the_language(dfas, params):
+    tables = ConstraintTables.from_dfas(dfas, vocab_size=V)
+    rng = np.random.default_rng(1)
+    for seed in range(3):
+        prompts = _random_prompts(rng, 8)
+        ids = rng.integers(0, len(dfas), size=8).tolist()
+        out = _run(
+            params, tables, ids, prompts, 16, sampler=TopP(0.9), rng=jax.random.key(seed),
+            fast_forward=bool(seed % 2), speculate=EAGER,
+        )  # fmt: skip
+        assert not out.states.error.any()
+        _check_masks(tables, dfas, ids, out)
+
+
+def test_sampling_distribution_is_unchanged(dfas, params):
+    """A point-mass draft is kept iff the sample equals it: the token distribution at each
+    step is the model's (marginals of 4096 rows, with and without drafts)."""
+    model = FakeModel(vocab_size=V, scale=1.0)
+    params = model.init_params(3)
+    tables = ConstraintTables.from_dfas([dfas[3]], vocab_size=V)
+    rows = 4096
+    prompts = [[0, 1, 0, 1, 0, 1, 0]] * rows
+    kw = dict(sampler=Temperature(1.0), fast_forward=False, model=model)
+    off = _run(params, tables, [0] * rows, prompts, 4, rng=jax.random.key(1), **kw)
+    on = _run(params, tables, [0] * rows, prompts, 4, rng=jax.random.key(2), speculate=EAGER, **kw)
+    assert on.drafts_accepted.sum() > rows // 8
+    for step in range(4):
+        p = np.bincount(off.tokens[:, step], minlength=V) / rows
+        q = np.bincount(on.tokens[:, step], minlength=V) / rows
+        assert 0.5 * np.abs(p - q).sum() < 0.04, (step, p, q)
+
+
+def test_grammar_and_schema_rows_in_one_batch(params):
+    """A recursive schema (a PDA) and a flat one (a DFA) with unconstrained rows, over a byte
+    vocabulary with multi-byte tokens; prompts hold JSON to copy."""
+    pieces = [bytes([c]) for c in range(256)] + [b'": "', b'", "', b'{"', b'"}', b"ab"]
+    vocab = ac.Vocabulary.from_bytes(pieces + [None, None], eos_ids=[len(pieces)],
+                                     special_ids=[len(pieces), len(pieces) + 1])  # fmt: skip
+    tree = {
+        "type": "object",
+        "properties": {
+            "n": {"type": "string", "maxLength": 6},
+            "k": {"type": "array", "items": {"$ref": "#"}, "maxItems": 2},
+        },
+        "required": ["n", "k"],
+        "additionalProperties": False,
+    }
+    flat = {
+        "type": "object",
+        "properties": {"a": {"type": "string", "maxLength": 5}, "b": {"type": "integer"}},
+        "required": ["a", "b"],
+        "additionalProperties": False,
+    }
+    pda = ac.compile_json_schema(tree, vocab, whitespace="compact")
+    dfa = ac.compile_json_schema(flat, vocab, whitespace="compact")
+    assert pda.is_pda and not dfa.is_pda
+    v = vocab.size
+    model = FakeModel(vocab_size=v)
+    mparams = model.init_params(5)
+    tables = ConstraintTables.from_dfas([pda, dfa], vocab_size=v)
+    docs = ['{"n": "ab", "k": [{"n": "x", "k": []}]}', '{"a": "abab", "b": 12}', "abababab"]
+    prompts = [list(d.encode()) for d in docs] * 2
+    ids = [0, 1, -1, 1, 0, 0]
+    kw = dict(model=model)
+    for ff in (False, True):
+        off = _run(mparams, tables, ids, prompts, 40, fast_forward=ff, **kw)
+        on = _run(mparams, tables, ids, prompts, 40, fast_forward=ff, speculate=EAGER, **kw)
+        np.testing.assert_array_equal(on.tokens, off.tokens)
+        for a, b in zip(jax.tree.leaves(on.states), jax.tree.leaves(off.states), strict=True):
+            np.testing.assert_array_equal(a, b)
+        assert on.drafted.sum() > 0
+        masks = np.asarray(aj.allowed_mask(tables, jax.device_put(on.states)))
+        for row, k in enumerate(ids):
+            if k < 0:
+                continue
+            emitted = on.tokens[row, : int(on.lengths[row])].tolist()
+            automaton = [pda, dfa][k]
+            config = automaton.walk_config(emitted)
+            assert config is not None, emitted
+            if on.accepted[row]:
+                json.loads(vocab.decode(emitted))
+            elif not on.states.done[row]:
+                np.testing.assert_array_equal(masks[row], automaton.allowed(*config))
+
+
+def test_a_rewound_cache_decodes_like_an_unrewound_one():
+    model, params = testing.tiny_model(vocab_size=64)
+    prompt = jnp.asarray([[5, 6, 7], [8, 9, 10]], jnp.int32)
+    pos = jnp.asarray([[0, 1, 2], [0, 1, 2]], jnp.int32)
+    ones = jnp.ones((2, 3), bool)
+    cache = model.init_cache(2, 16)
+    _, cache = model.apply_step(params, prompt, pos, ones, cache)
+    # Feed 4 drafts per row; keep 1 and 3 of them.
+    chunk = jnp.asarray([[11, 12, 13, 14], [15, 16, 17, 18]], jnp.int32)
+    start = cache.end_index
+    _, spec = model.apply_step(params, chunk, 3 + jnp.arange(4)[None].repeat(2, 0),
+                               jnp.ones((2, 4), bool), cache)  # fmt: skip
+    spec = rewind(spec, start, jnp.asarray([1, 3]), 4)
+    assert int(spec.end_index) == int(start) + 3
+    nxt = jnp.asarray([[20], [21]], jnp.int32)
+    got, _ = model.apply_step(params, nxt, jnp.asarray([[4], [6]]), jnp.ones((2, 1), bool), spec)
+    for row, kept in enumerate([1, 3]):
+        seq = jnp.concatenate([prompt[row], chunk[row, :kept], nxt[row]])[None]
+        ref, _ = model.apply_step(params, seq, jnp.arange(seq.shape[1])[None],
+                                  jnp.ones(seq.shape, bool), model.init_cache(1, 16))  # fmt: skip
+        np.testing.assert_allclose(got[row, 0], ref[0, -1], atol=1e-5, rtol=1e-5)
+
+
+def test_tiny_gemma_greedy_outputs_are_identical():
+    model, params = testing.tiny_model(vocab_size=64)
+    vocab = ac.Vocabulary.from_bytes(
+        [bytes([c]) for c in range(97, 97 + 26)] + [b" "] + [None] * 37, eos_ids=[27],
+        special_ids=list(range(27, 64)),
+    )  # fmt: skip
+    dfas = [ac.compile_regex(p, vocab) for p in (r"(abc|cab)+ d?", r"[a-e]{3,9}")]
+    tables = ConstraintTables.from_dfas(dfas, vocab_size=64)
+    prompts = [[0, 1, 2, 0, 1, 2, 0], [2, 0, 1, 2, 0, 1], [3, 4, 3, 4, 3], [1, 1, 1]]
+    ids = [0, 0, 1, -1]
+    off = _run(params, tables, ids, prompts, 10, model=model)
+    on = _run(params, tables, ids, prompts, 10, model=model, speculate=EAGER)
+    np.testing.assert_array_equal(on.tokens, off.tokens)
+    assert on.drafted.sum() > 0
+
+
+def test_jaxpr_has_no_host_callbacks_and_no_retrace(dfas, params):
+    from automata_jax import _generate
+
+    tables = ConstraintTables.from_dfas(dfas[:2], vocab_size=V)
+    tokens, mask = aj.pad_prompts([[1, 2], [3]], pad_id=PAD)
+
+    def fn(params, tokens, mask, tables, ids, rng):
+        return aj.generate(
+            MODEL.apply_step, params, tokens, tables, ids, sampler=TopP(0.9), max_new_tokens=8,
+            rng=rng, prompt_mask=mask, cache=MODEL.init_cache, pad_id=PAD, fast_forward=True,
+            speculate=True,
+        )  # fmt: skip
+
+    closed = jax.make_jaxpr(fn)(params, tokens, mask, tables, jnp.array([0, 1]), jax.random.key(0))
+    names = jaxpr_primitive_names(closed)
+    assert {"while", "cond"} <= names
+    assert not host_callbacks(names), names
+    other = ConstraintTables.from_dfas(
+        [ac.compile_regex(p, VOCAB) for p in (r"bcabab(a|b)", r"ccab|cbb")], vocab_size=V
+    )
+    assert jax.tree.map(jnp.shape, other) == jax.tree.map(jnp.shape, tables)
+    _run(params, tables, [0, 1], [[1], [2]], 8, fast_forward=True, speculate=True)
+    before = _generate._generate_jit._cache_size()
+    out = _run(params, other, [1, 0], [[2], [5]], 8, fast_forward=True, speculate=True)
+    assert _generate._generate_jit._cache_size() == before
+    assert not out.states.error.any()
+
+
+def test_bad_policies_and_caches():
+    with pytest.raises(aj.RuntimeShapeError, match="draft_len"):
+        Speculate(draft_len=0)
+    with pytest.raises(aj.RuntimeShapeError, match="ngram_sizes"):
+        Speculate(ngram_sizes=(0,))
+    with pytest.raises(aj.RuntimeShapeError, match="widths"):
+        Speculate(widths=(1,))
+    with pytest.raises(aj.RuntimeShapeError, match="logit_cost"):
+        Speculate(logit_cost=-1)
+    tables = ConstraintTables.from_dfas([ac.compile_regex("ab", VOCAB)], vocab_size=V)
+    with pytest.raises(aj.RuntimeShapeError, match="speculate"):
+        _run(None, tables, [0], [[1]], 4, speculate="yes")
+    tokens, mask = aj.pad_prompts([[1]], pad_id=PAD)
+    with pytest.raises(aj.RuntimeShapeError, match="speculate expected"):
+        aj.generate(
+            MODEL.apply_step, None, tokens, tables, np.zeros(1, np.int32), sampler=Greedy(),
+            max_new_tokens=4, rng=jax.random.key(0), cache={"end_index": 0}, speculate=True,
+        )  # fmt: skip
