@@ -1,7 +1,8 @@
 """Shared test fixtures: paths to the real tokenizers and their vocabularies (session-scoped).
 
 Fixtures that need a file that is absent skip the test with the reason and the command
-that gets the file (the README's "Test data" section says where each comes from).
+that gets the file (docs/install_and_test_data.md, "Test data on a fresh clone", says where
+each comes from).
 """
 
 from __future__ import annotations

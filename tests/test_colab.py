@@ -94,8 +94,14 @@ def test_install_cell_elsewhere_installs_nothing(path, tmp_path, monkeypatch):
     assert not list(tmp_path.iterdir())
 
 
-def test_readme_colab_snippet_is_a_regular_install_from_the_repo_url():
-    section = re.search(r"## Real Gemma weights on a Colab TPU\n(.*?)\n## ", README, re.DOTALL)
+def test_docs_colab_snippet_is_a_regular_install_from_the_repo_url():
+    """docs/runtime.md's Colab TPU snippet installs from README.md's REPO_URL."""
+    runtime = (ROOT / "docs" / "runtime.md").read_text(encoding="utf-8")
+    section = re.search(
+        r"^## Real Gemma weights on a Colab TPU\n(.*?)(?=^## |\Z)",
+        runtime,
+        re.MULTILINE | re.DOTALL,
+    )
     snippet = re.search(r"```python\n(.*?)```", section.group(1), re.DOTALL).group(1)
     assert f'REPO_URL = "{REPO_URL}"' in snippet and "git+{REPO_URL}" in snippet
     assert "pip install" in snippet and " -e " not in snippet and "-c constraints.txt" in snippet

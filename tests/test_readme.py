@@ -1,5 +1,6 @@
-"""README.md tells the truth: its quickstart runs, its commands are the ones CI and the job use,
-and its regex-syntax table matches what the compiler accepts and refuses."""
+"""README.md and the reference pages in docs/ tell the truth: the quickstart and the grammar
+example run, the commands are the ones CI and the job use, and the regex-syntax table
+(docs/regex.md) matches what the compiler accepts and refuses."""
 
 from __future__ import annotations
 
@@ -13,6 +14,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def _doc(name: str) -> str:
+    return (ROOT / "docs" / name).read_text(encoding="utf-8")
+
 
 TRY_COMMAND = 'pip install -e ".[demo]" && python -m automata_jax.extract --output people.jsonl'
 TEST_COMMAND = 'pip install -e ".[test]" && python -m pytest'
@@ -58,27 +64,52 @@ def test_grammar_example_runs_and_prints_a_valid_prefix():
     import grammar_oracle
 
     block = re.search(
-        r"<!-- grammar:begin -->\s*```python\n(.*?)```\s*<!-- grammar:end -->", README, re.DOTALL
+        r"<!-- grammar:begin -->\s*```python\n(.*?)```\s*<!-- grammar:end -->",
+        _doc("grammars.md"),
+        re.DOTALL,
     )
-    assert block, "README.md: no ```python block between the grammar markers"
+    assert block, "docs/grammars.md: no ```python block between the grammar markers"
     stdout = io.StringIO()
     with contextlib.redirect_stdout(stdout):
-        exec(compile(block.group(1), "README.md:grammar", "exec"), {"__name__": "__readme__"})
+        exec(
+            compile(block.group(1), "docs/grammars.md:grammar", "exec"), {"__name__": "__readme__"}
+        )
     text = stdout.getvalue()[:-1].encode()
     assert text and grammar_oracle.arithmetic_oracle().viable(text), text
 
 
+# Reference pages the README links, each with the headings it must keep.
+DOC_PAGES = {
+    "regex.md": ("## Supported regex syntax", "## Regex extensions"),
+    "json_schema.md": ("# JSON Schema keywords and options",),
+    "grammars.md": ("# Grammars",),
+    "runtime.md": ("## Flax models", "## Real Gemma weights on a Colab TPU"),
+    "extraction_job.md": ("# The extraction job",),
+    "compile_cli.md": ("## The compile CLI",),
+    "install_and_test_data.md": ("## Install", "## Test data on a fresh clone"),
+}
+
+
 def test_sections_and_links():
-    for title in (
-        "Supported regex syntax",
-        "Regex extensions",
-        "JSON Schema keywords",
-        "Grammars",
-        "Benchmarks",
-        "Coverage",
-    ):
+    for title in ("How it works", "Try it", "Run the tests", "Quickstart", "Features", "Links"):
         assert re.search(rf"^## {title}$", README, re.MULTILINE), title
     assert "(BENCHMARKS.md)" in README and "(COVERAGE.md)" in README
+    assert len(README.splitlines()) <= 250, "README.md: keep it at most 250 lines"
+    for name, titles in DOC_PAGES.items():
+        assert f"(docs/{name})" in README, name
+        for title in titles:
+            assert re.search(rf"^{re.escape(title)}$", _doc(name), re.MULTILINE), (name, title)
+
+
+def test_relative_links_resolve():
+    """Every relative link in README.md and docs/*.md names a file that exists."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
+            if "://" in target:
+                continue
+            assert (page.parent / target).exists(), f"{page.name}: broken link {target}"
 
 
 # The regex-syntax table, row by row: constructs it lists as supported compile, and the
@@ -116,27 +147,25 @@ def test_refused_regex_syntax_raises(byte_vocab, pattern):
         compile_regex(pattern, byte_vocab)
 
 
-def _section(title: str) -> str:
-    match = re.search(
-        rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", README, re.MULTILINE | re.DOTALL
-    )
-    assert match, f"README.md: no '## {title}' section"
+def _section(title: str, text: str = README) -> str:
+    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", text, re.MULTILINE | re.DOTALL)
+    assert match, f"no '## {title}' section"
     return match.group(1)
 
 
 def test_compile_cli_section_commands_run(tmp_path):
-    """The compile CLI's README commands (with `--tokenizer default`, the bundled tokenizer) run
+    """The compile CLI's commands (docs/compile_cli.md) (with `--tokenizer default`, the bundled tokenizer) run
     as written and write the tables files they name."""
     import shlex
     import subprocess
     import sys
 
-    section = _section("The compile CLI")
+    section = _section("The compile CLI", _doc("compile_cli.md"))
     block = re.search(r"```bash\n(.*?)```", section, re.DOTALL).group(1)
     commands = [shlex.split(c) for c in block.splitlines() if c.startswith("python -m automata_")]
     assert len(commands) >= 2 and all("default" in c for c in commands)
     assert "automata-compile" in block and "--lenient" in section
-    # The README's relative `automata_jax/data/...` paths point into the checkout. (A folder named
+    # The page's relative `automata_jax/data/...` paths point into the checkout. (A folder named
     # automata_jax in the working directory would shadow the installed package.)
     for argv in commands:
         argv[:] = [str(ROOT / a) if a.startswith("automata_jax/data/") else a for a in argv]
@@ -154,7 +183,7 @@ def test_demo_outputs_are_gitignored():
     import subprocess
 
     tables = re.findall(r'\.save\("([^"]+)"\)', README)
-    tables += re.findall(r" -o (\S+)", _section("The compile CLI"))
+    tables += re.findall(r" -o (\S+)", _section("The compile CLI", _doc("compile_cli.md")))
     assert {"name.npz", "date.npz", "person.npz"} <= set(tables)  # the patterns find them
     paths = ["people.jsonl", ".automata_cache/person-0123.npz", "sub/.automata_cache/xla/x"]
     paths += tables
