@@ -195,3 +195,20 @@ def test_demo_outputs_are_gitignored():
     else:  # not a git checkout: read the patterns
         patterns = (ROOT / ".gitignore").read_text().splitlines()
         assert {".automata_cache/", "/people.jsonl", "/*.npz"} <= set(patterns)
+
+
+def test_benchmarks_has_one_section_per_area():
+    """BENCHMARKS.md is today's figures by area, with superseded runs in a History at the end."""
+    text = (ROOT / "BENCHMARKS.md").read_text(encoding="utf-8")
+    areas = re.findall(r"^## (.*)$", text, re.MULTILINE)
+    for prefix in (
+        "Compile time",
+        "Time to first mask and schema corpora",
+        "Decode overhead",
+        "Fast-forward and speculation",
+        "Grammars and tool calls",
+        "Real model: extraction quality and speed",
+        "Real model: accuracy (BFCL)",
+    ):
+        assert sum(a.startswith(prefix) for a in areas) == 1, prefix
+    assert areas[-1] == "History"
