@@ -26,7 +26,7 @@ def compile_regex(
 
     Args:
       pattern: the regular expression; Koo et al.'s extension groups such as
-        ``(?P<PARAGRAPH_TOKEN>)`` are recognized (see README).
+        ``(?P<PARAGRAPH_TOKEN>)`` are recognized (see docs/regex.md).
       vocab: an `automata_compile.Vocabulary`.
       max_states: budget for the byte-level DFA (default 100,000); exceeding it raises
         `StateBudgetExceededError` instead of running away.
