@@ -80,7 +80,7 @@ names = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_siz
 scalars = (
     st.none()
     | st.booleans()
-    | st.integers(-(10**20), 10**20)
+    | st.integers(-(2**63), 2**64 - 1)  # within the default max_digits (20)
     | st.floats(allow_nan=False, allow_infinity=False)
     | names
 )
