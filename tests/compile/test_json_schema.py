@@ -783,7 +783,7 @@ def event_st():
         {"type": st.just("event")},
         optional={
             "at": st.sampled_from(["2024-02-29", "2023-12-01"]),
-            "payload": st.one_of(st.text(max_size=5), st.integers()),
+            "payload": st.one_of(st.text(max_size=5), st.integers(-(2**63), 2**64 - 1)),
         },
     ).flatmap(
         lambda base: st.dictionaries(
