@@ -410,46 +410,34 @@ def _generate_loop(
             cache, next_position,
         )  # fmt: skip
         num_steps = jnp.clip(max_new_tokens - 1, 1, capacity - 1)
+    loop_args = dict(  # what the chunked loops (speculative, fast-forward) both take
+        step_fn=step_fn,
+        sampler=sampler,
+        capacity=capacity,
+        data_sharding=data_sharding,
+        params=params,
+        tables=tables,
+        state=state,
+        logits=logits[:, -1],
+        cache=cache,
+        next_position=next_position,
+        num_steps=num_steps,
+        rng=rng,
+        pad_id=pad_id,
+    )
     if speculate:  # speculative steps (with fast-forward's forced runs when it is on)
         buffer, lengths, state, calls, drafted, kept = _speculative.spec_loop(
             spec=speculate,
             ff=fast_forward,
-            step_fn=step_fn,
-            sampler=sampler,
-            capacity=capacity,
-            data_sharding=data_sharding,
-            params=params,
-            tables=tables,
-            state=state,
-            logits=logits[:, -1],
-            cache=cache,
-            next_position=next_position,
-            num_steps=num_steps,
-            rng=rng,
-            pad_id=pad_id,
             prompt_tokens=prompt_tokens,
             prompt_mask=prompt_mask,
+            **loop_args,
         )
         return _output(buffer, lengths, state, calls, healed).replace(
             drafted=drafted, drafts_accepted=kept
         )
     if fast_forward:
-        buffer, lengths, state, calls = _fast_forward.ff_loop(
-            policy=fast_forward,
-            step_fn=step_fn,
-            sampler=sampler,
-            capacity=capacity,
-            data_sharding=data_sharding,
-            params=params,
-            tables=tables,
-            state=state,
-            logits=logits[:, -1],
-            cache=cache,
-            next_position=next_position,
-            num_steps=num_steps,
-            rng=rng,
-            pad_id=pad_id,
-        )
+        buffer, lengths, state, calls = _fast_forward.ff_loop(policy=fast_forward, **loop_args)
         return _output(buffer, lengths, state, calls, healed)
     token, emitted, state, counted = sample(0, logits[:, -1], state)
     buffer = jnp.full((b, capacity), pad_id, jnp.int32).at[:, 0].set(token)
