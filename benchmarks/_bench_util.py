@@ -24,15 +24,42 @@ def cpu_name() -> str:
     return platform.processor() or "unknown"
 
 
+def git_commit(checkout: Path | str = ROOT) -> str:
+    """The short commit of ``checkout`` ("unknown" outside git): what results name instead of a path."""
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=checkout, capture_output=True, text=True
+        )
+    except OSError:
+        return "unknown"
+    return out.stdout.strip() or "unknown"
+
+
+def portable_paths(text: str) -> str:
+    """``text`` with this machine's paths replaced by names that mean the same anywhere.
+
+    Results and profiles are committed; they must not carry the checkout's or the
+    virtual environment's absolute location."""
+    import sysconfig
+
+    prefixes = {
+        sysconfig.get_paths()["purelib"]: "<site-packages>",
+        sysconfig.get_paths()["stdlib"]: "<stdlib>",
+        str(ROOT): "<repo>",
+        str(Path.home()): "~",
+    }
+    for prefix, name in sorted(prefixes.items(), key=lambda kv: -len(kv[0])):
+        text = text.replace(prefix, name)
+    return text
+
+
 def machine(**versions: str) -> dict:
     """Date, CPU, load, Python/NumPy versions, commit and command line (plus ``versions``)."""
     import numpy as np
 
     cpu = cpu_name()
+    commit = git_commit()
     try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-        ).stdout.strip()
         dirty = subprocess.run(
             ["git", "status", "--porcelain", "compile", "automata_jax"],
             cwd=ROOT,
@@ -40,7 +67,7 @@ def machine(**versions: str) -> dict:
             text=True,
         ).stdout.strip()
     except OSError:
-        commit, dirty = "unknown", ""
+        dirty = ""
     return {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "nproc": os.cpu_count(),
@@ -50,8 +77,19 @@ def machine(**versions: str) -> dict:
         "numpy": np.__version__,
         **versions,
         "git_commit": commit + (" (working tree modified)" if dirty else ""),
-        "command": "python " + " ".join([os.path.relpath(sys.argv[0], ROOT), *sys.argv[1:]]),
+        "command": portable_paths(
+            "python " + " ".join([os.path.relpath(sys.argv[0], ROOT), *sys.argv[1:]])
+        ),
     }
+
+
+def machine_line(m: dict, *extra: str) -> str:
+    """One sentence for BENCHMARKS.md: date, cores, CPU, load, Python (plus ``extra``), commit."""
+    load = f"load average at start {', '.join(f'{x:.1f}' for x in m['loadavg_start'])}"
+    if "loadavg_end" in m:
+        load += f", at end {', '.join(f'{x:.1f}' for x in m['loadavg_end'])}"
+    versions = ", ".join([f"Python {m['python']}", *extra])
+    return f"{m['date']}; {m['nproc']} CPU cores ({m['cpu']}); {load}; {versions}; commit {m['git_commit']}."
 
 
 def write_md_section(mark: str, text: str) -> None:

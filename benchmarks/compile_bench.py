@@ -391,10 +391,7 @@ def markdown(results: dict) -> str:
     lines = [
         "## Compile time: automata_compile vs outlines-core",
         "",
-        f"{m['date']}; {m['nproc']} CPU cores ({m['cpu']}); load average at start "
-        f"{', '.join(f'{x:.1f}' for x in m['loadavg_start'])}, at end "
-        f"{', '.join(f'{x:.1f}' for x in m['loadavg_end'])}; Python {m['python']}, NumPy "
-        f"{m['numpy']}, outlines-core {m['outlines_core']}; commit {m['git_commit']}.",
+        _bench_util.machine_line(m, f"NumPy {m['numpy']}", f"outlines-core {m['outlines_core']}"),
         f"Command: `{m['command']}`. Results: `benchmarks/results/compile.json`.",
         "",
         "Ours: `compile_regex` median of "

@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import schema_corpus_bench as scb  # noqa: E402
-from _bench_util import ROOT, machine  # noqa: E402
+from _bench_util import ROOT, git_commit, machine  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "first_mask_ab.json"
 SCHEMASTORE = ("changie.json", "github-discussion.json", "github-issue-config.json",
@@ -48,7 +48,7 @@ def main(argv=None) -> int:
         corpora["bfcl"] = scb.bfcl_schemas(args.bfcl)
     workers = {"before": scb.Worker(tok, args.timeout, args.baseline),
                "after": scb.Worker(tok, args.timeout, str(ROOT))}  # fmt: skip
-    results = {"machine": machine(), "baseline": args.baseline, "corpora": {}}
+    results = {"machine": machine(), "baseline": git_commit(args.baseline), "corpora": {}}
     try:
         i = 0
         for corpus, schemas in corpora.items():

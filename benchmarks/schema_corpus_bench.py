@@ -43,7 +43,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np  # noqa: E402
-from _bench_util import ROOT, machine, write_md_section  # noqa: E402
+from _bench_util import ROOT, machine, machine_line, portable_paths, write_md_section  # noqa: E402
 
 TOKENIZERS = ROOT.parent / "shared" / "tokenizers"
 SUITE = ROOT.parent / "shared" / "data" / "json-schema-test-suite" / "draft2020-12"
@@ -148,7 +148,7 @@ def _compile_one(vocab, schema, strict: bool, profile: bool, options: dict) -> d
     if prof:
         out = io.StringIO()
         pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(25)
-        result["profile"] = out.getvalue()
+        result["profile"] = portable_paths(out.getvalue())
     return result
 
 
@@ -253,9 +253,7 @@ def markdown(results: dict) -> str:
     lines = [
         "## Real-world JSON Schemas: compile outcome and time to first mask",
         "",
-        f"{m['date']}; {m['nproc']} CPU cores ({m['cpu']}); load average at start "
-        f"{', '.join(f'{x:.1f}' for x in m['loadavg_start'])}; Python {m['python']}; "
-        f"commit {m['git_commit']}.",
+        machine_line(m),
         f"Command: `{m['command']}`. Results: `benchmarks/results/schema_corpus.json`. "
         f"Vocabulary: Llama-3 (128,256 ids). Each compile in a worker killed after "
         f"{results['timeout']:.0f} s. Time to first mask = `compile_json_schema` + "
