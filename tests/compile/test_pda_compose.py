@@ -14,7 +14,7 @@ import pytest
 
 import automata_compile as ac
 from automata_compile._errors import AutomataError
-from automata_compile.frontends.grammar._byte_pda import build_byte_pda
+from automata_compile.automata._byte_pda import build_byte_pda
 from automata_compile.frontends.grammar._compile import builtin_grammar
 from automata_compile.frontends.grammar._lark_reader import read_grammar
 from automata_compile.frontends.json_schema import _api

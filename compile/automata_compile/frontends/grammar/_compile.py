@@ -6,7 +6,7 @@ from importlib import resources
 
 from automata_compile._errors import InvalidGrammarError
 from automata_compile.automata import _fsa
-from automata_compile.frontends.grammar._byte_pda import build_byte_pda
+from automata_compile.automata._byte_pda import build_byte_pda
 from automata_compile.frontends.grammar._lark_reader import read_grammar
 from automata_compile.tokens._pda_compose import token_pda
 from automata_compile.tokens._token_dfa import TokenDFA

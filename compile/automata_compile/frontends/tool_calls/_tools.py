@@ -27,7 +27,7 @@ from automata_compile._errors import (
     UnsupportedSchemaError,
 )
 from automata_compile.automata._ir import Automaton, Terminal
-from automata_compile.frontends.grammar._byte_pda import BytePDA, build_byte_pda
+from automata_compile.automata._byte_pda import BytePDA, build_byte_pda
 from automata_compile.frontends.grammar._lark_reader import GrammarIR
 from automata_compile.frontends.json_schema import _content as sf
 from automata_compile.frontends.json_schema._api import _grammar, _load, _unrolled, schema_ir
