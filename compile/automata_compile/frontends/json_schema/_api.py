@@ -175,7 +175,7 @@ from automata_compile._errors import (
     UnsupportedSchemaError,
 )
 from automata_compile.automata._byte_pda import build_byte_pda
-from automata_compile.frontends.grammar._lark_reader import GrammarIR
+from automata_compile.automata._grammar_ir import GrammarIR
 from automata_compile.frontends.json_schema import _content as sf
 from automata_compile.frontends.json_schema._content import TooComplexError
 from automata_compile.frontends.json_schema._emitter import _Emitter, order_fallback_warning

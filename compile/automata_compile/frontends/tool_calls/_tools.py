@@ -28,7 +28,7 @@ from automata_compile._errors import (
 )
 from automata_compile.automata._ir import Automaton, Terminal
 from automata_compile.automata._byte_pda import BytePDA, build_byte_pda
-from automata_compile.frontends.grammar._lark_reader import GrammarIR
+from automata_compile.automata._grammar_ir import GrammarIR
 from automata_compile.frontends.json_schema import _content as sf
 from automata_compile.frontends.json_schema._api import _grammar, _load, _unrolled, schema_ir
 from automata_compile.frontends.json_schema._rules import ROOT, _rewrite, rule_calls
