@@ -221,9 +221,9 @@ def test_regex_extensions_inside_terminals_and_labels_refused(byte_vocab):
 def test_module_doctests():
     import doctest
 
-    from automata_compile.frontends.grammar import _compile
+    from automata_compile.pipeline import _grammar
 
-    assert doctest.testmod(_compile).failed == 0
+    assert doctest.testmod(_grammar).failed == 0
 
 
 def test_cli_grammar(mistral_sp_path, tmp_path):

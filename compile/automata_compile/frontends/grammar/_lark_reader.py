@@ -30,8 +30,7 @@ from automata_compile._errors import (
     LeftRecursionError,
     UnsupportedGrammarError,
 )
-from automata_compile.automata._grammar_ir import GrammarIR
-from automata_compile.automata._ir import EMPTY, Alt, Repeat, Seq, Terminal
+from automata_compile.automata import EMPTY, Alt, GrammarIR, Repeat, Seq, Terminal
 
 ROOT = "<root>"
 
@@ -201,16 +200,16 @@ class _Reader:
         return ir
 
     def regex_ir(self, regex: str, where: str):
-        from automata_compile.frontends import _extensions, _regex
+        from automata_compile.frontends import expand_extensions, parse_regex
 
         try:
-            expanded = _extensions.expand(regex, self.vocab)
+            expanded = expand_extensions(regex, self.vocab)
             if expanded.predicates:
                 raise UnsupportedGrammarError(
                     f"{where}: terminal labels ({', '.join(expanded.terminal_names)}) are not "
                     "supported inside grammars yet; use them in compile_regex"
                 )
-            ir = _regex.parse(expanded.pattern, expanded.placeholders)
+            ir = parse_regex(expanded.pattern, expanded.placeholders)
         except UnsupportedGrammarError:
             raise
         except AutomataError as e:
