@@ -133,7 +133,7 @@ CASES = [
     (
         {"type": "integer"},
         [0, -7, 10**19, 1.0, -2.0, 1e16, Raw("-0"), Raw("3.000")],
-        # 21 digits: past the default max_digits=20 (tests/compile/test_json_schema_numbers.py)
+        # 21 digits: past the default max_digits=20 (test_json_schema_numbers.py)
         [1.5, "1", Raw("01"), Raw("1."), Raw("+1"), Raw("1e5"), Raw("1" + "0" * 20)],
     ),
     (
