@@ -123,9 +123,7 @@ def bench_schemas(name: str, repeats: int) -> list[dict]:
                 row[f"{mode}_pda"] = dfa.is_pda
                 row[f"{mode}_bytes"] = dfa.nbytes
         if label.startswith("shared"):  # the same schema with its definition forced into a rule
-            from automata_compile.frontends.json_schema import (
-                parse_options,
-            )
+            from automata_compile.frontends.json_schema import parse_options
             from automata_compile.pipeline import byte_language
             from automata_compile.tokens._pda_compose import compose_pda
 

@@ -113,11 +113,7 @@ def _cost(costs) -> dict:
 def estimates() -> dict:
     """The any-order budget's estimate (byte-DFA states) for 1..10 properties of the
     extraction object, closed and open, with the budget lifted (no compile)."""
-    from automata_compile.frontends.json_schema import (
-        _emitter,
-        parse_options,
-        schema_ir,
-    )
+    from automata_compile.frontends.json_schema import _emitter, parse_options, schema_ir
 
     saved = _emitter.MAX_ORDER_SETS, _emitter.MAX_ORDER_STATES
     _emitter.MAX_ORDER_SETS = _emitter.MAX_ORDER_STATES = 10**12

@@ -136,10 +136,7 @@ def run_group(file: str, group: dict, options: dict) -> GroupResult:
         UnsupportedSchemaError,
     )
     from automata_compile.automata._byte_dfa import build_byte_dfa
-    from automata_compile.frontends.json_schema import (
-        load_schema,
-        parse_options,
-    )
+    from automata_compile.frontends.json_schema import load_schema, parse_options
     from automata_compile.pipeline import byte_language
 
     desc = group["description"]

@@ -12,9 +12,7 @@ import pytest
 
 import automata_compile as ac
 import automata_jax as aj
-from automata_compile.frontends.json_schema import (
-    parse_options,
-)
+from automata_compile.frontends.json_schema import parse_options
 from automata_compile.pipeline import byte_language
 from automata_jax import ConstraintTables, testing
 

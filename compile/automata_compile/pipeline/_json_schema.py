@@ -5,6 +5,9 @@ rules; `byte_language` chooses the byte automaton (a DFA where the language is r
 else a byte PDA, with the retries on a grammar conflict), and `compile_json_schema` composes
 it with the vocabulary, falling back to declared property order where the objects built in
 any order outgrow a budget.
+
+The options and the accepted surface syntax ("the module docstring" in the docstrings
+below) are documented in `frontends.json_schema._options`.
 """
 
 from __future__ import annotations
@@ -39,11 +42,11 @@ def byte_language(
     """``(ir, None)`` for a schema with a regular IR, else ``(None, pda)``: its byte
     pushdown automaton.
 
-    Shared-value rules (`_rules.SHARE_MIN_SIZE`) are used where the schema needs rules
+    Shared-value rules (`frontends.json_schema._rules.SHARE_MIN_SIZE`) are used where the schema needs rules
     anyway (``share=None``: they shrink the PDA, whose composition with a vocabulary costs
     per state) or always (``share=True``, for a regular schema whose DFA outgrows its
     budget); a regular schema otherwise keeps its DFA, whose composition is cheaper. A
-    grammar the byte PDA cannot parse with one byte of lookahead (see `_rules`) is tried
+    grammar the byte PDA cannot parse with one byte of lookahead (see `frontends.json_schema._rules`) is tried
     again without shared-value rules, then with schema-free arrays / objects spelled inline
     (a union whose other branch spells an array or object), then falls back to the
     unrolled IR, with a warning.

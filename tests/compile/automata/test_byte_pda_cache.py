@@ -9,9 +9,7 @@ import pytest
 from automata_compile._errors import CompileTimeoutError, StateBudgetExceededError
 from automata_compile.automata import _byte_dfa, _fsa
 from automata_compile.automata._ir import Automaton, Chars, Repeat, Seq, Terminal, fingerprint
-from automata_compile.frontends.json_schema import (
-    parse_options,
-)
+from automata_compile.frontends.json_schema import parse_options
 from automata_compile.pipeline import byte_language
 
 WORD = Seq((Chars(((97, 122),)), Repeat(Chars(((48, 57), (97, 122))), 0, None), Terminal(0)))

@@ -12,10 +12,7 @@ from hypothesis import strategies as st
 
 from automata_compile.automata import _byte_dfa, _fsa, _subset
 from automata_compile.frontends import _regex
-from automata_compile.frontends.json_schema import (
-    parse_options,
-    schema_ir,
-)
+from automata_compile.frontends.json_schema import parse_options, schema_ir
 
 
 def _patterns():

@@ -16,9 +16,7 @@ import automata_compile as ac
 from automata_compile._errors import AutomataError
 from automata_compile.automata._byte_pda import build_byte_pda
 from automata_compile.frontends.grammar import read_grammar
-from automata_compile.frontends.json_schema import (
-    parse_options,
-)
+from automata_compile.frontends.json_schema import parse_options
 from automata_compile.pipeline import builtin_grammar, byte_language
 from automata_compile.tokens import _pda_compose, _pda_units
 from automata_compile.tokens._pda_compose import compose_pda

@@ -6,9 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from automata_compile.frontends.json_schema import (
-    parse_options,
-)
+from automata_compile.frontends.json_schema import parse_options
 from automata_compile.pipeline import byte_language
 from automata_compile.tokens import _pda_units, _pda_walk
 from automata_compile.tokens._pda_compose import compose_pda

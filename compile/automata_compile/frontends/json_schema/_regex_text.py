@@ -1,4 +1,7 @@
-"""`json_schema_to_regex`: a schema's IR printed as a Python `re` regex."""
+"""`json_schema_to_regex`: a schema's IR printed as a Python `re` regex.
+
+The options and what is refused ("the module docstring" below) are documented in `_options`.
+"""
 
 from __future__ import annotations
 

@@ -43,10 +43,7 @@ class IrMatcher:
 
     def __init__(self, schema, options):
         from automata_compile.automata import _byte_dfa, _fsa
-        from automata_compile.frontends.json_schema import (
-            load_schema,
-            parse_options,
-        )
+        from automata_compile.frontends.json_schema import load_schema, parse_options
         from automata_compile.pipeline import byte_language
 
         ir, self.pda = byte_language(load_schema(schema), parse_options(options))
