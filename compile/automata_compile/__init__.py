@@ -12,6 +12,12 @@ Example:
   >>> bool(dfa.accepts([0, 1, 2]))
   True
 
+Layers (one way, checked by tests/compile/test_layers.py): `automata` (the core: IR,
+automata, grammar IR, compile limits) imports no other layer; `frontends` (spec → IR or
+grammar IR) and `tokens` (vocabularies, composition, the tables format) import `automata`
+only, never each other; `pipeline` (every ``compile_*`` entry point) is the only package
+that knows all three.
+
 Names are imported lazily so that the runtime can import the tables format
 (`TokenDFA`) and the errors without pulling in the compiler's dependencies.
 """
