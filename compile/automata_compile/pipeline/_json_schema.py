@@ -42,13 +42,14 @@ def byte_language(
     """``(ir, None)`` for a schema with a regular IR, else ``(None, pda)``: its byte
     pushdown automaton.
 
-    Shared-value rules (`frontends.json_schema._rules.SHARE_MIN_SIZE`) are used where the schema needs rules
-    anyway (``share=None``: they shrink the PDA, whose composition with a vocabulary costs
-    per state) or always (``share=True``, for a regular schema whose DFA outgrows its
-    budget); a regular schema otherwise keeps its DFA, whose composition is cheaper. A
-    grammar the byte PDA cannot parse with one byte of lookahead (see `frontends.json_schema._rules`) is tried
-    again without shared-value rules, then with schema-free arrays / objects spelled inline
-    (a union whose other branch spells an array or object), then falls back to the
+    Shared-value rules (`frontends.json_schema._rules.SHARE_MIN_SIZE`) are used where the
+    schema needs rules anyway (``share=None``: they shrink the PDA, whose composition with a
+    vocabulary costs per state) or always (``share=True``, for a regular schema whose DFA
+    outgrows its budget); a regular schema otherwise keeps its DFA, whose composition is
+    cheaper. A grammar the byte PDA cannot parse with one byte of lookahead (see
+    `frontends.json_schema._rules`) is tried again without shared-value rules, then with
+    schema-free arrays / objects spelled inline (a union whose other branch spells an array
+    or object), then falls back to the
     unrolled IR, with a warning.
     """
     # In stack mode the shared variant is translated first: where the schema needs rules
