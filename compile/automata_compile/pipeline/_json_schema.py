@@ -49,8 +49,7 @@ def byte_language(
     cheaper. A grammar the byte PDA cannot parse with one byte of lookahead (see
     `frontends.json_schema._rules`) is tried again without shared-value rules, then with
     schema-free arrays / objects spelled inline (a union whose other branch spells an array
-    or object), then falls back to the
-    unrolled IR, with a warning.
+    or object), then falls back to the unrolled IR, with a warning.
     """
     # In stack mode the shared variant is translated first: where the schema needs rules
     # anyway (free values, recursive $ref) it is the one used, and the plain one is only
