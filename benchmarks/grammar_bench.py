@@ -123,13 +123,14 @@ def bench_schemas(name: str, repeats: int) -> list[dict]:
                 row[f"{mode}_pda"] = dfa.is_pda
                 row[f"{mode}_bytes"] = dfa.nbytes
         if label.startswith("shared"):  # the same schema with its definition forced into a rule
-            from automata_compile.frontends.json_schema import _api
+            from automata_compile.frontends.json_schema import parse_options
+            from automata_compile.pipeline import byte_language
             from automata_compile.tokens._pda_compose import compose_pda
 
             times = []
             for _ in range(repeats):
                 t = time.perf_counter()
-                _, pda = _api.byte_language(schema, _api._options({}), share=True)
+                _, pda = byte_language(schema, parse_options({}), share=True)
                 tables = compose_pda(pda, trie_for(vocab), vocab)
                 times.append(time.perf_counter() - t)
             row["shared_rule_s"] = statistics.median(times)

@@ -113,7 +113,7 @@ def _cost(costs) -> dict:
 def estimates() -> dict:
     """The any-order budget's estimate (byte-DFA states) for 1..10 properties of the
     extraction object, closed and open, with the budget lifted (no compile)."""
-    from automata_compile.frontends.json_schema import _api, _emitter
+    from automata_compile.frontends.json_schema import _emitter, parse_options, schema_ir
 
     saved = _emitter.MAX_ORDER_SETS, _emitter.MAX_ORDER_STATES
     _emitter.MAX_ORDER_SETS = _emitter.MAX_ORDER_STATES = 10**12
@@ -130,7 +130,7 @@ def estimates() -> dict:
         for closed in (True, False):
             for n in range(1, 11):
                 seen.clear()
-                _api.schema_ir(extraction_object(n, closed), _api._options({}))
+                schema_ir(extraction_object(n, closed), parse_options({}))
                 out[f"{n} {'closed' if closed else 'open'}"] = max(seen, default=0)
     finally:
         _emitter._OrderBudget.charge = charge

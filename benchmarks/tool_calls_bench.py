@@ -44,7 +44,8 @@ CATEGORIES = (
 def bfcl_tools(n: int) -> list[dict]:
     """n + 1 distinct BFCL functions as tools (JSON Schema parameters), leaving out the few
     whose converted schema is unsatisfiable (the translation refuses it)."""
-    from automata_compile.frontends.json_schema._api import _grammar, _options
+    from automata_compile.frontends.json_schema import parse_options as _options
+    from automata_compile.frontends.json_schema import translate_grammar as _grammar
 
     opts = _options({"property_order": "declared"})
     out, seen = {}, set()
@@ -82,7 +83,7 @@ def timed(f):
 
 def byte_level(tools, fmt):
     """The tool units and the linked byte PDA (no vocabulary): the front end's share."""
-    from automata_compile.frontends.json_schema._api import _options
+    from automata_compile.frontends.json_schema import parse_options as _options
     from automata_compile.frontends.tool_calls import _formats, _link
 
     fmt = _formats.resolve(fmt)

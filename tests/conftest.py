@@ -99,7 +99,7 @@ def tekken_vocab(tekken_path):
     return Vocabulary.from_file(tekken_path)
 
 
-# -- compiler tests (tests/compile/test_regex_*.py, test_token_dfa.py, ...) ----------------------
+# -- compiler tests (tests/compile/frontends/test_regex_*.py, tokens/test_token_dfa.py, ...) ----------------------
 
 # Multi-byte pieces of the synthetic byte-level vocabulary: whole words, pieces that cross regex
 # sub-expression boundaries, and pieces that start or end inside a UTF-8 character.

@@ -8,7 +8,7 @@ What and from where (all pinned; nothing else is fetched):
 * ``shared/data/json-schema-test-suite/``: the official JSON-Schema-Test-Suite
   (https://github.com/json-schema-org/JSON-Schema-Test-Suite, commit ``SUITE_COMMIT``):
   its ``tests/draft2020-12`` folder becomes ``draft2020-12/``, with the suite's
-  ``LICENSE`` and a ``COMMIT`` file. Used by ``tests/compile/test_json_schema_suite.py``
+  ``LICENSE`` and a ``COMMIT`` file. Used by ``tests/compile/frontends/json_schema/test_json_schema_suite.py``
   and ``tools/schema_coverage.py`` (COVERAGE.md).
 * ``shared/tokenizers/{gemma3,llama3}/``: the Gemma-3 and Llama-3 ``tokenizer.json`` and
   ``tokenizer_config.json``, used by the vocabulary, oracle and end-to-end tests and the

@@ -136,7 +136,8 @@ def run_group(file: str, group: dict, options: dict) -> GroupResult:
         UnsupportedSchemaError,
     )
     from automata_compile.automata._byte_dfa import build_byte_dfa
-    from automata_compile.frontends.json_schema import _api
+    from automata_compile.frontends.json_schema import load_schema, parse_options
+    from automata_compile.pipeline import byte_language
 
     desc = group["description"]
     tests = group["tests"]
@@ -156,8 +157,8 @@ def run_group(file: str, group: dict, options: dict) -> GroupResult:
         # a fallback to unrolling or to declared property order is judged like the rest
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            ir, pda = _api.byte_language(
-                _api._load(group["schema"]), _api._options(options), max_states=MAX_STATES
+            ir, pda = byte_language(
+                load_schema(group["schema"]), parse_options(options), max_states=MAX_STATES
             )
         rx = ByteMatcher(pda or build_byte_dfa(ir, max_states=MAX_STATES, what="the schema"))
     except UnsupportedSchemaError as e:

@@ -12,6 +12,12 @@ Example:
   >>> bool(dfa.accepts([0, 1, 2]))
   True
 
+Layers (one way, checked by tests/compile/test_layers.py): `automata` (the core: IR,
+automata, grammar IR, compile limits) imports no other layer; `frontends` (spec → IR or
+grammar IR) and `tokens` (vocabularies, composition, the tables format) import `automata`
+only, never each other; `pipeline` (every ``compile_*`` entry point) is the only package
+that knows all three.
+
 Names are imported lazily so that the runtime can import the tables format
 (`TokenDFA`) and the errors without pulling in the compiler's dependencies.
 """
@@ -40,26 +46,30 @@ _EXPORTS = {
     "GrammarConflictError": "_errors",
     "LeftRecursionError": "_errors",
     # tables
-    "TokenDFA": "tokens._token_dfa",
+    "TokenDFA": "tokens",
     # vocabularies
-    "Vocabulary": "tokens._vocabulary",
-    "read_gguf_header": "tokens._gguf",
+    "Vocabulary": "tokens",
+    "read_gguf_header": "tokens",
     # compilers
-    "compile_regex": "_compile",
+    "compile_regex": "pipeline",
     "json_schema_to_regex": "frontends.json_schema",
-    "compile_json_schema": "frontends.json_schema",
-    "compile_dataclass": "frontends._dataclass",
-    "dataclass_to_regex": "frontends._dataclass",
-    "parse": "frontends._dataclass",
-    "compile_grammar": "frontends.grammar._compile",
-    "builtin_grammar": "frontends.grammar._compile",
-    "compile_tool_calls": "frontends.tool_calls",
+    "compile_json_schema": "pipeline",
+    "compile_dataclass": "pipeline",
+    "dataclass_to_regex": "frontends.dataclass",
+    "parse": "frontends.dataclass",
+    "compile_grammar": "pipeline",
+    "builtin_grammar": "pipeline",
+    "compile_tool_calls": "pipeline",
     "parse_tool_calls": "frontends.tool_calls",
     "ToolCall": "frontends.tool_calls",
     "ToolCallFormat": "frontends.tool_calls",
     "TOOL_CALL_FORMATS": "frontends.tool_calls",
-    "InvalidToolError": "frontends.tool_calls._tools",
-    "ToolCallParseError": "frontends.tool_calls._parse",
+    "InvalidToolError": "frontends.tool_calls",
+    "ToolCallParseError": "frontends.tool_calls",
+    # used by the runtime (automata_jax)
+    "FORMAT_VERSION": "tokens",
+    "error_line": "_cli",
+    "plain_warnings": "_cli",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -186,8 +186,8 @@ def _main(args: argparse.Namespace) -> int:
 
 def _compile(args: argparse.Namespace, vocab):
     from automata_compile import compile_grammar, compile_json_schema, compile_regex
-    from automata_compile.automata import _fsa
-    from automata_compile.frontends.grammar._compile import BUILTIN_GRAMMARS
+    from automata_compile.automata import fsa as _fsa
+    from automata_compile.pipeline import BUILTIN_GRAMMARS
 
     with _fsa.limits(args.timeout, f"the {args.kind}"):
         if args.kind == "regex":

@@ -234,7 +234,7 @@ def test_bad_inputs_raise_before_running():
 
 # -- real regexes compiled by automata_compile ------------------------------------------------
 
-compiler = pytest.importorskip("automata_compile._compile", reason="compiler not available")
+compiler = pytest.importorskip("automata_compile.pipeline", reason="compiler not available")
 
 
 def small_vocab():

@@ -12,7 +12,8 @@ import pytest
 
 import automata_compile as ac
 import automata_jax as aj
-from automata_compile.frontends.json_schema import _api
+from automata_compile.frontends.json_schema import parse_options
+from automata_compile.pipeline import byte_language
 from automata_jax import ConstraintTables, testing
 
 jsonschema = pytest.importorskip("jsonschema")
@@ -40,7 +41,7 @@ def test_generated_trees_are_valid_instances():
     pda = ac.compile_json_schema(TREE, vocab, whitespace="compact")
     assert pda.is_pda
     tables = ConstraintTables.from_dfas([pda], vocab_size=vocab.size)
-    _, byte_pda = _api.byte_language(TREE, _api._options({"whitespace": "compact"}))
+    _, byte_pda = byte_language(TREE, parse_options({"whitespace": "compact"}))
     validator = jsonschema.Draft202012Validator(TREE)
     ids = np.zeros(8, np.int32)
     prompts, mask = aj.pad_prompts([[1, 100 + i] for i in range(len(ids))])

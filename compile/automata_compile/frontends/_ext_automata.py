@@ -13,8 +13,8 @@ Each builder returns a deterministic automaton over code points whose edges are
 
 from __future__ import annotations
 
-from automata_compile.automata import _charsets as cs
-from automata_compile.automata._ir import Automaton
+from automata_compile.automata import Automaton
+from automata_compile.automata import charsets as cs
 
 
 def _one(c: str) -> cs.Ranges:

@@ -122,7 +122,7 @@ import unicodedata
 import numpy as np
 
 from automata_compile._errors import InvalidPatternError, UnsupportedPatternError
-from automata_compile.automata._ir import Terminal
+from automata_compile.automata import Terminal
 from automata_compile.frontends import _ext_automata, _regex
 from automata_compile.frontends._regex import PLACEHOLDER_PREFIX
 

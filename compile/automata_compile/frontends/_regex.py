@@ -18,8 +18,8 @@ from __future__ import annotations
 import re
 
 from automata_compile._errors import InvalidPatternError, UnsupportedPatternError
-from automata_compile.automata import _charsets as cs
-from automata_compile.automata._ir import Alt, Chars, Repeat, Seq
+from automata_compile.automata import Alt, Chars, Repeat, Seq
+from automata_compile.automata import charsets as cs
 
 try:  # Python >= 3.11
     from re import _constants as C

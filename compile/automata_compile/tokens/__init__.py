@@ -1,1 +1,37 @@
-"""The token level: vocabularies, their byte trie, composition into a `TokenDFA`, and its artifact."""
+"""The token level: vocabularies, their byte trie, composition into a `TokenDFA`, and its artifact.
+
+Depends on `automata_compile.automata` only. Names load lazily (as in the top-level
+package), so that importing the tables format (`TokenDFA`) stays light for the runtime.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "DEFAULT_MAX_TOKENS": "_forced",
+    "FORMAT_VERSION": "_token_dfa",
+    "TokenDFA": "_token_dfa",
+    "TokenTrie": "_token_trie",
+    "Vocabulary": "_vocabulary",
+    "compose": "_compose",
+    "forced_runs": "_forced",
+    "read_gguf_header": "_gguf",
+    "token_pda": "_pda_compose",
+    "trie_for": "_token_trie",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'automata_compile.tokens' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"automata_compile.tokens.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

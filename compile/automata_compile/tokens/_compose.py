@@ -28,9 +28,8 @@ import dataclasses
 import numpy as np
 
 from automata_compile._errors import EmptyLanguageError
-from automata_compile.automata import _dfa_ops
-from automata_compile.automata._byte_dfa import NUM_BYTES, ByteDFA
-from automata_compile.automata._fsa import check_time
+from automata_compile.automata import NUM_BYTES, ByteDFA, check_time
+from automata_compile.automata import dfa_ops as _dfa_ops
 from automata_compile.tokens._rows import unique_rows, unique_small
 from automata_compile.tokens._token_trie import TokenTrie
 

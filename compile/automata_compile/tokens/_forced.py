@@ -49,8 +49,7 @@ import weakref
 import numpy as np
 
 from automata_compile._errors import VocabularyError
-from automata_compile.automata._byte_dfa import NUM_BYTES, ByteDFA
-from automata_compile.automata._fsa import check_time
+from automata_compile.automata import NUM_BYTES, ByteDFA, check_time
 
 DEFAULT_MAX_TOKENS = 16
 MAX_FORCED_BYTES = 512

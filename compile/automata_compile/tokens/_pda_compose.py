@@ -33,7 +33,7 @@ import dataclasses
 import numpy as np
 
 from automata_compile._errors import UnsupportedGrammarError
-from automata_compile.frontends.grammar._byte_pda import BytePDA
+from automata_compile.automata import BytePDA
 from automata_compile.tokens._pda_units import rule_walks, walk_states
 from automata_compile.tokens._pda_walk import Walk, Walker
 from automata_compile.tokens._rows import unique_rows

@@ -25,7 +25,7 @@ import threading
 
 import numpy as np
 
-from automata_compile.frontends.grammar._byte_pda import CALL, DEAD, RETURN, SHIFT, BytePDA
+from automata_compile.automata import CALL, DEAD, RETURN, SHIFT, BytePDA
 from automata_compile.tokens._pda_walk import Walk, Walker
 from automata_compile.tokens._token_trie import TokenTrie
 

@@ -29,8 +29,7 @@ import dataclasses
 import numpy as np
 
 from automata_compile._errors import StateBudgetExceededError, UnsupportedGrammarError
-from automata_compile.automata._fsa import check_time
-from automata_compile.frontends.grammar._byte_pda import CALL, RETURN, SHIFT, BytePDA
+from automata_compile.automata import CALL, RETURN, SHIFT, BytePDA, check_time
 from automata_compile.tokens._rows import unique_rows, unique_small
 from automata_compile.tokens._token_trie import TokenTrie
 

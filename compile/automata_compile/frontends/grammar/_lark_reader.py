@@ -6,7 +6,7 @@ We take its rule trees *before* lark compiles them to BNF (that step turns
 ``x*`` into left-recursive helper rules) and translate them:
 
 * a rule body becomes an IR tree (``Seq``/``Alt``/``Repeat``); a reference to rule
-  ``j`` becomes ``Terminal(j)``, which `_byte_pda` reads as a call edge;
+  ``j`` becomes ``Terminal(j)``, which `automata._byte_pda` reads as a call edge;
 * a terminal (named, or a literal / range inside a rule) becomes the IR of its
   regex through the regex front end (`_extensions.expand` then `_regex.parse`), so
   regex extensions that build character automata work inside terminals;
@@ -24,29 +24,15 @@ no longest-match lexing between them (as lark's Earley parser with
 
 from __future__ import annotations
 
-import dataclasses
-
 from automata_compile._errors import (
     AutomataError,
     InvalidGrammarError,
     LeftRecursionError,
     UnsupportedGrammarError,
 )
-from automata_compile.automata._ir import EMPTY, Alt, Repeat, Seq, Terminal
+from automata_compile.automata import EMPTY, Alt, GrammarIR, Repeat, Seq, Terminal
 
 ROOT = "<root>"
-
-
-@dataclasses.dataclass(frozen=True)
-class GrammarIR:
-    """Attributes:
-    names: rule names; index = the rule's call id. Rule 0 is the synthetic root
-      (``IGNORED* start``).
-    bodies: one IR tree per rule; ``Terminal(j)`` is a call of rule j.
-    """
-
-    names: tuple[str, ...]
-    bodies: tuple
 
 
 def read_grammar(text: str, vocab, *, start: str = "start") -> GrammarIR:
@@ -214,16 +200,16 @@ class _Reader:
         return ir
 
     def regex_ir(self, regex: str, where: str):
-        from automata_compile.frontends import _extensions, _regex
+        from automata_compile.frontends import expand_extensions, parse_regex
 
         try:
-            expanded = _extensions.expand(regex, self.vocab)
+            expanded = expand_extensions(regex, self.vocab)
             if expanded.predicates:
                 raise UnsupportedGrammarError(
                     f"{where}: terminal labels ({', '.join(expanded.terminal_names)}) are not "
                     "supported inside grammars yet; use them in compile_regex"
                 )
-            ir = _regex.parse(expanded.pattern, expanded.placeholders)
+            ir = parse_regex(expanded.pattern, expanded.placeholders)
         except UnsupportedGrammarError:
             raise
         except AutomataError as e:

@@ -1,16 +1,47 @@
-"""JSON Schema front end: schema → typed languages → IR (no regex text on the way).
+"""JSON Schema front end: schema → typed languages → IR or grammar rules (no regex text on the way).
 
-Pipeline: `_resolver` (``$ref``), `_translator` + `_keywords` (schema → typed language,
-`_types`), `_emitter` + `_numbers` + `_strings` (typed language → IR of JSON texts);
-string contents are IR trees over code points (`_content`: ECMA patterns `_ecma`,
-formats `_formats`) whose boolean operations run on automata (`automata._char_dfa`).
-`_api` has the entry points and documents the options.
+Pipeline: `_loading` (JSON text → data), `_options` (the options and their manual),
+`_resolver` (``$ref``), `_translator` + `_keywords` (schema → typed language, `_types`),
+`_emitter` + `_numbers` + `_strings` (typed language → IR of JSON texts), `_rules` (the
+grammar rules of recursive and shared values), `_grammar` (the translation as grammar
+rules or IR); string contents are IR trees over code points (`_content`: ECMA patterns
+`_ecma`, formats `_formats`) whose boolean operations run on automata
+(`automata.char_dfa`). `_regex_text` prints a regular schema as a regex. Composing with a
+vocabulary (`compile_json_schema`, the DFA/PDA policy) is in `automata_compile.pipeline`.
 """
 
-from automata_compile.frontends.json_schema._api import (
-    compile_json_schema,
-    json_schema_to_regex,
+from automata_compile.frontends.json_schema import _content as content
+from automata_compile.frontends.json_schema import _strings as strings
+from automata_compile.frontends.json_schema._emitter import order_fallback_warning
+from automata_compile.frontends.json_schema._grammar import (
+    schema_grammar,
     schema_ir,
+    translate_grammar,
+    unrolled_options,
 )
+from automata_compile.frontends.json_schema._loading import load_schema
+from automata_compile.frontends.json_schema._options import parse_options
+from automata_compile.frontends.json_schema._regex_text import json_schema_to_regex
+from automata_compile.frontends.json_schema._resolver import _loc as pointer_fragment
+from automata_compile.frontends.json_schema._rules import ROOT, Rules, rule_calls
+from automata_compile.frontends.json_schema._rules import _rewrite as rewrite_calls
+from automata_compile.frontends.json_schema._translator import _Options as SchemaOptions
 
-__all__ = ["compile_json_schema", "json_schema_to_regex", "schema_ir"]
+__all__ = [
+    "ROOT",
+    "Rules",
+    "SchemaOptions",
+    "content",
+    "json_schema_to_regex",
+    "load_schema",
+    "order_fallback_warning",
+    "parse_options",
+    "pointer_fragment",
+    "rewrite_calls",
+    "rule_calls",
+    "schema_grammar",
+    "schema_ir",
+    "strings",
+    "translate_grammar",
+    "unrolled_options",
+]

@@ -18,9 +18,9 @@ import functools
 import re
 
 from automata_compile._errors import StateBudgetExceededError
-from automata_compile.automata import _char_dfa
-from automata_compile.automata import _charsets as _cs
-from automata_compile.automata._ir import NEVER, Alt, Automaton, Chars, Repeat, Seq, Terminal
+from automata_compile.automata import NEVER, Alt, Automaton, Chars, Repeat, Seq, Terminal
+from automata_compile.automata import char_dfa as _char_dfa
+from automata_compile.automata import charsets as _cs
 
 MAX_CP = 0x10FFFF
 _SURROGATES = (0xD800, 0xDFFF)

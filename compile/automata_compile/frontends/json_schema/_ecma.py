@@ -14,8 +14,9 @@ import unicodedata
 
 import numpy as np
 
-from automata_compile.automata import _char_dfa, _fsa
-from automata_compile.automata._ir import Alt, Repeat, Seq
+from automata_compile.automata import Alt, Repeat, Seq
+from automata_compile.automata import char_dfa as _char_dfa
+from automata_compile.automata import fsa as _fsa
 from automata_compile.frontends.json_schema._content import (
     _SURROGATES,
     ANY_STRING,

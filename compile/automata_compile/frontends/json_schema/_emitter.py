@@ -14,8 +14,9 @@ from automata_compile._errors import (
     OrderFallbackWarning,
     UnsupportedSchemaError,
 )
-from automata_compile.automata import _byte_dfa, _char_dfa
-from automata_compile.automata._ir import NEVER, Automaton
+from automata_compile.automata import NEVER, Automaton
+from automata_compile.automata import byte_dfa as _byte_dfa
+from automata_compile.automata import char_dfa as _char_dfa
 from automata_compile.frontends.json_schema import _content as sf
 from automata_compile.frontends.json_schema import _strings
 from automata_compile.frontends.json_schema._numbers import (

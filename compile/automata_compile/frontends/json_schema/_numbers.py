@@ -8,7 +8,7 @@ import math
 from decimal import Decimal, localcontext
 from fractions import Fraction
 
-from automata_compile.automata._ir import NEVER, Automaton
+from automata_compile.automata import NEVER, Automaton
 from automata_compile.frontends.json_schema import _content as sf
 from automata_compile.frontends.json_schema._types import _Num
 

@@ -17,8 +17,7 @@ schema with ``recursion="unroll"`` and warns.
 
 from __future__ import annotations
 
-from automata_compile.automata._ir import NEVER, Alt, Automaton, Chars, Repeat, Seq, Terminal
-from automata_compile.frontends.grammar._lark_reader import GrammarIR
+from automata_compile.automata import NEVER, Alt, Automaton, Chars, GrammarIR, Repeat, Seq, Terminal
 from automata_compile.frontends.json_schema import _content as sf
 from automata_compile.frontends.json_schema._resolver import _loc
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 
-from automata_compile.automata._ir import NEVER, Alt, Automaton, Chars, Repeat, Seq
+from automata_compile.automata import NEVER, Alt, Automaton, Chars, Repeat, Seq
 from automata_compile.frontends.json_schema._content import (
     _SURROGATES,
     ALL_CHARS,

@@ -8,8 +8,8 @@ import warnings
 from fractions import Fraction
 
 from automata_compile._errors import InvalidSchemaError, UnsupportedSchemaError
-from automata_compile.automata import _fsa
-from automata_compile.automata._ir import NEVER
+from automata_compile.automata import NEVER
+from automata_compile.automata import fsa as _fsa
 from automata_compile.frontends.json_schema import _content as sf
 from automata_compile.frontends.json_schema._content import (
     TooComplexError,

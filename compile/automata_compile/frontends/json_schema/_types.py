@@ -13,7 +13,7 @@ from decimal import Decimal
 from fractions import Fraction
 
 from automata_compile._errors import InvalidSchemaError
-from automata_compile.automata._ir import NEVER
+from automata_compile.automata import NEVER
 from automata_compile.frontends.json_schema import _content as sf
 from automata_compile.frontends.json_schema import _strings
 from automata_compile.frontends.json_schema._content import (

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from automata_compile._errors import GrammarConflictError
-from automata_compile.frontends.grammar._byte_pda import CALL, DEAD, RETURN, SHIFT, BytePDA
+from automata_compile.automata import CALL, DEAD, RETURN, SHIFT, BytePDA
 
 
 class _Root:

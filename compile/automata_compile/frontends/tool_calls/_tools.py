@@ -26,12 +26,13 @@ from automata_compile._errors import (
     InvalidSchemaError,
     UnsupportedSchemaError,
 )
-from automata_compile.automata._ir import Automaton, Terminal
-from automata_compile.frontends.grammar._byte_pda import BytePDA, build_byte_pda
-from automata_compile.frontends.grammar._lark_reader import GrammarIR
-from automata_compile.frontends.json_schema import _content as sf
-from automata_compile.frontends.json_schema._api import _grammar, _load, _unrolled, schema_ir
-from automata_compile.frontends.json_schema._rules import ROOT, _rewrite, rule_calls
+from automata_compile.automata import Automaton, BytePDA, GrammarIR, Terminal, build_byte_pda
+from automata_compile.frontends.json_schema import ROOT, rule_calls, schema_ir
+from automata_compile.frontends.json_schema import content as sf
+from automata_compile.frontends.json_schema import load_schema as _load
+from automata_compile.frontends.json_schema import rewrite_calls as _rewrite
+from automata_compile.frontends.json_schema import translate_grammar as _grammar
+from automata_compile.frontends.json_schema import unrolled_options as _unrolled
 
 CACHE_SIZE = 4096
 _CACHE: collections.OrderedDict = collections.OrderedDict()

@@ -177,7 +177,8 @@ def test_grammar_and_dataclass_timeouts(vocab):
 
 
 def test_pda_composition_has_timeout_checkpoints(vocab):
-    from automata_compile.frontends.grammar._compile import build_byte_pda, read_grammar
+    from automata_compile.automata import build_byte_pda
+    from automata_compile.frontends.grammar import read_grammar
     from automata_compile.tokens._pda_compose import compose_pda
     from automata_compile.tokens._token_trie import trie_for
 
@@ -190,7 +191,7 @@ def test_pda_composition_has_timeout_checkpoints(vocab):
 
 def test_grammar_timeout_covers_the_composition(vocab, monkeypatch):
     """compile_grammar's timeout_s is open while the grammar is composed with the vocabulary."""
-    from automata_compile.frontends.grammar import _compile as gc
+    from automata_compile.pipeline import _grammar as gc
 
     build = gc.build_byte_pda
 

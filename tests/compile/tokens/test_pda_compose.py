@@ -14,10 +14,10 @@ import pytest
 
 import automata_compile as ac
 from automata_compile._errors import AutomataError
-from automata_compile.frontends.grammar._byte_pda import build_byte_pda
-from automata_compile.frontends.grammar._compile import builtin_grammar
-from automata_compile.frontends.grammar._lark_reader import read_grammar
-from automata_compile.frontends.json_schema import _api
+from automata_compile.automata._byte_pda import build_byte_pda
+from automata_compile.frontends.grammar import read_grammar
+from automata_compile.frontends.json_schema import parse_options
+from automata_compile.pipeline import builtin_grammar, byte_language
 from automata_compile.tokens import _pda_compose, _pda_units
 from automata_compile.tokens._pda_compose import compose_pda
 from automata_compile.tokens._pda_walk import Walker
@@ -223,7 +223,7 @@ def test_json_schemas_sharing_cached_walks_match_the_reference(request, vocab_na
     )
     _pda_units.clear_cache()
     for schema in SHARING_SCHEMAS:
-        _, pda = _api.byte_language(schema, _api._options({}))
+        _, pda = byte_language(schema, parse_options({}))
         _assert_same(compose_pda(pda, trie, vocab), reference_compose(pda, trie))
     keys = list(_pda_units._CACHE)
     assert any(":rule:" in k for k in keys) and any(":loop:" in k for k in keys)

@@ -22,7 +22,13 @@ from hypothesis import strategies as st
 
 import automata_compile as ac
 from automata_compile import InvalidSchemaError, TokenDFA, UnsupportedSchemaError
-from automata_compile.frontends.json_schema import _api
+from automata_compile.frontends.json_schema import (
+    load_schema,
+    parse_options,
+    schema_grammar,
+    schema_ir,
+)
+from automata_compile.pipeline import byte_language
 
 jsonschema = pytest.importorskip("jsonschema")
 
@@ -60,8 +66,8 @@ _PDAS: dict = {}
 def byte_pda(schema, share=None, **options):
     key = json.dumps([schema, share, options], sort_keys=True)
     if key not in _PDAS:
-        opts = _api._options(options)
-        ir, _PDAS[key] = _api.byte_language(_api._load(schema), opts, share=share)
+        opts = parse_options(options)
+        ir, _PDAS[key] = byte_language(load_schema(schema), opts, share=share)
         assert ir is None and _PDAS[key] is not None
     return _PDAS[key]
 
@@ -112,7 +118,7 @@ def nest(value, depth: int):
 def test_rules_are_named_and_regular_schemas_have_none():
     assert byte_pda(TREE).names == ("<root>", "#/$defs/node")
     assert set(byte_pda(FREE).names) == {"<root>", "json_array", "json_object"}
-    g = _api.schema_grammar({"type": "array", "items": {"type": "integer"}}, _api._options({}))
+    g = schema_grammar({"type": "array", "items": {"type": "integer"}}, parse_options({}))
     assert g.names == ("<root>",)
 
 
@@ -190,8 +196,8 @@ def _unrolled(schema, ws, **options):
 
     key = (json.dumps(schema), ws, json.dumps(options, sort_keys=True))
     if key not in _UNROLLED:
-        opts = _api._options(dict(whitespace=ws, max_whitespace=2, recursion="unroll", **options))
-        _UNROLLED[key] = build_byte_dfa(_api.schema_ir(_api._load(schema), opts))
+        opts = parse_options(dict(whitespace=ws, max_whitespace=2, recursion="unroll", **options))
+        _UNROLLED[key] = build_byte_dfa(schema_ir(load_schema(schema), opts))
     return _UNROLLED[key]
 
 
@@ -369,7 +375,7 @@ def test_free_array_beside_a_spelled_one_is_spelled_inline_not_unrolled():
     }
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        _, pda = _api.byte_language(schema, _api._options({}))
+        _, pda = byte_language(schema, parse_options({}))
     assert pda is not None
     validator = jsonschema.Draft202012Validator(schema)
     deep = [[[[[[["x"]]]]]]]

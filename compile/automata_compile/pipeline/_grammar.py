@@ -5,11 +5,9 @@ from __future__ import annotations
 from importlib import resources
 
 from automata_compile._errors import InvalidGrammarError
-from automata_compile.automata import _fsa
-from automata_compile.frontends.grammar._byte_pda import build_byte_pda
-from automata_compile.frontends.grammar._lark_reader import read_grammar
-from automata_compile.tokens._pda_compose import token_pda
-from automata_compile.tokens._token_dfa import TokenDFA
+from automata_compile.automata import build_byte_pda, limits
+from automata_compile.frontends.grammar import read_grammar
+from automata_compile.tokens import TokenDFA, token_pda
 
 BUILTIN_GRAMMARS = ("arithmetic", "json")
 
@@ -74,7 +72,7 @@ def compile_grammar(
       (True, False, True)
     """
     spec = builtin_grammar(text) if text in BUILTIN_GRAMMARS else text
-    with _fsa.limits(timeout_s, "the grammar"):
+    with limits(timeout_s, "the grammar"):
         grammar = read_grammar(spec, vocab, start=start)
         pda = build_byte_pda(grammar, max_states=max_states)
         return token_pda(pda, vocab, spec_kind="grammar", spec=spec)

@@ -45,9 +45,9 @@ def _arrays(dfa):
 
 def test_docstring_examples():
     import automata_compile
-    from automata_compile import _compile
+    from automata_compile.pipeline import _regex
 
-    for module in (automata_compile, _compile, tdfa):
+    for module in (automata_compile, _regex, tdfa):
         result = doctest.testmod(module)
         assert result.failed == 0
 

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from automata_compile.automata import _byte_dfa, _fsa
-from automata_compile.frontends import _regex
-from automata_compile.tokens import _compose, _forced
-from automata_compile.tokens._forced import DEFAULT_MAX_TOKENS
-from automata_compile.tokens._token_dfa import TokenDFA
-from automata_compile.tokens._token_trie import trie_for
+from automata_compile.automata import build_byte_dfa, limits
+from automata_compile.frontends import regex_ir
+from automata_compile.tokens import DEFAULT_MAX_TOKENS, TokenDFA, compose, forced_runs, trie_for
 
 
 def compile_regex(
@@ -51,15 +48,12 @@ def compile_regex(
       >>> dfa.accepts([2]), dfa.accepts([0, 1]), dfa.accepts([0])
       (True, True, False)
     """
-    from automata_compile.frontends import _extensions
-
-    expanded = _extensions.expand(pattern, vocab)
-    ir = _regex.parse(expanded.pattern, expanded.placeholders)
+    ir, predicates, terminal_names = regex_ir(pattern, vocab)
     return compile_ir(
         ir,
         vocab,
-        predicates=expanded.predicates,
-        terminal_names=expanded.terminal_names,
+        predicates=predicates,
+        terminal_names=terminal_names,
         max_states=max_states,
         max_forced_tokens=max_forced_tokens,
         spec_kind=spec_kind,
@@ -88,9 +82,9 @@ def compile_ir(
       predicates, terminal_names: the terminal labels (regex extensions).
       max_states, max_forced_tokens, spec_kind, spec: as in `compile_regex`.
       what: names the input in budget, timeout and empty-language errors.
-      timeout_s: as in `compile_regex` (``None`` keeps an enclosing `_fsa.limits`).
+      timeout_s: as in `compile_regex` (``None`` keeps an enclosing `automata.limits`).
     """
-    with _fsa.limits(timeout_s, what):
+    with limits(timeout_s, what):
         return _compile_ir(
             ir,
             vocab,
@@ -107,14 +101,14 @@ def compile_ir(
 def _compile_ir(
     ir, vocab, predicates, terminal_names, max_states, max_forced_tokens, spec_kind, spec, what
 ) -> TokenDFA:
-    byte_dfa = _byte_dfa.build_byte_dfa(ir, len(predicates), max_states=max_states, what=what)
+    byte_dfa = build_byte_dfa(ir, len(predicates), max_states=max_states, what=what)
     trie = trie_for(vocab)
-    token_class, next_state, accepting, start, byte_state = _compose.compose(
+    token_class, next_state, accepting, start, byte_state = compose(
         byte_dfa, trie, predicates, return_byte_states=True
     )
     forced = {}
     if max_forced_tokens > 0:
-        runs = _forced.forced_runs(
+        runs = forced_runs(
             byte_dfa, byte_state, token_class, next_state, accepting, vocab, max_forced_tokens
         )
         forced = dict(forced_tokens=runs.tokens, forced_len=runs.length, forced_next=runs.next)

@@ -20,7 +20,8 @@ from automata_compile import (
     dataclass_to_regex,
     parse,
 )
-from automata_compile.frontends._dataclass import DataclassParseError, dataclass_schema
+from automata_compile._errors import DataclassParseError
+from automata_compile.frontends.dataclass import dataclass_schema
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -313,6 +314,6 @@ def test_json_options_pass_through():
 def test_module_doctest():
     import doctest
 
-    from automata_compile.frontends import _dataclass
+    from automata_compile.frontends import dataclass
 
-    assert doctest.testmod(_dataclass).failed == 0
+    assert doctest.testmod(dataclass).failed == 0

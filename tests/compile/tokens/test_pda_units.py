@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from automata_compile.frontends.json_schema import _api
+from automata_compile.frontends.json_schema import parse_options
+from automata_compile.pipeline import byte_language
 from automata_compile.tokens import _pda_units, _pda_walk
 from automata_compile.tokens._pda_compose import compose_pda
 from automata_compile.tokens._token_trie import trie_for
@@ -19,7 +20,7 @@ SCHEMAS = [
 
 
 def _pda(schema):
-    _, pda = _api.byte_language(schema, _api._options({}))
+    _, pda = byte_language(schema, parse_options({}))
     assert pda is not None
     return pda
 
@@ -86,7 +87,7 @@ def test_a_free_string_is_one_loop_for_all_its_states(mistral_sp_vocab):
         "additionalProperties": False,
     }
     schema["properties"]["d"] = {}  # a free value: the PDA path
-    _, pda = _api.byte_language(schema, _api._options({"property_order": "declared"}))
+    _, pda = byte_language(schema, parse_options({"property_order": "declared"}))
     assert pda is not None
     walker = _pda_walk.Walker(pda, trie_for(mistral_sp_vocab))
     live = np.flatnonzero((pda.kind != 0).any(axis=1) & (pda.rule_of == 0))

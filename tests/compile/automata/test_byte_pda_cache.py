@@ -9,7 +9,8 @@ import pytest
 from automata_compile._errors import CompileTimeoutError, StateBudgetExceededError
 from automata_compile.automata import _byte_dfa, _fsa
 from automata_compile.automata._ir import Automaton, Chars, Repeat, Seq, Terminal, fingerprint
-from automata_compile.frontends.json_schema import _api
+from automata_compile.frontends.json_schema import parse_options
+from automata_compile.pipeline import byte_language
 
 WORD = Seq((Chars(((97, 122),)), Repeat(Chars(((48, 57), (97, 122))), 0, None), Terminal(0)))
 
@@ -77,10 +78,10 @@ def test_fingerprint_compares_automata_by_structure():
 def test_byte_language_same_with_a_warm_cache():
     schema, opts = (
         {"properties": {"a": {"minimum": 1.5}, "b": {"type": "string"}}},
-        _api._options({}),
+        parse_options({}),
     )
-    _, cold = _api.byte_language(schema, opts)
-    _, warm = _api.byte_language(schema, opts)
+    _, cold = byte_language(schema, opts)
+    _, warm = byte_language(schema, opts)
     assert cold.names == warm.names and cold.returns == warm.returns
     for f in ("rule_of", "starts", "shift", "ends", "kind", "arg", "ret"):
         assert np.array_equal(getattr(cold, f), getattr(warm, f)), f

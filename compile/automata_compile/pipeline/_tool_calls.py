@@ -1,20 +1,10 @@
-"""`compile_tool_calls`: free text with triggered calls to one of many tools."""
+"""`compile_tool_calls`: tools + vocabulary → `TokenDFA` with the PDA block."""
 
 from __future__ import annotations
 
-import dataclasses
-import json
-
-from automata_compile.automata import _fsa
-from automata_compile.frontends.json_schema._api import _options
-from automata_compile.frontends.tool_calls._formats import resolve
-from automata_compile.frontends.tool_calls._link import link, root_and_calls
-from automata_compile.frontends.tool_calls._tools import (
-    InvalidToolError,
-    normalize_tools,
-    tool_unit,
-)
-from automata_compile.tokens._pda_compose import token_pda
+from automata_compile.automata import limits
+from automata_compile.frontends.tool_calls import tool_calls_pda, tool_calls_spec
+from automata_compile.tokens import token_pda
 
 
 def compile_tool_calls(
@@ -69,44 +59,17 @@ def compile_tool_calls(
         `compile_json_schema`; the message names the tool).
       GrammarConflictError: a custom format whose parts collide with the calls.
     """
-    fmt = resolve(format)
-    schema_options.setdefault("property_order", "declared")
-    opts = _options(schema_options)
-    tools = normalize_tools(tools, fmt.style)
-    if tool is not None:
-        chosen = [t for t in tools if t.name == tool]
-        if not chosen:
-            raise InvalidToolError(
-                f"tool={tool!r} names no tool; tools: {', '.join(t.name for t in tools)}"
-            )
-        tools = tuple(chosen)
-    names = [t.name for t in tools]
-    spec = json.dumps(
-        {
-            "format": dataclasses.asdict(fmt),
-            "parallel": parallel,
-            "require_call": require_call,
-            "allow_text": allow_text,
-            "options": schema_options,
-            "tools": [{"name": t.name, "parameters": t.parameters} for t in tools],
-        },
-        ensure_ascii=False,
-        separators=(",", ":"),
-        sort_keys=True,
+    fmt, tools, opts, spec = tool_calls_spec(
+        tools,
+        format=format,
+        parallel=parallel,
+        require_call=require_call,
+        tool=tool,
+        allow_text=allow_text,
+        **schema_options,
     )
-    with _fsa.limits(timeout_s, "the tool calls"):
-        units = []
-        for t in tools:
-            try:
-                units.append(tool_unit(t, fmt, opts))
-            except InvalidToolError:
-                raise
-            except Exception as e:
-                if hasattr(e, "pointer") or isinstance(e, ValueError):
-                    e.args = (f"tool {t.name!r}: {e.args[0] if e.args else e}", *e.args[1:])
-                raise
-        root, start, back = root_and_calls(
-            fmt, names, parallel=parallel, require_call=require_call, allow_text=allow_text
+    with limits(timeout_s, "the tool calls"):
+        pda = tool_calls_pda(
+            fmt, tools, opts, parallel=parallel, require_call=require_call, allow_text=allow_text
         )
-        pda = link(root, start, back, units, names)
         return token_pda(pda, vocab, spec_kind="tool_calls", spec=spec)

@@ -1,7 +1,7 @@
 """Bad input to `compile_regex`: every error is specific, names the cause and the place, and
 comes quickly (never a hang).
 
-(Artifact errors — TableFormatError, IncompatibleVocabularyError — are in test_token_dfa.py.)
+(Artifact errors — TableFormatError, IncompatibleVocabularyError — are in tokens/test_token_dfa.py.)
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from automata_compile.automata import _byte_dfa, _fsa, _subset
 from automata_compile.frontends import _regex
-from automata_compile.frontends.json_schema import _api
+from automata_compile.frontends.json_schema import parse_options, schema_ir
 
 
 def _patterns():
@@ -84,7 +84,7 @@ def test_same_table_on_byte_classes(pattern):
 
 
 def test_same_table_on_a_schema_nfa():
-    ir = _api.schema_ir({"type": "array", "items": {"type": "integer"}}, _api._options({}))
+    ir = schema_ir({"type": "array", "items": {"type": "integer"}}, parse_options({}))
     nfa, s, e = _byte_dfa.byte_nfa(ir)
     trans, accepting = reference(nfa, s, e, 256)
     dfa = _fsa.determinize(nfa, s, e, 256)

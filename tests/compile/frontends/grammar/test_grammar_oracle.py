@@ -20,7 +20,7 @@ import pytest
 
 import automata_compile as ac
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 import grammar_oracle as go  # noqa: E402
 
 VOCABS = ["mistral_sp_vocab", "llama3_vocab", "gemma3_vocab"]

@@ -43,9 +43,10 @@ class IrMatcher:
 
     def __init__(self, schema, options):
         from automata_compile.automata import _byte_dfa, _fsa
-        from automata_compile.frontends.json_schema import _api
+        from automata_compile.frontends.json_schema import load_schema, parse_options
+        from automata_compile.pipeline import byte_language
 
-        ir, self.pda = _api.byte_language(_api._load(schema), _api._options(options))
+        ir, self.pda = byte_language(load_schema(schema), parse_options(options))
         if self.pda is None:
             self.nfa, self.start, self.final = _byte_dfa.byte_nfa(ir)
             self._accepts = _fsa.nfa_accepts
@@ -129,7 +130,7 @@ CASES = [
     (
         {"type": "integer"},
         [0, -7, 10**19, 1.0, -2.0, 1e16, Raw("-0"), Raw("3.000")],
-        # 21 digits: past the default max_digits=20 (tests/compile/test_json_schema_numbers.py)
+        # 21 digits: past the default max_digits=20 (test_json_schema_numbers.py)
         [1.5, "1", Raw("01"), Raw("1."), Raw("+1"), Raw("1e5"), Raw("1" + "0" * 20)],
     ),
     (
@@ -514,9 +515,12 @@ def test_schema_as_json_text():
 def test_doctest_examples():
     import doctest
 
-    from automata_compile.frontends.json_schema import _api as _json_schema
+    from automata_compile.frontends.json_schema import _options
+    from automata_compile.pipeline import _json_schema
 
-    assert doctest.testmod(_json_schema).failed == 0
+    for module in (_options, _json_schema):
+        result = doctest.testmod(module)
+        assert result.attempted > 0 and result.failed == 0, module.__name__
 
 
 # ------------------------------------------------------------------------------------------

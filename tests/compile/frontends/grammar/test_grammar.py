@@ -15,7 +15,7 @@ import pytest
 
 import automata_compile as ac
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 import grammar_oracle as go  # noqa: E402
 
 EOS = 256
@@ -221,9 +221,9 @@ def test_regex_extensions_inside_terminals_and_labels_refused(byte_vocab):
 def test_module_doctests():
     import doctest
 
-    from automata_compile.frontends.grammar import _compile
+    from automata_compile.pipeline import _grammar
 
-    assert doctest.testmod(_compile).failed == 0
+    assert doctest.testmod(_grammar).failed == 0
 
 
 def test_cli_grammar(mistral_sp_path, tmp_path):

@@ -1,0 +1,177 @@
+"""`compile_json_schema`: JSON Schema + vocabulary → `TokenDFA`, and the DFA-then-PDA policy.
+
+The front end (`frontends.json_schema`) gives the schema's language as IR or as grammar
+rules; `byte_language` chooses the byte automaton (a DFA where the language is regular,
+else a byte PDA, with the retries on a grammar conflict), and `compile_json_schema` composes
+it with the vocabulary, falling back to declared property order where the objects built in
+any order outgrow a budget.
+
+The options and the accepted surface syntax ("the module docstring" in the docstrings
+below) are documented in `frontends.json_schema._options`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from automata_compile._errors import (
+    GrammarConflictError,
+    StateBudgetExceededError,
+    UnsupportedSchemaError,
+)
+from automata_compile.automata import build_byte_pda, limits
+from automata_compile.frontends.json_schema import (
+    Rules,
+    SchemaOptions,
+    load_schema,
+    order_fallback_warning,
+    parse_options,
+    pointer_fragment,
+    schema_ir,
+    translate_grammar,
+    unrolled_options,
+)
+from automata_compile.pipeline._regex import compile_ir
+from automata_compile.tokens import token_pda
+
+
+def byte_language(
+    schema, opts: SchemaOptions, *, max_states: int | None = None, share: bool | None = None
+):
+    """``(ir, None)`` for a schema with a regular IR, else ``(None, pda)``: its byte
+    pushdown automaton.
+
+    Shared-value rules (`frontends.json_schema._rules.SHARE_MIN_SIZE`) are used where the
+    schema needs rules anyway (``share=None``: they shrink the PDA, whose composition with a
+    vocabulary costs per state) or always (``share=True``, for a regular schema whose DFA
+    outgrows its budget); a regular schema otherwise keeps its DFA, whose composition is
+    cheaper. A grammar the byte PDA cannot parse with one byte of lookahead (see
+    `frontends.json_schema._rules`) is tried again without shared-value rules, then with
+    schema-free arrays / objects spelled inline (a union whose other branch spells an array
+    or object), then falls back to the unrolled IR, with a warning.
+    """
+    # In stack mode the shared variant is translated first: where the schema needs rules
+    # anyway (free values, recursive $ref) it is the one used, and the plain one is only
+    # needed on a conflict (translating an object-heavy schema can take a second).
+    use_shared = share is not False and opts.recursion == "stack"
+    first, sharing = translate_grammar(schema, opts, use_shared)
+    if not (use_shared and sharing):
+        plain = first  # sharing changes nothing
+    elif all(Rules.is_shared(n) for n in first.names[1:]):
+        plain = translate_grammar(schema, opts, False)[0]  # rules only for sharing: maybe regular
+    else:
+        plain = None  # rules in any case: the plain grammar is translated on a conflict
+    if plain is not None and len(plain.bodies) == 1 and not share:
+        return plain.bodies[0], None
+
+    def candidates():  # in order; each translated only when the one before conflicts
+        if plain is None or len(first.bodies) > len(plain.bodies):
+            yield first
+        if plain is not None:
+            yield plain
+        else:
+            g = translate_grammar(schema, opts, False)[0]
+            if len(g.bodies) != len(first.bodies):  # else the same grammar, the same conflict
+                yield g
+        if opts.recursion == "stack":  # last, the free arrays / objects spelled inline
+            yield translate_grammar(schema, opts, False, free_calls=False)[0]
+
+    for g in candidates():
+        if len(g.bodies) == 1:
+            return g.bodies[0], None
+        try:
+            return None, build_byte_pda(g, max_states=max_states, what="the schema")
+        except GrammarConflictError as e:
+            conflict = e
+    reason = (
+        f"#: at {conflict.example.decode('utf-8', 'replace')!r} (within rule "
+        f"{conflict.rules[0]}) a union of alternatives calls a rule where another spells a "
+        "value starting with the same byte"
+    )
+    return schema_ir(schema, unrolled_options(opts, reason)), None
+
+
+DEFAULT_TIMEOUT_S = 30.0
+
+
+def compile_json_schema(
+    schema,
+    vocab,
+    *,
+    max_states: int | None = None,
+    timeout_s: float | None = DEFAULT_TIMEOUT_S,
+    **options,
+):
+    """Compiles a JSON Schema into a `TokenDFA` for ``vocab`` (see the module docstring
+    for the options); the schema's IR goes to the byte automaton directly, or, where it
+    calls grammar rules (``recursion="stack"``), to a byte pushdown automaton composed
+    with the vocabulary (``is_pda``; no forced runs, as for grammars).
+
+    Compile budgets: ``max_states`` bounds the byte DFA (default 100,000; its work budget
+    scales with it) and string/``multipleOf`` automata have their own fixed budgets; past
+    one, `StateBudgetExceededError` (or, for a string constraint, `UnsupportedSchemaError`
+    with the budget in its message). ``timeout_s`` (default 30 s; ``None``: no limit of its
+    own) bounds the whole compile's wall-clock time, checked at the automaton core's
+    checkpoints; past it, `CompileTimeoutError` (never a fallback: the language compiled
+    does not depend on the machine's speed). Both messages name the subschema's JSON pointer when the
+    translation was building one (``while building #/properties/x``).
+
+    Example:
+      >>> import automata_compile as ac
+      >>> vocab = ac.Vocabulary.from_bytes([bytes([i]) for i in range(256)] + [b"<eos>"],
+      ...                                  eos_ids=[256], special_ids=[256])
+      >>> dfa = ac.compile_json_schema({"type": "boolean"}, vocab)
+      >>> dfa.accepts(list(b"true")), dfa.accepts(list(b"yes"))
+      (True, False)
+    """
+    schema = load_schema(schema)
+    opts = parse_options(options)
+    spec = json.dumps(schema, ensure_ascii=False, separators=(",", ":"))
+    with limits(timeout_s, "the schema"):
+        try:
+            return _compile(schema, opts, vocab, max_states, spec)
+        except (StateBudgetExceededError, UnsupportedSchemaError) as e:
+            retry = _order_fallback(opts, e)
+            if retry is None:
+                raise
+        return _compile(schema, retry, vocab, max_states, spec)
+
+
+def _order_fallback(opts: SchemaOptions, e: Exception) -> SchemaOptions | None:
+    """With ``property_order="any"``, the options that compile the objects built in any
+    order in declared order instead, each named by a warning, where the whole schema
+    outgrew a budget (``e``); None where that cannot help."""
+    if opts.property_order != "any" or not opts.any_ordered or opts.declared_at:
+        return None
+    if isinstance(e, UnsupportedSchemaError) and e.keyword is not None:
+        return None  # a keyword's own refusal: not the objects' size
+    objects = sorted(set(opts.any_ordered))
+    for ptr in objects:
+        order_fallback_warning(
+            opts,
+            ptr,
+            f"the schema's automaton with the object at {pointer_fragment(ptr)} in any property order "
+            f"outgrows its budget ({e})",
+        )
+    return dataclasses.replace(opts, declared_at=frozenset(objects), any_ordered=[])
+
+
+def _compile(schema, opts: SchemaOptions, vocab, max_states, spec):
+    node, pda = byte_language(schema, opts, max_states=max_states)
+    if pda is None:
+        try:
+            return compile_ir(
+                node,
+                vocab,
+                max_states=max_states,
+                spec_kind="json_schema",
+                spec=spec,
+                what="the schema",
+            )
+        except StateBudgetExceededError:
+            # a regular schema too large as a DFA: large values it repeats become rules
+            _, pda = byte_language(schema, opts, max_states=max_states, share=True)
+            if pda is None:
+                raise
+    return token_pda(pda, vocab, spec_kind="json_schema", spec=spec)
