@@ -23,6 +23,14 @@ from automata_compile.frontends.json_schema._resolver import (
     _Refuse,
     _Resolver,
 )
+from automata_compile.frontends.json_schema._type_algebra import (
+    _arr_meet,
+    _is_empty,
+    _join,
+    _meet,
+    _negate,
+    _obj_meet,
+)
 from automata_compile.frontends.json_schema._types import (
     _ARR_EV0,
     _BOTTOM,
@@ -33,15 +41,9 @@ from automata_compile.frontends.json_schema._types import (
     _T,
     _TOP,
     _Arr,
-    _arr_meet,
-    _is_empty,
-    _join,
     _literal,
-    _meet,
-    _negate,
     _Num,
     _Obj,
-    _obj_meet,
     _only,
     _Unroll,
 )
