@@ -26,8 +26,10 @@ from automata_compile.automata._ir import (
     Repeat,
     Seq,
     Terminal,
+    children,
     fingerprint,
 )
+from automata_compile.automata._kmp import kmp_moves
 
 __all__ = [
     "CALL",
@@ -53,8 +55,10 @@ __all__ = [
     "char_dfa",
     "charsets",
     "check_time",
+    "children",
     "dfa_ops",
     "fingerprint",
     "fsa",
+    "kmp_moves",
     "limits",
 ]

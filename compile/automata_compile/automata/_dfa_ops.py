@@ -19,9 +19,9 @@ def trim(trans: np.ndarray, accepting: np.ndarray, start: int, *, return_kept: b
     """Keeps the states reachable from ``start`` that can reach acceptance.
 
     Returns:
-      (trans, accepting, start) restricted and renumbered (start = 0 first in
-      BFS order), or None if the language is empty. With ``return_kept``, a fourth
-      item: int64[Q'], the old id of each kept state.
+      (trans, accepting, start) restricted and renumbered (kept states in their old
+      order; ``start`` is the start's new id), or None if the language is empty. With
+      ``return_kept``, a fourth item: int64[Q'], the old id of each kept state.
     """
     q = trans.shape[0]
     src, sym = np.nonzero(trans >= 0)

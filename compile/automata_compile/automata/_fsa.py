@@ -99,6 +99,22 @@ class Budget:
     max_states: int = DEFAULT_MAX_STATES
     max_work: int = DEFAULT_MAX_WORK
 
+    def number(self, ids: dict, key, step: str) -> tuple[int, bool]:
+        """The id of state ``key`` in ``ids`` and whether it is new: a new key gets the next
+        id, ``len(ids)``.
+
+        Raises:
+          StateBudgetExceededError: a new id would pass ``max_states`` (``step`` is named).
+        """
+        d = ids.get(key)
+        if d is not None:
+            return d, False
+        d = len(ids)
+        if d >= self.max_states:
+            raise self.states_exceeded(step)
+        ids[key] = d
+        return d, True
+
     def states_exceeded(self, step: str) -> StateBudgetExceededError:
         return StateBudgetExceededError(
             f"{step} of {self.what}{_where()} exceeds max_states={self.max_states} states; simplify it "
@@ -221,18 +237,6 @@ def nfa_accepts(nfa: NFA, start: int, final: int, symbols) -> bool:
     return final in cur
 
 
-def _intern(ids: dict, order: list, key, item, budget: Budget, step: str) -> int:
-    """The id of state ``key``, numbering it (and queueing ``item``) if it is new."""
-    d = ids.get(key)
-    if d is None:
-        d = len(order)
-        if d >= budget.max_states:
-            raise budget.states_exceeded(step)
-        ids[key] = d
-        order.append(item)
-    return d
-
-
 def trim(dfa: DFA) -> DFA | None:
     """The useful part (reachable and co-reachable), or None if the language is empty."""
     out = _dfa_ops.trim(dfa.trans, dfa.accepting, dfa.start)
@@ -318,7 +322,9 @@ def product(a: DFA, b: DFA, op: str, budget: Budget) -> DFA:
         uniq, inv = np.unique(codes, return_inverse=True)
         targets = np.empty(uniq.shape[0], np.int32)
         for k, code in enumerate(uniq.tolist()):
-            targets[k] = _intern(ids, order, code, divmod(code, qb), budget, "a product")
+            targets[k], new = budget.number(ids, code, "a product")
+            if new:
+                order.append(divmod(code, qb))
         row[live] = targets[inv.reshape(-1)]
         rows.append(row)
         check_time("a product", budget.what)

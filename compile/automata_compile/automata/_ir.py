@@ -114,16 +114,22 @@ def fingerprint(node) -> bytes:
     return memo[id(node)]
 
 
-def _children(node) -> tuple:
+def children(node) -> tuple:
+    """The subtrees of a `Seq`, `Alt` or `Repeat`; ``()`` for any other node (an
+    `Automaton`'s IR labels are not counted: see `fingerprint` for a walk that includes them)."""
     if isinstance(node, Seq):
         return node.items
     if isinstance(node, Alt):
         return node.options
     if isinstance(node, Repeat):
         return (node.item,)
+    return ()
+
+
+def _children(node) -> tuple:
     if isinstance(node, Automaton):
         return tuple(x for out in node.edges for x, _ in out if not isinstance(x, tuple))
-    return ()
+    return children(node)
 
 
 def _digest(node, memo: dict) -> bytes:

@@ -114,14 +114,9 @@ def determinize(nfa, start: int, final: int, num_symbols: int, check_time, *, cl
                 for j in np.argsort(rep, kind="stable").tolist():
                     s = int(starts[rep[j]])
                     b = mem[s : s + int(g_len[rep[j]])].tobytes()
-                    d = ids.get(b)
-                    if d is None:
-                        d = len(ids)
-                        if d >= budget.max_states:
-                            raise budget.states_exceeded(step)
-                        ids[b] = d
+                    set_id[j], is_new = budget.number(ids, b, step)
+                    if is_new:
                         new.append(j)
-                    set_id[j] = d
                 set_of[grp[starts]] = set_id[inv]
                 new = np.array(new, np.int64)
                 fr_len = g_len[rep[new]]

@@ -13,7 +13,7 @@ Each builder returns a deterministic automaton over code points whose edges are
 
 from __future__ import annotations
 
-from automata_compile.automata import Automaton
+from automata_compile.automata import Automaton, kmp_moves
 from automata_compile.automata import charsets as cs
 
 
@@ -91,21 +91,8 @@ def text_until(stop: str) -> Automaton:
     edges. Non-trivial edges of state ``j > 0`` are those of its failure state plus
     the forward edge, so the construction costs O(number of edges) = O(m).
     """
-    codes = [ord(c) for c in stop]
-    m = len(codes)
-    fail = [0] * (m + 1)  # fail[j] = longest proper border of stop[:j]
-    k = 0
-    for j in range(1, m):
-        while k and codes[j] != codes[k]:
-            k = fail[k]
-        if codes[j] == codes[k]:
-            k += 1
-        fail[j + 1] = k
-    moves: list[dict[int, int]] = []
-    for j in range(m):
-        d = dict(moves[fail[j]]) if j else {}
-        d[codes[j]] = j + 1
-        moves.append(d)
+    m = len(stop)
+    moves = kmp_moves([ord(c) for c in stop])
     edges = []
     for d in moves:
         out = [(((c, c),), t) for c, t in sorted(d.items())]

@@ -49,8 +49,11 @@ from typing import Any
 import numpy as np
 
 from automata_compile._errors import GGUFError
+from automata_compile.tokens._vocab_files import VocabParts
+from automata_compile.tokens._vocab_hf import gpt2_byte_decoder
+from automata_compile.tokens._vocab_sentencepiece import BYTE_PIECE, import_sentencepiece
 
-__all__ = ["GGUFHeader", "GGUFTensorInfo", "read_gguf_header", "vocabulary_from_gguf"]
+__all__ = ["GGUFHeader", "GGUFTensorInfo", "gguf_parts", "read_gguf_header"]
 
 _MAGIC = b"GGUF"
 _DEFAULT_ALIGNMENT = 32
@@ -224,19 +227,13 @@ def read_gguf_header(path: str | os.PathLike) -> GGUFHeader:
     return GGUFHeader(path, version, metadata, tensors, data_offset)
 
 
-def vocabulary_from_gguf(path: str | os.PathLike):
-    """The tokenizer stored in a GGUF file's metadata, as a `Vocabulary` (see the module doc).
+def gguf_parts(path: str | os.PathLike) -> VocabParts:
+    """The tokenizer stored in a GGUF file's metadata, as `Vocabulary` parts (see the module doc).
 
     Raises:
       GGUFError: not a GGUF file, no tokenizer in it, an unsupported ``tokenizer.ggml.model``,
         or token lists that disagree (the message names the file and the key).
     """
-    from automata_compile.tokens._vocabulary import (
-        _BYTE_PIECE,
-        _build,
-        _gpt2_byte_decoder,
-    )
-
     header = read_gguf_header(path)
     path = header.path
     model = header.get("tokenizer.ggml.model", str)
@@ -259,7 +256,7 @@ def vocabulary_from_gguf(path: str | os.PathLike):
                 tokens.append(None)
                 special[piece] = i
             elif kind == _BYTE:
-                m = _BYTE_PIECE.fullmatch(piece)
+                m = BYTE_PIECE.fullmatch(piece)
                 if m is None:
                     raise GGUFError(
                         f"{path}: 'tokenizer.ggml.tokens'[{i}] is the byte token {piece!r}, "
@@ -269,7 +266,7 @@ def vocabulary_from_gguf(path: str | os.PathLike):
             else:
                 tokens.append(piece.replace("\u2581", " ").encode("utf-8"))
     elif model == "gpt2":
-        table, unmapped = _gpt2_byte_decoder()
+        table, unmapped = gpt2_byte_decoder()
         for i, (piece, kind) in enumerate(zip(pieces, types, strict=True)):
             if kind in (_CONTROL, _UNKNOWN, _UNUSED):
                 tokens.append(None)
@@ -308,14 +305,12 @@ def vocabulary_from_gguf(path: str | os.PathLike):
         def loader():
             return _sentencepiece_encoder(pieces, scores, types, add_prefix, str_path)
 
-    return _build(tokens, special, eos, None if bos is None else int(bos), path.name, loader)
+    return VocabParts(tokens, special, eos, None if bos is None else int(bos), path.name, loader)
 
 
 def _sentencepiece_encoder(pieces, scores, types, add_prefix: bool, where: str):
     """A SentencePiece BPE model rebuilt from the GGUF's pieces, scores and types."""
-    from automata_compile.tokens._vocabulary import _import_sentencepiece
-
-    spm = _import_sentencepiece()
+    spm = import_sentencepiece()
     try:
         from sentencepiece import sentencepiece_model_pb2 as pb
     except ImportError as e:  # pragma: no cover - depends on the environment

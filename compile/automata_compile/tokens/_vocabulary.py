@@ -1,19 +1,22 @@
 """`Vocabulary`: token id -> the exact bytes that token contributes to the decoded text.
 
 The compiler works on bytes: it walks every token's bytes through a byte DFA.
-This module reads the three tokenizer formats we support and turns each into
-one table, ``tokens[id] -> bytes | None``:
+This module holds the type; each tokenizer format has its own reader, and the
+constructors here dispatch to them. Each turns a file into one table,
+``tokens[id] -> bytes | None``:
 
-* SentencePiece ``.model`` files: ``▁`` (U+2581) is a space, ``<0xNN>``
-  byte-fallback pieces are that one byte, control/unknown/unused pieces are
-  None.
-* Hugging Face ``tokenizer.json``: the per-token part of the file's decoder is
-  replayed (``ByteLevel`` inverts GPT-2's bytes-to-unicode map, so a token may
-  be half of a UTF-8 character; ``Replace``, ``ByteFallback``, ``Metaspace``,
-  ...). Added tokens marked ``special`` are None; other added tokens decode
-  like any token.
-* mistral-common tekken JSON: base64 ``token_bytes``, offset by the number of
-  special tokens, laid out exactly as mistral-common's ``Tekkenizer`` does.
+* SentencePiece ``.model`` files (`_vocab_sentencepiece`): ``▁`` (U+2581) is a
+  space, ``<0xNN>`` byte-fallback pieces are that one byte, control/unknown/unused
+  pieces are None.
+* Hugging Face ``tokenizer.json`` (`_vocab_hf`): the per-token part of the file's
+  decoder is replayed (``ByteLevel`` inverts GPT-2's bytes-to-unicode map, so a
+  token may be half of a UTF-8 character; ``Replace``, ``ByteFallback``,
+  ``Metaspace``, ...). Added tokens marked ``special`` are None; other added
+  tokens decode like any token.
+* mistral-common tekken JSON (`_vocab_tekken`): base64 ``token_bytes``, offset by
+  the number of special tokens, laid out exactly as mistral-common's
+  ``Tekkenizer`` does.
+* GGUF model files (`_gguf`): the tokenizer in the file's metadata.
 
 One deliberate difference from the libraries' own ``decode``: they drop the
 leading space of the *first* token of a sequence (SentencePiece's dummy prefix;
@@ -31,14 +34,11 @@ Example:
 
 from __future__ import annotations
 
-import base64
-import binascii
 import dataclasses
 import functools
 import hashlib
 import json
 import os
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,18 @@ from typing import Any
 import numpy as np
 
 from automata_compile._errors import VocabularyError
+from automata_compile.tokens._gguf import gguf_parts
+from automata_compile.tokens._vocab_files import (
+    Encoder,
+    TokenBytes,
+    VocabParts,
+    existing,
+    parse_json,
+    read_bytes,
+)
+from automata_compile.tokens._vocab_hf import tokenizer_json_parts
+from automata_compile.tokens._vocab_sentencepiece import sentencepiece_parts
+from automata_compile.tokens._vocab_tekken import tekken_parts
 
 __all__ = ["Vocabulary"]
 
@@ -65,11 +77,7 @@ _WELL_KNOWN_EOS = (
 )
 _WELL_KNOWN_BOS = ("<bos>", "<s>", "<|begin_of_text|>", "<|startoftext|>")
 
-_BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 _FINGERPRINT_LABEL = b"automata_jax/vocabulary/v1\n"
-
-TokenBytes = bytes | None
-Encoder = Callable[[str], list[int]]
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
@@ -297,7 +305,7 @@ class Vocabulary:
           VocabularyError: missing, unreadable, corrupt or unsupported file
             (the message names the path and the cause).
         """
-        path = _existing(path)
+        path = existing(path)
         if path.is_dir():
             for candidate in ("tokenizer.json", "tokenizer.model"):
                 if (path / candidate).is_file():
@@ -305,16 +313,16 @@ class Vocabulary:
             raise VocabularyError(f"{path}: directory has no tokenizer.json or tokenizer.model")
         if ".model" in path.suffixes:
             return cls.from_sentencepiece(path)
-        data = _read_bytes(path)
+        data = read_bytes(path)
         if data[:4] == b"GGUF":
             return cls.from_gguf(path)
         if data.lstrip()[:1] not in (b"{", b"["):  # not JSON: SentencePiece is protobuf
             return cls.from_sentencepiece(path)
-        obj = _parse_json(data, path)
+        obj = parse_json(data, path)
         if "model" in obj:
-            return _from_tokenizer_json_obj(obj, path, text=None)
+            return _build(tokenizer_json_parts(obj, path, text=None))
         if isinstance(obj.get("vocab"), list) and "config" in obj:
-            return _from_tekken_obj(obj, path)
+            return _build(tekken_parts(obj, path))
         raise VocabularyError(
             f"{path}: unknown tokenizer JSON (no 'model' key as in a Hugging Face tokenizer.json,"
             " no 'vocab' list and 'config' as in a tekken file)"
@@ -327,36 +335,7 @@ class Vocabulary:
         ``▁`` maps to a space in every piece, including the first: the dummy
         prefix SentencePiece adds when encoding is kept, not stripped.
         """
-        path = _existing(path)
-        spm = _import_sentencepiece()
-        try:
-            sp = spm.SentencePieceProcessor(model_file=str(path))
-        except (RuntimeError, OSError, ValueError) as e:  # what sentencepiece raises on bad files
-            raise VocabularyError(f"{path}: not a readable SentencePiece model ({e})") from e
-        n = sp.get_piece_size()
-        pieces = sp.id_to_piece(list(range(n)))
-        tokens: list[TokenBytes] = []
-        special: dict[str, int] = {}
-        for i, piece in enumerate(pieces):
-            if sp.is_control(i) or sp.is_unknown(i) or sp.is_unused(i):
-                tokens.append(None)
-                special[piece] = i
-            elif sp.is_byte(i):
-                m = _BYTE_PIECE.fullmatch(piece)
-                if m is None:
-                    raise VocabularyError(f"{path}: byte piece {i} is {piece!r}, expected '<0xNN>'")
-                tokens.append(bytes([int(m.group(1), 16)]))
-            else:
-                tokens.append(piece.replace("\u2581", " ").encode("utf-8"))
-        eos = [sp.eos_id()] if sp.eos_id() >= 0 else []
-        bos = sp.bos_id() if sp.bos_id() >= 0 else None
-        str_path = str(path)
-
-        def loader() -> Encoder:
-            proc = _import_sentencepiece().SentencePieceProcessor(model_file=str_path)
-            return lambda text: proc.encode(text, out_type=int, add_bos=False, add_eos=False)
-
-        return _build(tokens, special, eos, bos, path.name, loader)
+        return _build(sentencepiece_parts(existing(path)))
 
     @classmethod
     def from_tokenizer_json(cls, path: str | os.PathLike) -> Vocabulary:
@@ -368,13 +347,13 @@ class Vocabulary:
         that are special tokens. Parsing does not need the ``tokenizers``
         package; `encode` does.
         """
-        path = _existing(path)
+        path = existing(path)
         if path.is_dir():
             path = path / "tokenizer.json"
             if not path.is_file():
                 raise VocabularyError(f"{path}: no such file")
-        obj = _parse_json(_read_bytes(path), path)
-        return _from_tokenizer_json_obj(obj, path, text=None)
+        obj = parse_json(read_bytes(path), path)
+        return _build(tokenizer_json_parts(obj, path, text=None))
 
     @classmethod
     def from_hf_tokenizer(
@@ -399,7 +378,7 @@ class Vocabulary:
                 f"expected a tokenizers.Tokenizer, got {type(tokenizer).__name__}"
             ) from e
         obj = json.loads(text)
-        return _from_tokenizer_json_obj(obj, Path(name), text=text, eos_ids=eos_ids, name=name)
+        return _build(tokenizer_json_parts(obj, Path(name), text=text, eos_ids=eos_ids, name=name))
 
     @classmethod
     def from_gguf(cls, path: str | os.PathLike) -> Vocabulary:
@@ -410,9 +389,7 @@ class Vocabulary:
         GGUF (262,144 ids) differs from its ``tokenizer.json`` (262,145). `encode` rebuilds the
         SentencePiece model from the GGUF (needs ``protobuf``).
         """
-        from automata_compile.tokens._gguf import vocabulary_from_gguf
-
-        return vocabulary_from_gguf(path)
+        return _build(gguf_parts(path))
 
     @classmethod
     def from_tekken(cls, path: str | os.PathLike) -> Vocabulary:
@@ -423,25 +400,16 @@ class Vocabulary:
         ``<SPECIAL_i>`` fillers); id ``num_special + r`` is vocab rank ``r``.
         Parsing needs no extra package; `encode` needs ``mistral-common``.
         """
-        path = _existing(path)
-        return _from_tekken_obj(_parse_json(_read_bytes(path), path), path)
+        path = existing(path)
+        return _build(tekken_parts(parse_json(read_bytes(path), path), path))
 
 
 # -- shared helpers ---------------------------------------------------------------------------
 
 
-def _build(
-    tokens: list[TokenBytes],
-    special: dict[str, int],
-    eos_ids: Iterable[int],
-    bos_id: int | None,
-    name: str,
-    loader: Callable[[], Encoder] | None,
-    *,
-    config_eos_names: Iterable[str] = (),
-    well_known_eos: bool = True,
-) -> Vocabulary:
+def _build(parts: VocabParts) -> Vocabulary:
     """Resolves EOS/BOS names, forces EOS/BOS to None, and makes the `Vocabulary`."""
+    tokens, special, eos_ids, bos_id, name, loader, config_eos_names, well_known_eos = parts
     eos = set(eos_ids)
     # Names from a config or the well-known list count if they name a special token; a config
     # name may also name a (text) token, which then becomes special.
@@ -501,378 +469,3 @@ def _greedy_encoder(vocab: Vocabulary) -> Encoder:
         return ids
 
     return encode
-
-
-def _existing(path: str | os.PathLike) -> Path:
-    p = Path(path)
-    if not p.exists():
-        raise VocabularyError(f"{p}: no such file or directory")
-    return p
-
-
-def _read_bytes(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as e:
-        raise VocabularyError(f"{path}: cannot read ({e})") from e
-
-
-def _parse_json(data: bytes, path: Path) -> dict:
-    try:
-        import orjson  # optional: about twice as fast on Gemma's 33 MB tokenizer.json
-
-        loads, errors = orjson.loads, (orjson.JSONDecodeError, UnicodeDecodeError)
-    except ImportError:
-        loads, errors = json.loads, (json.JSONDecodeError, UnicodeDecodeError)
-    try:
-        obj = loads(data)
-    except errors as e:
-        raise VocabularyError(f"{path}: not valid JSON ({e})") from e
-    if not isinstance(obj, dict):
-        raise VocabularyError(
-            f"{path}: expected a JSON object at top level, got {type(obj).__name__}"
-        )
-    return obj
-
-
-def _import_sentencepiece():
-    try:
-        import sentencepiece
-    except ImportError as e:
-        raise ImportError(
-            "Reading SentencePiece .model files needs the sentencepiece package: pip install sentencepiece"
-        ) from e
-    return sentencepiece
-
-
-def _import_tokenizers():
-    try:
-        import tokenizers
-    except ImportError as e:
-        raise ImportError(
-            "Encoding with a tokenizer.json needs the tokenizers package: pip install tokenizers"
-        ) from e
-    return tokenizers
-
-
-# -- Hugging Face tokenizer.json --------------------------------------------------------------
-
-
-def _from_tokenizer_json_obj(
-    obj: dict,
-    path: Path,
-    *,
-    text: str | None,
-    eos_ids: Iterable[int] | None = None,
-    name: str | None = None,
-) -> Vocabulary:
-    try:
-        return _tokenizer_json_vocab(obj, path, text=text, eos_ids=eos_ids, name=name)
-    except (KeyError, TypeError, ValueError, AttributeError) as e:
-        if isinstance(e, VocabularyError):
-            raise
-        raise VocabularyError(f"{path}: malformed tokenizer.json ({type(e).__name__}: {e})") from e
-
-
-def _tokenizer_json_vocab(
-    obj: dict, path: Path, *, text: str | None, eos_ids: Iterable[int] | None, name: str | None
-) -> Vocabulary:
-    model = obj["model"]
-    kind = model.get("type")
-    if kind is None:  # very old files have no "type"; infer it
-        kind = (
-            "BPE"
-            if "merges" in model
-            else "Unigram"
-            if isinstance(model.get("vocab"), list)
-            else None
-        )
-    if kind in ("BPE", "WordLevel", "WordPiece"):
-        pieces_by_id = {int(i): p for p, i in model["vocab"].items()}
-    elif kind == "Unigram":
-        pieces_by_id = {i: entry[0] for i, entry in enumerate(model["vocab"])}
-    else:
-        raise VocabularyError(f"{path}: unsupported tokenizer model type {kind!r}")
-    added = obj.get("added_tokens") or []
-    size = max([-1, *pieces_by_id, *(int(a["id"]) for a in added)]) + 1
-
-    to_bytes = _hf_token_decoder(obj.get("decoder"), path)
-    pieces: list[str | None] = [None] * size
-    for i, p in pieces_by_id.items():
-        pieces[i] = p
-    special: dict[str, int] = {}
-    special_ids = set()
-    for a in added:
-        i, content = int(a["id"]), a["content"]
-        pieces[i] = content  # added tokens win over the model's piece for the same id
-        if a.get("special", False):
-            special_ids.add(i)
-            special[content] = i
-    unk = model.get("unk_token") if kind != "Unigram" else model.get("unk_id")
-    if kind == "Unigram" and unk is not None:
-        special_ids.add(int(unk))
-        special.setdefault(pieces[int(unk)], int(unk))
-    elif isinstance(unk, str) and unk in model["vocab"]:
-        special_ids.add(int(model["vocab"][unk]))
-        special.setdefault(unk, int(model["vocab"][unk]))
-    tokens: list[TokenBytes] = [
-        None if (p is None or i in special_ids) else to_bytes(p) for i, p in enumerate(pieces)
-    ]
-
-    config_eos: list[str] = []
-    bos_id = None
-    explicit = list(eos_ids) if eos_ids is not None else []
-    if text is None:  # loaded from a file: read the configs next to it
-        cfg = _sidecar_json(path.parent / "tokenizer_config.json")
-        gen = _sidecar_json(path.parent / "generation_config.json")
-        tok_name = _token_name(cfg.get("eos_token"))
-        gen_eos = gen.get("eos_token_id")
-        if eos_ids is None and tok_name:
-            config_eos.append(tok_name)
-        if eos_ids is None and gen_eos is not None:
-            explicit.extend(int(i) for i in (gen_eos if isinstance(gen_eos, list) else [gen_eos]))
-        bos_name = _token_name(cfg.get("bos_token"))
-        if bos_name is not None:
-            bos_id = special.get(bos_name)
-    json_text = text
-    file_path = str(path)
-
-    def loader() -> Encoder:
-        tk = _import_tokenizers()
-        tok = (
-            tk.Tokenizer.from_str(json_text)
-            if json_text is not None
-            else tk.Tokenizer.from_file(file_path)
-        )
-        try:  # special-token names in the text are encoded as plain text
-            tok.encode_special_tokens = True
-        except AttributeError as e:
-            raise ImportError(
-                "Vocabulary.encode needs tokenizers>=0.15: pip install -U tokenizers"
-            ) from e
-        return lambda s: tok.encode(s, add_special_tokens=False).ids
-
-    return _build(
-        tokens,
-        special,
-        explicit,
-        bos_id,
-        name or path.name,
-        loader,
-        config_eos_names=config_eos,
-        well_known_eos=eos_ids is None,
-    )
-
-
-def _sidecar_json(path: Path) -> dict:
-    if not path.is_file():
-        return {}
-    obj = _parse_json(_read_bytes(path), path)
-    return obj
-
-
-def _token_name(value: Any) -> str | None:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, dict) and isinstance(value.get("content"), str):
-        return value["content"]
-    return None
-
-
-@functools.lru_cache(maxsize=1)
-def _gpt2_byte_decoder() -> tuple[dict[int, str], re.Pattern]:
-    """GPT-2's bytes_to_unicode map, inverted: a translate table char -> latin-1 char of the byte."""
-    printable = [
-        *range(ord("!"), ord("~") + 1),
-        *range(ord("¡"), ord("¬") + 1),
-        *range(ord("®"), ord("ÿ") + 1),
-    ]
-    byte_to_char = {b: b for b in printable}
-    n = 0
-    for b in range(256):
-        if b not in byte_to_char:
-            byte_to_char[b] = 256 + n
-            n += 1
-    table = {c: chr(b) for b, c in byte_to_char.items()}
-    mapped = "".join(re.escape(chr(c)) for c in sorted(table))
-    return table, re.compile(f"[^{mapped}]")
-
-
-def _hf_token_decoder(decoder: dict | None, path: Path) -> Callable[[str], bytes]:
-    """The per-token effect of a tokenizer.json ``decoder``, as a function piece -> bytes.
-
-    Steps that act only on the start or end of the whole decoded text (the
-    first token's leading space in ``Metaspace``; ``Strip`` after ``Fuse``) are
-    deliberately not applied: a `Vocabulary` is position-independent.
-    """
-    if decoder is None:
-        raise VocabularyError(
-            f"{path}: tokenizer.json has no decoder (tokenizers would join tokens with spaces);"
-            " only concatenating decoders are supported"
-        )
-    steps = decoder["decoders"] if decoder.get("type") == "Sequence" else [decoder]
-    funcs: list[Callable[[str | bytes], str | bytes]] = []
-    fused = False
-    for step in steps:
-        kind = step.get("type")
-        if kind == "ByteLevel":
-            table, unmapped = _gpt2_byte_decoder()
-
-            def byte_level(p, table=table, unmapped=unmapped):
-                if isinstance(p, bytes) or unmapped.search(p):
-                    return p if isinstance(p, bytes) else p.encode("utf-8")
-                return p.translate(table).encode("latin-1")
-
-            funcs.append(byte_level)
-        elif kind == "Replace":
-            pattern = step["pattern"]
-            if "String" not in pattern:
-                raise VocabularyError(f"{path}: unsupported Replace decoder pattern {pattern!r}")
-            old, new = pattern["String"], step["content"]
-
-            def replace(p, old=old, new=new):
-                if isinstance(p, bytes):
-                    return p.replace(old.encode("utf-8"), new.encode("utf-8"))
-                return p.replace(old, new)
-
-            funcs.append(replace)
-        elif kind == "ByteFallback":
-
-            def byte_fallback(p):
-                if isinstance(p, str) and len(p) == 6 and p.startswith("<0x") and p.endswith(">"):
-                    try:
-                        return bytes([int(p[3:5], 16)])
-                    except ValueError:
-                        return p
-                return p
-
-            funcs.append(byte_fallback)
-        elif kind == "Fuse":
-            fused = True  # joining is what concatenation does anyway
-        elif kind == "Strip":
-            if fused:
-                continue  # acts on the whole text's ends only: position-dependent, skipped
-            content, start, stop = step["content"], int(step["start"]), int(step["stop"])
-
-            def strip(p, content=content, start=start, stop=stop):
-                s = p.decode("utf-8", "surrogateescape") if isinstance(p, bytes) else p
-                a = 0
-                while a < min(start, len(s)) and s[a] == content:
-                    a += 1
-                b = len(s)
-                while len(s) - b < stop and b > a and s[b - 1] == content:
-                    b -= 1
-                out = s[a:b]
-                return out.encode("utf-8", "surrogateescape") if isinstance(p, bytes) else out
-
-            funcs.append(strip)
-        elif kind == "Metaspace":
-            old = step.get("replacement", "\u2581")
-
-            def metaspace(p, old=old):
-                if isinstance(p, bytes):
-                    return p.replace(old.encode("utf-8"), b" ")
-                return p.replace(old, " ")
-
-            funcs.append(metaspace)
-        else:
-            raise VocabularyError(
-                f"{path}: unsupported decoder {kind!r} (supported: ByteLevel, Replace, ByteFallback,"
-                " Fuse, Strip, Metaspace); its tokens do not decode by concatenation"
-            )
-
-    def to_bytes(piece: str) -> bytes:
-        p: str | bytes = piece
-        for f in funcs:
-            p = f(p)
-        return p if isinstance(p, bytes) else p.encode("utf-8")
-
-    return to_bytes
-
-
-# -- mistral-common tekken --------------------------------------------------------------------
-
-# mistral-common's Tekkenizer.DEPRECATED_SPECIAL_TOKENS: the special tokens of tekken files that
-# predate the "special_tokens" list (version <= v7), in rank order.
-_TEKKEN_DEFAULT_SPECIALS = (
-    "<unk>",
-    "<s>",
-    "</s>",
-    "[INST]",
-    "[/INST]",
-    "[AVAILABLE_TOOLS]",
-    "[/AVAILABLE_TOOLS]",
-    "[TOOL_RESULTS]",
-    "[/TOOL_RESULTS]",
-    "[TOOL_CALLS]",
-    "[IMG]",
-    "<pad>",
-    "[IMG_BREAK]",
-    "[IMG_END]",
-    "[PREFIX]",
-    "[MIDDLE]",
-    "[SUFFIX]",
-    "[SYSTEM_PROMPT]",
-    "[/SYSTEM_PROMPT]",
-    "[TOOL_CONTENT]",
-)
-
-
-def _from_tekken_obj(obj: dict, path: Path) -> Vocabulary:
-    try:
-        config = obj["config"]
-        num_special = int(config["default_num_special_tokens"])
-        vocab_size = int(config["default_vocab_size"])
-        entries = obj["vocab"]
-        listed = obj.get("special_tokens")
-        if listed is None:
-            version = str(config.get("version", "v1"))
-            if not re.fullmatch(r"v\d+", version) or int(version[1:]) > 7:
-                raise VocabularyError(
-                    f"{path}: tekken {version} file without a 'special_tokens' list"
-                )
-            names = list(_TEKKEN_DEFAULT_SPECIALS)
-        else:
-            ranked = sorted(listed, key=lambda t: int(t["rank"]))
-            if [int(t["rank"]) for t in ranked] != list(range(len(ranked))):
-                raise VocabularyError(
-                    f"{path}: tekken special token ranks are not 0..{len(ranked) - 1}"
-                )
-            names = [t["token_str"] for t in ranked]
-        if len(names) > num_special or len(set(names)) != len(names):
-            raise VocabularyError(
-                f"{path}: {len(names)} special tokens for {num_special} special ids"
-            )
-        names += [f"<SPECIAL_{i}>" for i in range(len(names), num_special)]
-        inner = vocab_size - num_special
-        if not 0 <= inner <= len(entries):
-            raise VocabularyError(
-                f"{path}: default_vocab_size {vocab_size} needs {inner} vocab entries, file has {len(entries)}"
-            )
-        tokens: list[TokenBytes] = [None] * num_special
-        b64 = base64.b64decode
-        for r in range(inner):
-            e = entries[r]
-            if e["rank"] != r:
-                raise VocabularyError(f"{path}: vocab entry {r} has rank {e['rank']}")
-            tokens.append(b64(e["token_bytes"], validate=True))
-    except (KeyError, TypeError, ValueError, binascii.Error) as e:
-        if isinstance(e, VocabularyError):
-            raise
-        raise VocabularyError(f"{path}: malformed tekken file ({type(e).__name__}: {e})") from e
-    special = {nm: i for i, nm in enumerate(names)}
-    eos = [special["</s>"]] if "</s>" in special else []
-    bos = special.get("<s>")
-    str_path = str(path)
-
-    def loader() -> Encoder:
-        try:
-            from mistral_common.tokens.tokenizers.tekken import Tekkenizer
-        except ImportError as e:
-            raise ImportError(
-                "Encoding with a tekken vocabulary needs mistral-common: pip install mistral-common"
-            ) from e
-        tok = Tekkenizer.from_file(str_path)
-        return lambda text: tok.encode(text, bos=False, eos=False)
-
-    return _build(tokens, special, eos, bos, path.name, loader)

@@ -21,6 +21,7 @@ from automata_compile._errors import StateBudgetExceededError
 from automata_compile.automata import NEVER, Alt, Automaton, Chars, Repeat, Seq, Terminal
 from automata_compile.automata import char_dfa as _char_dfa
 from automata_compile.automata import charsets as _cs
+from automata_compile.automata import children as _kids
 
 MAX_CP = 0x10FFFF
 _SURROGATES = (0xD800, 0xDFFF)
@@ -274,16 +275,6 @@ def nullable(node) -> bool:
         return _char_dfa.matches(node, "")
     folded = _fold(node, nullable)
     return True if folded is None else folded  # anchors
-
-
-def _kids(node) -> tuple:
-    if isinstance(node, Seq):
-        return node.items
-    if isinstance(node, Alt):
-        return node.options
-    if isinstance(node, Repeat):
-        return (node.item,)
-    return ()
 
 
 def has_anchor(node) -> bool:

@@ -28,12 +28,14 @@ from automata_compile.frontends.json_schema._numbers import (
 from automata_compile.frontends.json_schema._resolver import _loc, _Refuse
 from automata_compile.frontends.json_schema._rules import SHARE_MIN_SIZE, rule_calls
 from automata_compile.frontends.json_schema._translator import _Options
+from automata_compile.frontends.json_schema._type_algebra import (
+    _meet,
+    _negate,
+)
 from automata_compile.frontends.json_schema._types import (
     _FREE_ARR,
     _FREE_OBJ,
     _Arr,
-    _meet,
-    _negate,
     _Num,
     _Obj,
     _top,

@@ -13,13 +13,15 @@ from automata_compile.frontends.json_schema._content import (
     rep,
 )
 from automata_compile.frontends.json_schema._resolver import _loc, _ptr_join
+from automata_compile.frontends.json_schema._type_algebra import (
+    _meet,
+)
 from automata_compile.frontends.json_schema._types import (
     _BOTTOM,
     _T,
     _TOP,
     _Arr,
     _dec,
-    _meet,
     _Num,
     _Obj,
     _only,

@@ -23,6 +23,14 @@ from automata_compile.frontends.json_schema._resolver import (
     _Refuse,
     _Resolver,
 )
+from automata_compile.frontends.json_schema._type_algebra import (
+    _arr_meet,
+    _is_empty,
+    _join,
+    _meet,
+    _negate,
+    _obj_meet,
+)
 from automata_compile.frontends.json_schema._types import (
     _ARR_EV0,
     _BOTTOM,
@@ -33,15 +41,9 @@ from automata_compile.frontends.json_schema._types import (
     _T,
     _TOP,
     _Arr,
-    _arr_meet,
-    _is_empty,
-    _join,
     _literal,
-    _meet,
-    _negate,
     _Num,
     _Obj,
-    _obj_meet,
     _only,
     _Unroll,
 )
@@ -314,37 +316,65 @@ class _Translator(_Keywords):
 
     def _unevaluated_properties(self, out: _T, sub, base, ptr) -> _T:
         """Names that no keyword here evaluated (in-place subschemas included) must match."""
-        if out.calls:
-            raise _Unroll("unevaluatedProperties beside a recursive $ref")
-        u, unknown = self._unevaluated("unevaluatedProperties", out.objects, 2, sub, base, ptr)
-        objects = []
-        for o in out.objects:
-            names, keys, all_, _ = o.ev
-            if not all_ and id(o) not in unknown:
-                rest = [(keys, None)] if not sf.is_never(keys) else []
-                if not u.is_bottom():
-                    rest.append((sf.complement(keys), None if u.is_top() else u))
-                rule = _Obj(tuple((n, None) for n in sorted(names)), rest=tuple(rest))
-                o = _obj_meet(o, rule)
-                if o is None or o.surely_empty():
-                    continue
-            objects.append(o.replace(ev=(frozenset(), NEVER, True, True)))
-        return out.replace(objects=tuple(objects))
+
+        def restrict(o: _Obj, u: _T):
+            names, keys, _, _ = o.ev
+            rest = [(keys, None)] if not sf.is_never(keys) else []
+            if not u.is_bottom():
+                rest.append((sf.complement(keys), None if u.is_top() else u))
+            return _obj_meet(o, _Obj(tuple((n, None) for n in sorted(names)), rest=tuple(rest)))
+
+        objects = self._close_unevaluated(
+            "unevaluatedProperties",
+            out,
+            out.objects,
+            2,
+            restrict,
+            sub,
+            base,
+            ptr,
+            closed_ev=(frozenset(), NEVER, True, True),
+        )
+        return out.replace(objects=objects)
 
     def _unevaluated_items(self, out: _T, sub, base, ptr) -> _T:
         """Items that no keyword here evaluated (prefixItems, items, contains) must match."""
+
+        def restrict(a: _Arr, u: _T):
+            count, _, cons, _ = a.ev
+            return _arr_meet(a, _Arr((None,) * count, _join(u, *cons)))
+
+        arrays = self._close_unevaluated(
+            "unevaluatedItems",
+            out,
+            out.arrays,
+            1,
+            restrict,
+            sub,
+            base,
+            ptr,
+            closed_ev=(0, True, (), True),
+        )
+        return out.replace(arrays=arrays)
+
+    def _close_unevaluated(
+        self, keyword: str, out: _T, parts, all_at: int, restrict, sub, base, ptr, *, closed_ev
+    ):
+        """``parts`` (the objects or the arrays of ``out``) with ``keyword`` applied: each part
+        whose evaluated set is known and not everything is ``restrict(part, schema)`` (dropped
+        when that is empty); every part's evaluation record is then ``closed_ev`` (all
+        evaluated)."""
         if out.calls:
-            raise _Unroll("unevaluatedItems beside a recursive $ref")
-        u, unknown = self._unevaluated("unevaluatedItems", out.arrays, 1, sub, base, ptr)
-        arrays = []
-        for a in out.arrays:
-            count, all_, cons, _ = a.ev
-            if not all_ and id(a) not in unknown:
-                a = _arr_meet(a, _Arr((None,) * count, _join(u, *cons)))
-                if a.surely_empty():
+            raise _Unroll(f"{keyword} beside a recursive $ref")
+        u, unknown = self._unevaluated(keyword, parts, all_at, sub, base, ptr)
+        kept = []
+        for x in parts:
+            if not x.ev[all_at] and id(x) not in unknown:
+                x = restrict(x, u)
+                if x is None or x.surely_empty():
                     continue
-            arrays.append(a.replace(ev=(0, True, (), True)))
-        return out.replace(arrays=tuple(arrays))
+            kept.append(x.replace(ev=closed_ev))
+        return tuple(kept)
 
     def _ref(self, ref, base, ptr, dynamic: bool = False) -> _T:
         keyword = "$dynamicRef" if dynamic else "$ref"

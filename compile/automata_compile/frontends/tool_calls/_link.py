@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from automata_compile._errors import GrammarConflictError
-from automata_compile.automata import CALL, DEAD, RETURN, SHIFT, BytePDA
+from automata_compile.automata import CALL, DEAD, RETURN, SHIFT, BytePDA, kmp_moves
 
 
 class _Root:
@@ -61,19 +61,12 @@ class _Root:
         """Free text: KMP states 0..m-1 of ``trigger``; completing it goes to ``on_trigger``
         (None: the trigger may not appear)."""
         m = len(trigger)
-        fail = [0] * (m + 1)
-        k = 0
-        for j in range(1, m):
-            while k and trigger[j] != trigger[k]:
-                k = fail[k]
-            if trigger[j] == trigger[k]:
-                k += 1
-            fail[j + 1] = k
         states = [self.new() for _ in range(m)]
         delta = []
-        for j in range(m):
-            row = list(delta[fail[j]]) if j else [0] * 256
-            row[trigger[j]] = j + 1
+        for moves in kmp_moves(trigger):
+            row = [0] * 256
+            for b, n in moves.items():
+                row[b] = n
             delta.append(row)
         for j, s in enumerate(states):
             for b, n in enumerate(delta[j]):

@@ -1,0 +1,185 @@
+"""`automata._char_dfa`: the code-point partition, character DFAs and their IR, over all of
+Unicode.
+
+`test_fsa.py` checks the boolean operations on a three-letter alphabet; here the character
+sets are wide (Greek, CJK, emoji, ``\\d`` and ``\\w`` in Unicode mode, negated classes), and
+`matches` and the IR that `to_ir` returns are judged against Python's `re` (whose ``\\d``,
+``\\w`` and ``\\s`` the compiler adopts, see `_charsets`) on code points sampled from the
+whole range, class boundaries included.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from automata_compile.automata import _byte_dfa, _char_dfa
+from automata_compile.automata import _charsets as cs
+from automata_compile.automata._ir import NEVER, Automaton, Chars
+from automata_compile.frontends import _regex
+
+PATTERNS = [
+    r"[\u03b1-\u03c9]+",
+    r"[^a-z]*",
+    r"\d{1,3}",
+    r"\w+",
+    r"[\u4e00-\u9fff]{2}|[a\U0001F600-\U0001F64F]",
+    r".?[^\u00e9]",
+    r"(?:[a-c\u00e0-\u00ff]|\s)*x",
+    r"[\U00010000-\U0010FFFF]+",
+]
+
+# Code points around the edges of the classes above, and across the planes.
+EDGES = [
+    0x0,
+    0x9,
+    0x20,
+    0x30,
+    0x39,
+    0x3A,
+    0x60,
+    0x61,
+    0x63,
+    0x78,
+    0x7A,
+    0x7B,
+    0xDF,
+    0xE0,
+    0xE9,
+    0xFF,
+    0x100,
+    0x3B0,
+    0x3B1,
+    0x3C9,
+    0x3CA,
+    0x660,
+    0x4DFF,
+    0x4E00,
+    0x9FFF,
+    0xA000,
+    0xD7FF,
+    0xE000,
+    0xFFFF,
+    0x10000,
+    0x1F5FF,
+    0x1F600,
+    0x1F64F,
+    0x1F650,
+    0x10FFFF,
+]
+# Surrogates are not characters (UTF-8 cannot spell them): never sampled.
+_chars = st.one_of(
+    st.sampled_from([chr(c) for c in EDGES]),
+    st.characters(blacklist_categories=("Cs",)),
+)
+_texts = st.lists(_chars, max_size=4).map("".join)
+
+
+def _fullmatch(pattern: str, text: str) -> bool:
+    return re.fullmatch(pattern, text, re.DOTALL) is not None
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+@settings(max_examples=100, deadline=None)
+@given(text=_texts)
+def test_matches_agrees_with_regex(pattern, text):
+    node = _regex.parse(pattern, None)
+    assert _char_dfa.matches(node, text) == _fullmatch(pattern, text)
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+@settings(max_examples=30, deadline=None)
+@given(text=_texts)
+def test_to_ir_round_trip_keeps_the_language(pattern, text):
+    # the minimal DFA as an IR automaton, spelled again in UTF-8 bytes
+    node = _regex.parse(pattern, None)
+    part, (d,) = _char_dfa.dfas(node)
+    back = _char_dfa.to_ir(part, d)
+    assert isinstance(back, Automaton)
+    assert _char_dfa.matches(back, text) == _fullmatch(pattern, text)
+    assert _byte_dfa.ir_matches(back, text.encode("utf-8")) == _fullmatch(pattern, text)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    p=st.sampled_from(PATTERNS),
+    q=st.sampled_from(PATTERNS),
+    text=_texts,
+)
+def test_boolean_operations_on_wide_sets(p, q, text):
+    a, b = _regex.parse(p, None), _regex.parse(q, None)
+    x, y = _fullmatch(p, text), _fullmatch(q, text)
+    assert _char_dfa.matches(_char_dfa.intersect(a, b), text) == (x and y)
+    assert _char_dfa.matches(_char_dfa.difference(a, b), text) == (x and not y)
+    assert _char_dfa.matches(_char_dfa.complement(a), text) == (not x)
+    n = len(text)
+    assert _char_dfa.matches(_char_dfa.with_max_length(a, n), text) == x
+    if n:
+        assert not _char_dfa.matches(_char_dfa.with_max_length(a, n - 1), text)
+
+
+def _ranges():
+    point = st.integers(0, 0x10FFFF)
+    pair = st.tuples(point, point).map(lambda t: (min(t), max(t)))
+    return st.lists(pair, min_size=1, max_size=3).map(cs.normalize).filter(bool)
+
+
+def _contains(ranges, c: int) -> bool:
+    k = bisect.bisect_right([lo for lo, _ in ranges], c) - 1
+    return k >= 0 and ranges[k][1] >= c
+
+
+@settings(max_examples=100, deadline=None)
+@given(sets=st.lists(_ranges(), min_size=1, max_size=4), probes=st.lists(st.integers(0, 0x10FFFF)))
+def test_partition_atoms_split_no_set_and_cover_the_universe(sets, probes):
+    part = _char_dfa.Partition(sets)
+    atoms = part.atoms
+    # the atoms are disjoint and together are every encodable code point
+    assert cs.union(*atoms) == cs.ALL
+    total = sum(hi - lo + 1 for a in atoms for lo, hi in a)
+    assert total == sum(hi - lo + 1 for lo, hi in cs.ALL)
+    # each set is exactly the union of its atoms
+    for s in sets:
+        assert cs.union(*(atoms[i] for i in part.atoms_of(s))) == s
+    # no atom is split by a set: every probe's atom lies inside or outside each set
+    boundary = [c for s in sets for lo, hi in s for c in (lo, hi, lo - 1, hi + 1)]
+    for c in [*probes, *boundary]:
+        if not 0 <= c <= 0x10FFFF or 0xD800 <= c <= 0xDFFF:
+            continue
+        (atom,) = [i for i, a in enumerate(atoms) if _contains(a, c)]
+        for s in sets:
+            assert (atom in part.atoms_of(s)) == _contains(s, c)
+
+
+def test_partition_within_a_universe():
+    ascii_ = ((0, 0x7F),)
+    part = _char_dfa.Partition([((0x61, 0x7A),), ((0x30, 0x39), (0x61, 0x66))], ascii_)
+    assert cs.union(*part.atoms) == ascii_
+    assert len(part.atoms) == 4  # a-f, g-z, 0-9, the rest of ASCII
+
+
+def test_char_sets_collects_every_set():
+    node = _regex.parse(r"a[b-d](?:\u00e9|x*)", None)
+    got = _char_dfa.char_sets(node, set())
+    assert got == {((0x61, 0x61),), ((0x62, 0x64),), ((0xE9, 0xE9),), ((0x78, 0x78),)}
+    auto = Automaton(
+        edges=(((((0x3B1, 0x3C9),), 1),), ((Chars(((0x31, 0x31),)), 0),)),
+        start=0,
+        finals=frozenset({1}),
+    )
+    assert _char_dfa.char_sets(auto, set()) == {((0x3B1, 0x3C9),), ((0x31, 0x31),)}
+
+
+def test_empty_languages():
+    assert _char_dfa.is_never(NEVER) and _char_dfa.is_empty(NEVER)
+    assert not _char_dfa.matches(NEVER, "")
+    a = _regex.parse(r"[\u03b1-\u03c9]+", None)
+    b = _regex.parse(r"[a-z]+", None)
+    assert _char_dfa.disjoint(a, b)
+    assert _char_dfa.is_never(_char_dfa.intersect(a, b))
+    assert not _char_dfa.disjoint(a, _regex.parse(r"\w+", None))
+    assert _char_dfa.is_empty(_char_dfa.difference(a, _regex.parse(r"\w+", None)))

@@ -1,0 +1,237 @@
+"""`automata._dfa_ops`: trimming, restriction, minimization and column dedup on dense tables.
+
+Random dense DFAs (``int32[Q, S]``, -1 = no edge) are judged by what they accept: every
+string of up to ``Q + 1`` symbols, run directly on the tables (a language of a Q-state
+DFA is non-empty iff it holds a string shorter than Q), and exact equivalence by a
+search of the pairs of states two DFAs reach on the same strings. Minimality is
+checked against a brute-force Myhill-Nerode count: the number of distinct residual
+languages of the reachable states, each told apart by strings of up to ``Q`` symbols.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from automata_compile.automata import _dfa_ops
+
+
+@st.composite
+def dense_dfas(draw, max_states: int = 6, max_symbols: int = 3):
+    q = draw(st.integers(1, max_states))
+    s = draw(st.integers(1, max_symbols))
+    cells = draw(st.lists(st.integers(-1, q - 1), min_size=q * s, max_size=q * s))
+    trans = np.array(cells, np.int32).reshape(q, s)
+    accepting = np.array(draw(st.lists(st.booleans(), min_size=q, max_size=q)), bool)
+    start = draw(st.integers(0, q - 1))
+    return trans, accepting, start
+
+
+def run(trans, accepting, start, word) -> bool:
+    q = start
+    for a in word:
+        q = int(trans[q, a])
+        if q < 0:
+            return False
+    return bool(accepting[q])
+
+
+def words(num_symbols: int, max_len: int):
+    return [w for n in range(max_len + 1) for w in itertools.product(range(num_symbols), repeat=n)]
+
+
+def language(dfa, ws) -> set:
+    trans, accepting, start = dfa[:3]
+    return {w for w in ws if run(trans, accepting, start, w)}
+
+
+def equivalent(a, b) -> bool:
+    """Exact equivalence: no reachable pair of states (-1 = dead) disagrees on acceptance."""
+    (ta, aa, sa), (tb, ab, sb) = a[:3], b[:3]
+    seen, todo = {(sa, sb)}, [(sa, sb)]
+    while todo:
+        p, q = todo.pop()
+        if (p >= 0 and bool(aa[p])) != (q >= 0 and bool(ab[q])):
+            return False
+        for sym in range(ta.shape[1]):
+            nxt = (int(ta[p, sym]) if p >= 0 else -1, int(tb[q, sym]) if q >= 0 else -1)
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return True
+
+
+def reachable(trans, start) -> set[int]:
+    seen, todo = {start}, [start]
+    while todo:
+        q = todo.pop()
+        for t in trans[q].tolist():
+            if t >= 0 and t not in seen:
+                seen.add(t)
+                todo.append(t)
+    return seen
+
+
+def nerode_classes(trans, accepting, start) -> int:
+    """Distinct non-empty residual languages of the reachable states (brute force)."""
+    q, s = trans.shape
+    ws = words(s, q)
+    residuals = {
+        frozenset(w for w in ws if run(trans, accepting, r, w)) for r in reachable(trans, start)
+    }
+    residuals.discard(frozenset())
+    return len(residuals)
+
+
+SETTINGS = settings(max_examples=100, deadline=None)
+
+
+@SETTINGS
+@given(dfa=dense_dfas())
+def test_trim_keeps_the_language_and_only_useful_states(dfa):
+    trans, accepting, start = dfa
+    q, s = trans.shape
+    ws = words(s, q + 1)
+    want = language(dfa, ws)
+    out = _dfa_ops.trim(trans, accepting, start, return_kept=True)
+    if out is None:
+        assert not want  # empty iff no word shorter than Q is accepted
+        return
+    t2, a2, s2, kept = out
+    assert t2.dtype == np.int32 and kept[s2] == start
+    assert kept.tolist() == sorted(kept.tolist())  # the kept states keep their order
+    assert language((t2, a2, s2), ws) == want
+    assert equivalent((t2, a2, s2), dfa)
+    # every kept state is reachable from the start and can reach acceptance
+    assert reachable(t2, s2) == set(range(t2.shape[0]))
+    for r in range(t2.shape[0]):
+        assert language((t2, a2, r), words(s, t2.shape[0])), r
+    # kept maps new ids to old ones: the same transitions, renumbered
+    new_of = {int(old): new for new, old in enumerate(kept.tolist())}
+    for new, old in enumerate(kept.tolist()):
+        assert a2[new] == accepting[old]
+        for a in range(s):
+            t = int(trans[old, a])
+            assert t2[new, a] == new_of.get(t, -1)
+
+
+@SETTINGS
+@given(dfa=dense_dfas(), data=st.data())
+def test_restrict_drops_exactly_the_other_states(dfa, data):
+    trans, accepting, start = dfa
+    q, s = trans.shape
+    keep = np.array(data.draw(st.lists(st.booleans(), min_size=q, max_size=q)), bool)
+    keep[start] = True
+    t2, a2, s2 = _dfa_ops.restrict(trans, accepting, start, keep)
+    assert t2.shape == (int(keep.sum()), s)
+    # the restricted DFA accepts a word iff the original's run stays among the kept states
+    for w in words(s, q + 1):
+        cur, ok = start, True
+        for a in w:
+            cur = int(trans[cur, a])
+            if cur < 0 or not keep[cur]:
+                ok = False
+                break
+        assert run(t2, a2, s2, w) == (ok and bool(accepting[cur])), w
+
+
+@SETTINGS
+@given(dfa=dense_dfas())
+def test_minimize_gives_the_minimal_equivalent_dfa(dfa):
+    trans, accepting, start = dfa
+    trimmed = _dfa_ops.trim(trans, accepting, start)
+    if trimmed is None:
+        return
+    t, a, s0 = trimmed
+    m_trans, m_acc, m_start, block = _dfa_ops.minimize(t, a, s0)
+    assert equivalent((m_trans, m_acc, m_start), (t, a, s0))
+    ws = words(t.shape[1], t.shape[0] + 1)
+    assert language((m_trans, m_acc, m_start), ws) == language((t, a, s0), ws)
+    assert m_trans.shape[0] == nerode_classes(t, a, s0)
+    # block is a homomorphism onto the minimal DFA
+    assert block.shape == (t.shape[0],) and m_start == block[s0]
+    for r in range(t.shape[0]):
+        assert m_acc[block[r]] == a[r]
+        for sym in range(t.shape[1]):
+            nxt = int(t[r, sym])
+            assert m_trans[block[r], sym] == (block[nxt] if nxt >= 0 else -1)
+
+
+def test_minimize_merges_a_redundant_cycle():
+    # two copies of (ab)* interleaved: states 0,2 and 1,3 are equivalent
+    trans = np.array([[1, -1], [-1, 2], [3, -1], [-1, 0]], np.int32)
+    accepting = np.array([True, False, True, False])
+    m_trans, m_acc, m_start, block = _dfa_ops.minimize(trans, accepting, 0)
+    assert m_trans.shape[0] == 2
+    assert block[0] == block[2] and block[1] == block[3] and block[0] != block[1]
+    assert run(m_trans, m_acc, m_start, [0, 1, 0, 1]) and not run(m_trans, m_acc, m_start, [0])
+
+
+def test_minimize_with_class_weights_matches_the_full_table():
+    # symbols 1 and 2 always move alike: a table over classes {0}, {1, 2} with summed weights
+    # must give the same blocks as the full table
+    rng = np.random.default_rng(7)
+    q = 12
+    col0 = rng.integers(0, q, q)
+    col1 = rng.integers(0, q, q)
+    full = np.stack([col0, col1, col1], axis=1).astype(np.int32)
+    accepting = rng.random(q) < 0.4
+    accepting[0] = True
+    w = _dfa_ops.symbol_weights(3)
+    classes = full[:, :2].copy()
+    cw = np.array([w[0], w[1] + w[2]], np.uint64)
+    *_, block_full = _dfa_ops.minimize(full, accepting, 0)
+    *_, block_cls = _dfa_ops.minimize(classes, accepting, 0, weights=cw)
+    assert np.array_equal(block_full, block_cls)
+
+
+def test_minimize_work_budget():
+    # a chain of n states needs about n refinement rounds
+    n = 50
+    trans = np.full((n, 1), -1, np.int32)
+    trans[:-1, 0] = np.arange(1, n)
+    accepting = np.zeros(n, bool)
+    accepting[-1] = True
+    with pytest.raises(_dfa_ops.WorkBudgetExceeded):
+        _dfa_ops.minimize(trans, accepting, 0, max_work=n * 5)
+    ticks = []
+    out = _dfa_ops.minimize(trans, accepting, 0, tick=lambda: ticks.append(1))
+    assert out[0].shape[0] == n and len(ticks) >= n - 1
+
+
+def test_minimize_empty_table():
+    trans = np.zeros((0, 3), np.int32)
+    out = _dfa_ops.minimize(trans, np.zeros(0, bool), 0)
+    assert out[0].shape == (0, 3) and out[3].shape == (0,)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    mat=st.integers(1, 5).flatmap(
+        lambda r: st.lists(
+            st.lists(st.integers(-1, 3), min_size=r, max_size=r), min_size=1, max_size=12
+        )
+    )
+)
+def test_unique_columns_against_a_dict(mat):
+    m = np.array(mat, np.int32).T  # rows x columns
+    first, ids = _dfa_ops.unique_columns(m)
+    order: dict[tuple, int] = {}
+    for j in range(m.shape[1]):
+        order.setdefault(tuple(m[:, j].tolist()), j)
+    want_first = list(order.values())
+    want_ids = [want_first.index(order[tuple(m[:, j].tolist())]) for j in range(m.shape[1])]
+    assert first.tolist() == want_first
+    assert ids.tolist() == want_ids
+
+
+def test_symbol_weights_are_fixed_odd_and_distinct():
+    w = _dfa_ops.symbol_weights(300)
+    assert w.dtype == np.uint64 and (w & np.uint64(1)).all()
+    assert len(set(w.tolist())) == 300
+    assert np.array_equal(w, _dfa_ops.symbol_weights(300))
+    assert np.array_equal(w[:10], _dfa_ops.symbol_weights(10))
