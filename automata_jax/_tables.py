@@ -30,8 +30,7 @@ import numpy as np
 from flax import struct
 from jaxtyping import Array, Bool, Int, UInt32
 
-from automata_compile._errors import AutomataError, IncompatibleVocabularyError
-from automata_compile.tokens._token_dfa import TokenDFA
+from automata_compile import AutomataError, IncompatibleVocabularyError, TokenDFA
 
 MASK_GATHER = "gather"
 MASK_BITMASK = "bitmask"

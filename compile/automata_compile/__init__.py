@@ -60,6 +60,11 @@ _EXPORTS = {
     "TOOL_CALL_FORMATS": "frontends.tool_calls",
     "InvalidToolError": "frontends.tool_calls._tools",
     "ToolCallParseError": "frontends.tool_calls._parse",
+    # used by the runtime (automata_jax)
+    "FORMAT_VERSION": "tokens._token_dfa",
+    "error_line": "_cli",
+    "plain_warnings": "_cli",
+    "progress": "_cli",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -16,6 +16,7 @@ EXPECTED_ALL = [
     "AutomataError",
     "CompileTimeoutError",
     "EmptyLanguageError",
+    "FORMAT_VERSION",
     "GGUFError",
     "GrammarConflictError",
     "IncompatibleVocabularyError",
@@ -44,9 +45,12 @@ EXPECTED_ALL = [
     "compile_regex",
     "compile_tool_calls",
     "dataclass_to_regex",
+    "error_line",
     "json_schema_to_regex",
     "parse",
     "parse_tool_calls",
+    "plain_warnings",
+    "progress",
     "read_gguf_header",
 ]
 

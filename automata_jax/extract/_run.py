@@ -36,11 +36,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh
 
-from automata_jax._extract_io import ExtractError
 from automata_jax._generate import MIN_BUFFER, pad_prompts
 from automata_jax._sampling import Greedy, Temperature
 from automata_jax._sharding import DATA_AXIS, generate_sharded, replicate, shard_batch
 from automata_jax._tables import ConstraintTables, bucket
+from automata_jax.extract._io import ExtractError
 
 __all__ = ["RowOutput", "Runner", "is_gguf", "load_vocabulary", "resolve_checkpoint"]
 

@@ -55,6 +55,12 @@ class ExtractError(AutomataError, ValueError):
     """The extraction job cannot start: a bad input file, schema, template or option."""
 
 
+def in_share(line: int, share: tuple[int, int] | None) -> bool:
+    """Whether 1-based input line ``line`` is process ``share[0]``'s (of ``share[1]``): the
+    multi-host run's split of the input (`automata_jax.extract.hosts`); None = every line."""
+    return share is None or (line - 1) % share[1] == share[0]
+
+
 def line_digest(raw: bytes) -> str:
     """The first 16 hex digits of the SHA-256 of an input line (without its line ending)."""
     return hashlib.sha256(raw.rstrip(b"\r\n")).hexdigest()[:_DIGEST_CHARS]
