@@ -43,7 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from automata_jax._constraint import advance, mask_logits
-from automata_jax._tables import RuntimeShapeError
+from automata_jax._errors import RuntimeShapeError
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

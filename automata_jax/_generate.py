@@ -41,8 +41,9 @@ from automata_jax._constraint import (
     is_concrete,
     mask_logits,
 )
+from automata_jax._errors import RuntimeDtypeError, RuntimeShapeError
 from automata_jax._sampling import Sampler
-from automata_jax._tables import ConstraintTables, RuntimeDtypeError, RuntimeShapeError, bucket
+from automata_jax._tables import ConstraintTables, bucket
 
 StepFn = Callable[..., tuple[jax.Array, Any]]
 MIN_BUFFER = 16

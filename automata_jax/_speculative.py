@@ -60,8 +60,8 @@ import numpy as np
 
 from automata_jax import _draft
 from automata_jax._constraint import advance, mask_logits
+from automata_jax._errors import RuntimeShapeError
 from automata_jax._fast_forward import FastForward, accepts_logits_at, chunk_width
-from automata_jax._tables import RuntimeShapeError
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

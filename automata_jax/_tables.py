@@ -30,26 +30,17 @@ import numpy as np
 from flax import struct
 from jaxtyping import Array, Bool, Int, UInt32
 
-from automata_compile import AutomataError, IncompatibleVocabularyError, TokenDFA
+from automata_compile import IncompatibleVocabularyError, TokenDFA
+from automata_jax._errors import (
+    RuntimeShapeError,
+    TableCapacityError,
+)
 
 MASK_GATHER = "gather"
 MASK_BITMASK = "bitmask"
 MASK_IMPLS = (MASK_GATHER, MASK_BITMASK)
 DEFAULT_MASK_IMPL = MASK_GATHER  # see the module docstring of `_constraint` for the numbers
 DEFAULT_STACK_SIZE = 64  # S for batches with a grammar (see `_stack`)
-
-
-class RuntimeShapeError(AutomataError, ValueError):
-    """An array passed to the runtime has the wrong shape or holds out-of-range values."""
-
-
-class RuntimeDtypeError(AutomataError, TypeError):
-    """An array passed to the runtime has the wrong dtype."""
-
-
-class TableCapacityError(RuntimeShapeError):
-    """A constraint does not fit the fixed `TableCapacity` of its tables; the message names
-    the constraint, the dimension, what it needs and the capacity."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -177,10 +168,6 @@ def _check_fits(dfas: Sequence[TokenDFA], cap: TableCapacity) -> None:
                     "build the tables with a larger TableCapacity (a new capacity compiles "
                     "the decoding loop again) or simplify the constraint"
                 )
-
-
-class UnknownConstraintError(AutomataError, ValueError):
-    """A constraint id is neither -1 (unconstrained) nor the index of a loaded constraint."""
 
 
 def bucket(n: int, minimum: int = 8) -> int:

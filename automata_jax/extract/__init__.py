@@ -40,7 +40,7 @@ records and the resumable output file), `_prep` (schema, cached tables, prompt t
 command, ``python -m automata_jax.extract.hosts``).
 """
 
-from automata_jax.extract._io import ExtractError
+from automata_jax._errors import ExtractError
 from automata_jax.extract._job import LIMIT_ERROR, SCHEMA_OPTIONS, main, parse_args
 
 __all__ = ["LIMIT_ERROR", "SCHEMA_OPTIONS", "ExtractError", "main", "parse_args"]

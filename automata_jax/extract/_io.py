@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from automata_compile import AutomataError
+from automata_jax._errors import ExtractError
 
 __all__ = [
     "ExtractError",
@@ -49,10 +49,6 @@ _DIGEST_CHARS = 16  # hex digits of SHA-256 kept: 64 bits, per line number
 _LINE_START_TEXT = b'{"line": '
 _TORN_START = re.compile(rb'\{"line": [1-9][0-9]*, "%s": "' % DIGEST_FIELD.encode())
 _LINE_START = re.compile(_TORN_START.pattern + rb'[0-9a-f]{%d}"' % _DIGEST_CHARS)
-
-
-class ExtractError(AutomataError, ValueError):
-    """The extraction job cannot start: a bad input file, schema, template or option."""
 
 
 def in_share(line: int, share: tuple[int, int] | None) -> bool:

@@ -169,10 +169,10 @@ def _log(msg: str) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from automata_jax import testing
+    from automata_jax import _assets
 
-    schema_path = Path(args.schema) if args.schema else testing.data_path("person.json")
-    input_path = Path(args.input) if args.input else testing.example_docs_path()
+    schema_path = Path(args.schema) if args.schema else _assets.data_path("person.json")
+    input_path = Path(args.input) if args.input else _assets.example_docs_path()
     output_path = Path(args.output)
 
     # Everything is checked before the output file is created, cheap checks first so that
@@ -255,24 +255,24 @@ def _prompt_template(args, schema) -> _prep.PromptTemplate:
     copies them into values (``"name": "Person"``, ``"age": 130``); the constraint enforces
     the schema anyway.
     """
-    from automata_jax import testing
+    from automata_jax import _assets
     from automata_jax.extract import _run as run
 
     prep = _prep
     if args.prompt_template:
         return prep.PromptTemplate.from_file(args.prompt_template)
     if args.model == "tiny":
-        return prep.PromptTemplate.from_file(testing.data_path("prompt.txt"))
+        return prep.PromptTemplate.from_file(_assets.data_path("prompt.txt"))
     ckpt = run.resolve_checkpoint(args)
     chat = run.chat_template(args)
     if chat is not None:
-        user = testing.data_path("prompt_chat_user.txt").read_text("utf-8")
+        user = _assets.data_path("prompt_chat_user.txt").read_text("utf-8")
         return prep.PromptTemplate(prep.chat_prompt(chat, user), f"chat template of {ckpt.name}")
     if not run.is_gguf(ckpt):  # a HF instruction-tuned checkpoint (gemma-3-1b-it)
-        return prep.PromptTemplate.from_file(testing.data_path("prompt_gemma.txt"))
-    bundled = schema == testing.example_schema()
+        return prep.PromptTemplate.from_file(_assets.data_path("prompt_gemma.txt"))
+    bundled = schema == _assets.example_schema()
     name = "prompt_base.txt" if bundled else "prompt_base_generic.txt"
-    return prep.PromptTemplate.from_file(testing.data_path(name))
+    return prep.PromptTemplate.from_file(_assets.data_path(name))
 
 
 _XLA_EVENTS = (

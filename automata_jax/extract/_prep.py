@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from automata_compile import AutomataError, InvalidSchemaError, TokenDFA
-from automata_jax.extract._io import ExtractError
+from automata_jax._errors import ExtractError
 
 __all__ = [
     "PromptTemplate",

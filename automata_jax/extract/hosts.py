@@ -26,7 +26,8 @@ import os
 import sys
 from pathlib import Path
 
-from automata_jax.extract._io import ExtractError, OutputLog, in_share, scan_input
+from automata_jax._errors import ExtractError
+from automata_jax.extract._io import OutputLog, in_share, scan_input
 
 __all__ = ["in_share", "main", "merge", "part_path"]
 

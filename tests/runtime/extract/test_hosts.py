@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from automata_jax import testing
-from automata_jax.extract import hosts
-from automata_jax.extract._io import ExtractError, line_digest
+from automata_jax.extract import ExtractError, hosts
+from automata_jax.extract._io import line_digest
 
 ROOT = Path(__file__).resolve().parents[3]
 

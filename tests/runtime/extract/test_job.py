@@ -485,7 +485,7 @@ GEMMA_CHAT = (
 
 
 def test_chat_prompt_keeps_the_placeholders(gemma3_vocab):
-    from automata_jax.extract._io import ExtractError
+    from automata_jax.extract import ExtractError
     from automata_jax.extract._prep import PromptTemplate, chat_prompt
 
     source = chat_prompt(GEMMA_CHAT, "Extract {fields}.\n\nText: {text}")
