@@ -44,6 +44,7 @@ import numpy as np
 
 from automata_jax._constraint import advance, mask_logits
 from automata_jax._errors import RuntimeShapeError
+from automata_jax._loop import LoopConfig, LoopStart
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -158,29 +159,19 @@ def chunk_width(tables) -> int:
     return 1 + int(tables.forced_tokens.shape[2])
 
 
-def ff_loop(
-    *,
-    policy: FastForward,
-    step_fn,
-    sampler,
-    capacity,
-    data_sharding,
-    params,
-    tables,
-    state,
-    logits,
-    cache,
-    next_position,
-    num_steps,
-    rng,
-    pad_id,
-):
-    """The fast-forward `while_loop`, after the prefill.
+def ff_loop(config: LoopConfig, start: LoopStart):
+    """The fast-forward `while_loop`, after the prefill (policy: ``config.fast_forward``).
 
     Returns:
       (buffer int32[B, capacity], lengths int32[B], state, model_calls int32[B]); model
       calls count the prefill.
     """
+    policy: FastForward = config.fast_forward
+    step_fn, sampler, capacity = config.step_fn, config.sampler, config.capacity
+    on_batch = config.on_batch
+    params, tables, state, logits = start.params, start.tables, start.state, start.logits
+    cache, next_position, num_steps = start.cache, start.next_position, start.num_steps
+    rng, pad_id = start.rng, start.pad_id
     b = state.state.shape[0]
     v = tables.vocab_size
     valid = getattr(cache, "valid", None)
@@ -194,11 +185,6 @@ def ff_loop(
     slots = jnp.arange(w, dtype=jnp.int32)
     rows = jnp.arange(b)
     with_logits_at = accepts_logits_at(step_fn)
-
-    def on_batch(tree):
-        if data_sharding is None:
-            return tree
-        return jax.tree.map(lambda x: jax.lax.with_sharding_constraint(x, data_sharding), tree)
 
     def run_of(st, q):
         """(forced tokens [B, F], length [B], states after each [B, F]) of state q per row."""
