@@ -47,7 +47,7 @@ from jaxtyping import Array, Int
 
 from automata_jax._constraint import ConstraintState, advance, mask_logits
 from automata_jax._errors import RuntimeShapeError
-from automata_jax._loop import LoopConfig, LoopStart
+from automata_jax._loop import LoopConfig, LoopStart, cache_room
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -281,9 +281,7 @@ def ff_loop(config: LoopConfig, start: LoopStart):
         return jax.lax.switch(choice, branches, cache)
 
     def room_of(cache):
-        if cache is None or cache_length is None:
-            return jnp.int32(2**30)
-        return cache_length - cache.end_index
+        return cache_room(cache, cache_length)
 
     buffer = on_batch(jnp.full((b, capacity), pad_id, jnp.int32))
     written = jnp.zeros((b,), jnp.int32)

@@ -15,10 +15,11 @@ import dataclasses
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 from flax import struct
 from jaxtyping import Array, Bool, Float, Int
 
-__all__ = ["LoopConfig", "LoopInputs", "LoopStart"]
+__all__ = ["LoopConfig", "LoopInputs", "LoopStart", "cache_room"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,3 +81,11 @@ class LoopStart:
     num_steps: Int[Array, ""]
     rng: Any
     pad_id: Int[Array, ""]
+
+
+def cache_room(cache, cache_length) -> Int[Array, ""]:
+    """Cache slots left for the chunked loops' width choice (2**30 without a cache, or
+    without a known length)."""
+    if cache is None or cache_length is None:
+        return jnp.int32(2**30)
+    return cache_length - cache.end_index

@@ -62,7 +62,7 @@ from automata_jax import _draft
 from automata_jax._constraint import advance, mask_logits
 from automata_jax._errors import RuntimeShapeError
 from automata_jax._fast_forward import FastForward, accepts_logits_at, chunk_width
-from automata_jax._loop import LoopConfig, LoopStart
+from automata_jax._loop import LoopConfig, LoopStart, cache_room
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -410,9 +410,7 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
         return chosen[m, rows], m, select(states, m), drafts
 
     def room_of(cache):
-        if cache is None or cache_length is None:
-            return jnp.int32(2**30)
-        return cache_length - cache.end_index
+        return cache_room(cache, cache_length)
 
     buffer = on_batch(jnp.full((b, capacity), pad_id, jnp.int32))
     written = jnp.zeros((b,), jnp.int32)
