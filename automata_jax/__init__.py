@@ -20,6 +20,12 @@ from automata_jax._constraint import (
     init_state,
     mask_logits,
 )
+from automata_jax._errors import (
+    RuntimeDtypeError,
+    RuntimeShapeError,
+    TableCapacityError,
+    UnknownConstraintError,
+)
 from automata_jax._fast_forward import FastForward
 from automata_jax._flax_adapters import LinenStep, NnxStep, nnx_step
 from automata_jax._generate import GenerateOutput, generate, pad_prompts
@@ -33,14 +39,7 @@ from automata_jax._sharding import (
     shard_batch,
 )
 from automata_jax._speculative import Speculate
-from automata_jax._tables import (
-    ConstraintTables,
-    RuntimeDtypeError,
-    RuntimeShapeError,
-    TableCapacity,
-    TableCapacityError,
-    UnknownConstraintError,
-)
+from automata_jax._tables import ConstraintTables, TableCapacity
 
 __all__ = [
     "UNCONSTRAINED",

@@ -34,12 +34,8 @@ from flax import struct
 from jaxtyping import Array, Bool, Float, Int
 
 from automata_jax import _stack
-from automata_jax._tables import (
-    ConstraintTables,
-    RuntimeDtypeError,
-    RuntimeShapeError,
-    UnknownConstraintError,
-)
+from automata_jax._errors import RuntimeDtypeError, RuntimeShapeError, UnknownConstraintError
+from automata_jax._tables import ConstraintTables
 
 UNCONSTRAINED = -1
 

@@ -37,13 +37,17 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import struct
+from jaxtyping import Array, Int
 
-from automata_jax._constraint import advance, mask_logits
-from automata_jax._tables import RuntimeShapeError
+from automata_jax._constraint import ConstraintState, advance, mask_logits
+from automata_jax._errors import RuntimeShapeError
+from automata_jax._loop import LoopConfig, LoopStart, cache_room
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -158,29 +162,19 @@ def chunk_width(tables) -> int:
     return 1 + int(tables.forced_tokens.shape[2])
 
 
-def ff_loop(
-    *,
-    policy: FastForward,
-    step_fn,
-    sampler,
-    capacity,
-    data_sharding,
-    params,
-    tables,
-    state,
-    logits,
-    cache,
-    next_position,
-    num_steps,
-    rng,
-    pad_id,
-):
-    """The fast-forward `while_loop`, after the prefill.
+def ff_loop(config: LoopConfig, start: LoopStart):
+    """The fast-forward `while_loop`, after the prefill (policy: ``config.fast_forward``).
 
     Returns:
       (buffer int32[B, capacity], lengths int32[B], state, model_calls int32[B]); model
       calls count the prefill.
     """
+    policy: FastForward = config.fast_forward
+    step_fn, sampler, capacity = config.step_fn, config.sampler, config.capacity
+    on_batch = config.on_batch
+    params, tables, state, logits = start.params, start.tables, start.state, start.logits
+    cache, next_position, num_steps = start.cache, start.next_position, start.num_steps
+    rng, pad_id = start.rng, start.pad_id
     b = state.state.shape[0]
     v = tables.vocab_size
     valid = getattr(cache, "valid", None)
@@ -194,11 +188,6 @@ def ff_loop(
     slots = jnp.arange(w, dtype=jnp.int32)
     rows = jnp.arange(b)
     with_logits_at = accepts_logits_at(step_fn)
-
-    def on_batch(tree):
-        if data_sharding is None:
-            return tree
-        return jax.tree.map(lambda x: jax.lax.with_sharding_constraint(x, data_sharding), tree)
 
     def run_of(st, q):
         """(forced tokens [B, F], length [B], states after each [B, F]) of state q per row."""
@@ -231,17 +220,8 @@ def ff_loop(
         post_n = jnp.where(sampling & ~moved.done, post_n, 0)
         post_n = jnp.minimum(post_n, jnp.maximum(budget - 1, 0))
         pre_n = jnp.minimum(pre_n, budget)
-        # The width: what each row could feed, cut to each width; the best net gain wins.
         want = jnp.where(pre, pre_n, jnp.where(active, 1 + post_n, 0))
-        cut = jnp.minimum(want[None, :], width_array[:, None])  # [nW, B]
-        gain = jnp.sum(jnp.maximum(cut - 1, 0), axis=1).astype(jnp.float32)
-        n_active = jnp.sum(active).astype(jnp.float32)
-        score = gain - n_active * policy.slot_cost * (width_array - 1).astype(jnp.float32)
-        left = jnp.max(jnp.where(active[None, :], budget[None, :] - cut, 0), axis=1)
-        fits = (jnp.max(cut, axis=1) + left <= room) & (width_array <= room)  # W slots written
-        score = jnp.where(fits & (gain > 0), score, -jnp.inf).at[0].set(0.0)
-        choice = jnp.argmax(score).astype(jnp.int32)  # the first best: the narrowest
-        count = cut[choice]
+        choice, count = _choose_width(want, active, budget, room, width_array, policy.slot_cost)
         pre_n = jnp.where(pre, count, 0)
         post_n = jnp.where(sampling, count - 1, 0)
 
@@ -250,12 +230,8 @@ def ff_loop(
         tokens = jnp.where(pre[:, None], padded_pre, shifted)
         tokens = jnp.where(slots[None, :] < count[:, None], tokens, pad_id)
 
-        def state_after(states, n, base):
-            after = jnp.take_along_axis(states, jnp.maximum(n - 1, 0)[:, None], axis=1)[:, 0]
-            return jnp.where(n > 0, after, base)
-
-        q_pre = state_after(pre_states, pre_n, st.state)
-        q_post = state_after(post_states, post_n, moved.state)
+        q_pre = _state_after(pre_states, pre_n, st.state)
+        q_post = _state_after(post_states, post_n, moved.state)
         new_state = jnp.where(pre, q_pre, jnp.where(active, q_post, st.state))
         st = moved.replace(state=new_state)
         is_eos = tables.eos_mask[jnp.clip(x, 0, v - 1)] & sampling
@@ -305,47 +281,103 @@ def ff_loop(
         return jax.lax.switch(choice, branches, cache)
 
     def room_of(cache):
-        if cache is None or cache_length is None:
-            return jnp.int32(2**30)
-        return cache_length - cache.end_index
+        return cache_room(cache, cache_length)
 
     buffer = on_batch(jnp.full((b, capacity), pad_id, jnp.int32))
     written = jnp.zeros((b,), jnp.int32)
     tokens, count, state, counted, feed, choice = emit(0, logits, state, written, room_of(cache))
     buffer = write(buffer, written, tokens, count)
-    carry = (
-        jnp.int32(1),
-        buffer,
-        written + count,
-        counted,
-        tokens,
-        feed,
-        choice,
-        state,
-        cache,
-        next_position,
-        jnp.ones((b,), jnp.int32),
+    carry = FastForwardState(
+        step=jnp.int32(1),
+        buffer=buffer,
+        written=written + count,
+        lengths=counted,
+        tokens=tokens,
+        feed=feed,
+        choice=choice,
+        state=state,
+        cache=cache,
+        position=next_position,
+        calls=jnp.ones((b,), jnp.int32),
     )
 
-    def cond(carry):
-        _, _, written, _, _, _, _, state, _, _, _ = carry
-        return jnp.any(~state.done & (written < num_steps))
+    def cond(c: FastForwardState):
+        return jnp.any(~c.state.done & (c.written < num_steps))
 
-    def body(carry):
-        i, buffer, written, lengths, tokens, feed, choice, state, cache, position, calls = carry
-        logits, cache = call(tokens, feed, position, cache, choice)
-        position = position + feed
-        calls = calls + (feed > 0).astype(jnp.int32)
+    def body(c: FastForwardState) -> FastForwardState:
+        logits, cache = call(c.tokens, c.feed, c.position, c.cache, c.choice)
         tokens, count, state, counted, feed, choice = emit(
-            i, logits, state, written, room_of(cache)
+            c.step, logits, c.state, c.written, room_of(cache)
         )
-        buffer = write(buffer, written, tokens, count)
-        return (i + 1, buffer, written + count, lengths + counted, tokens, feed, choice, state,
-                cache, position, calls)  # fmt: skip
+        return FastForwardState(
+            step=c.step + 1,
+            buffer=write(c.buffer, c.written, tokens, count),
+            written=c.written + count,
+            lengths=c.lengths + counted,
+            tokens=tokens,
+            feed=feed,
+            choice=choice,
+            state=state,
+            cache=cache,
+            position=c.position + c.feed,
+            calls=c.calls + (c.feed > 0).astype(jnp.int32),
+        )
 
-    carry = jax.lax.while_loop(cond, body, carry)
-    _, buffer, _, lengths, _, _, _, state, _, _, calls = carry
-    return buffer, lengths, state, calls
+    end = jax.lax.while_loop(cond, body, carry)
+    return end.buffer, end.lengths, end.state, end.calls
+
+
+@struct.dataclass(kw_only=True)
+class FastForwardState:
+    """The fast-forward loop's carried state.
+
+    Attributes:
+      step: the iteration (traced scalar; step ``i`` samples with ``fold_in(rng, i)``).
+      buffer: int32[B, capacity], the tokens so far.
+      written: int32[B], buffer slots written per row.
+      lengths: int32[B], tokens counted so far (EOS and padding are not).
+      tokens: int32[B, W], the last iteration's tokens, fed by the next call.
+      feed: int32[B], how many of ``tokens`` the next call feeds (0: none).
+      choice: the index of the next call's width in ``FastForward.widths`` (traced).
+      state: the rows' `ConstraintState`.
+      cache: the model's cache.
+      position: int32[B], the position of each row's next fed token.
+      calls: int32[B], model calls whose logits the row used (the prefill too).
+    """
+
+    step: Int[Array, ""]
+    buffer: Int[Array, "B N"]
+    written: Int[Array, " B"]
+    lengths: Int[Array, " B"]
+    tokens: Int[Array, "B W"]
+    feed: Int[Array, " B"]
+    choice: Int[Array, ""]
+    state: ConstraintState
+    cache: Any
+    position: Int[Array, " B"]
+    calls: Int[Array, " B"]
+
+
+def _choose_width(want, active, budget, room, width_array, slot_cost: float):
+    """The call width of one iteration: what each row could feed (``want`` [B]), cut to
+    each width; the best net gain wins (the first best: the narrowest). A width is only
+    chosen when its chunk leaves enough cache slots (``room``) to finish every row with
+    single steps. Returns (the width's index, each row's token count [B])."""
+    cut = jnp.minimum(want[None, :], width_array[:, None])  # [nW, B]
+    gain = jnp.sum(jnp.maximum(cut - 1, 0), axis=1).astype(jnp.float32)
+    n_active = jnp.sum(active).astype(jnp.float32)
+    score = gain - n_active * slot_cost * (width_array - 1).astype(jnp.float32)
+    left = jnp.max(jnp.where(active[None, :], budget[None, :] - cut, 0), axis=1)
+    fits = (jnp.max(cut, axis=1) + left <= room) & (width_array <= room)  # W slots written
+    score = jnp.where(fits & (gain > 0), score, -jnp.inf).at[0].set(0.0)
+    choice = jnp.argmax(score).astype(jnp.int32)
+    return choice, cut[choice]
+
+
+def _state_after(states, n, base):
+    """The state after each row's ``n``-th forced token (``base`` where ``n`` is 0)."""
+    after = jnp.take_along_axis(states, jnp.maximum(n - 1, 0)[:, None], axis=1)[:, 0]
+    return jnp.where(n > 0, after, base)
 
 
 def _rows(cond: jax.Array, x: jax.Array) -> jax.Array:

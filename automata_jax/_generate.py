@@ -41,8 +41,10 @@ from automata_jax._constraint import (
     is_concrete,
     mask_logits,
 )
+from automata_jax._errors import RuntimeDtypeError, RuntimeShapeError
+from automata_jax._loop import LoopConfig, LoopInputs, LoopStart
 from automata_jax._sampling import Sampler
-from automata_jax._tables import ConstraintTables, RuntimeDtypeError, RuntimeShapeError, bucket
+from automata_jax._tables import ConstraintTables, bucket
 
 StepFn = Callable[..., tuple[jax.Array, Any]]
 MIN_BUFFER = 16
@@ -310,25 +312,28 @@ def generate(
             _fast_forward.check_cache(cache)
         if speculate:
             _speculative.check_cache(cache)
-    out = _generate_jit(
-        step_fn,
-        sampler,
-        capacity,
-        init_cache,
-        data_sharding,
-        fast_forward,
-        speculate,
-        params,
-        prompt_tokens,
-        prompt_mask,
-        tables,
-        ids,
-        jnp.asarray(n, jnp.int32),
-        rng,
-        cache,
-        jnp.asarray(pad_id, jnp.int32),
-        healing,
+    config = LoopConfig(
+        step_fn=step_fn,
+        sampler=sampler,
+        capacity=capacity,
+        init_cache=init_cache,
+        data_sharding=data_sharding,
+        fast_forward=fast_forward,
+        speculate=speculate,
     )
+    inputs = LoopInputs(
+        params=params,
+        prompt_tokens=prompt_tokens,
+        prompt_mask=prompt_mask,
+        tables=tables,
+        constraint_ids=ids,
+        max_new_tokens=jnp.asarray(n, jnp.int32),
+        rng=rng,
+        cache=cache,
+        pad_id=jnp.asarray(pad_id, jnp.int32),
+        healing=healing,
+    )
+    out = _generate_jit(config, inputs)
     if capacity != n:
         out = out.replace(tokens=out.tokens[:, :n])
     return out
@@ -346,36 +351,43 @@ def _check_step_logits(logits, batch: int, length: int, vocab_size: int) -> None
         )
 
 
-def _generate_loop(
-    step_fn,
-    sampler,
-    capacity,
-    init_cache,
-    data_sharding,
-    fast_forward,
-    speculate,
-    params,
-    prompt_tokens,
-    prompt_mask,
-    tables,
-    constraint_ids,
-    max_new_tokens,
-    rng,
-    cache,
-    pad_id,
-    healing=None,
-):
+@struct.dataclass(kw_only=True)
+class DecodeState:
+    """The one-token-per-call loop's carried state (after the prefill).
+
+    Attributes:
+      step: the next buffer slot to write (traced scalar).
+      buffer: int32[B, capacity], the tokens so far (``pad_id`` after a row's end).
+      token: int32[B], the last token of each row (fed to the next model call).
+      emitted: bool[B], whether ``token`` was emitted (the row was not done).
+      state: the rows' `ConstraintState`.
+      cache: the model's cache.
+      lengths: int32[B], tokens counted so far (EOS and padding are not).
+      calls: int32[B], model calls whose logits the row sampled from (the prefill too).
+    """
+
+    step: Int[Array, ""]
+    buffer: Int[Array, "B N"]
+    token: Int[Array, " B"]
+    emitted: Bool[Array, " B"]
+    state: ConstraintState
+    cache: Any
+    lengths: Int[Array, " B"]
+    calls: Int[Array, " B"]
+
+
+def _generate_loop(config: LoopConfig, inputs: LoopInputs) -> GenerateOutput:
+    """The whole decode under one jit: prefill, then one of the three loops."""
+    step_fn, sampler, capacity = config.step_fn, config.sampler, config.capacity
+    fast_forward, speculate, on_batch = config.fast_forward, config.speculate, config.on_batch
+    params, prompt_tokens, prompt_mask = inputs.params, inputs.prompt_tokens, inputs.prompt_mask
+    tables, rng, cache, pad_id = inputs.tables, inputs.rng, inputs.cache, inputs.pad_id
+    max_new_tokens, healing = inputs.max_new_tokens, inputs.healing
     b, t = prompt_tokens.shape
     v = tables.vocab_size
-
-    def on_batch(tree):
-        if data_sharding is None:
-            return tree
-        return jax.tree.map(lambda x: jax.lax.with_sharding_constraint(x, data_sharding), tree)
-
     slack = _cache_slack(capacity, tables, fast_forward, speculate)
-    if init_cache is not None:
-        cache = init_cache(b, t + capacity + slack)
+    if config.init_cache is not None:
+        cache = config.init_cache(b, t + capacity + slack)
         if fast_forward:
             _fast_forward.check_cache(cache)
         if speculate:
@@ -402,7 +414,7 @@ def _generate_loop(
         counted = (emitted & ~is_eos).astype(jnp.int32)
         return tokens, emitted, on_batch(advance(tables, state, tokens)), counted
 
-    state = on_batch(init_state(tables, constraint_ids))
+    state = on_batch(init_state(tables, inputs.constraint_ids))
     healed = None
     if healing is not None:  # the first token, under the healing mask, fed on its own
         healed, logits, cache, state, next_position = _heal_first(
@@ -410,11 +422,7 @@ def _generate_loop(
             cache, next_position,
         )  # fmt: skip
         num_steps = jnp.clip(max_new_tokens - 1, 1, capacity - 1)
-    loop_args = dict(  # what the chunked loops (speculative, fast-forward) both take
-        step_fn=step_fn,
-        sampler=sampler,
-        capacity=capacity,
-        data_sharding=data_sharding,
+    start = LoopStart(  # where the chunked loops (speculative, fast-forward) start
         params=params,
         tables=tables,
         state=state,
@@ -427,39 +435,54 @@ def _generate_loop(
     )
     if speculate:  # speculative steps (with fast-forward's forced runs when it is on)
         buffer, lengths, state, calls, drafted, kept = _speculative.spec_loop(
-            spec=speculate,
-            ff=fast_forward,
-            prompt_tokens=prompt_tokens,
-            prompt_mask=prompt_mask,
-            **loop_args,
+            config, start, prompt_tokens=prompt_tokens, prompt_mask=prompt_mask
         )
         return _output(buffer, lengths, state, calls, healed).replace(
             drafted=drafted, drafts_accepted=kept
         )
     if fast_forward:
-        buffer, lengths, state, calls = _fast_forward.ff_loop(policy=fast_forward, **loop_args)
+        buffer, lengths, state, calls = _fast_forward.ff_loop(config, start)
         return _output(buffer, lengths, state, calls, healed)
     token, emitted, state, counted = sample(0, logits[:, -1], state)
     buffer = jnp.full((b, capacity), pad_id, jnp.int32).at[:, 0].set(token)
     calls = jnp.ones((b,), jnp.int32)  # the prefill
-    carry = (jnp.int32(1), on_batch(buffer), token, emitted, state, cache, counted, calls)
+    carry = DecodeState(
+        step=jnp.int32(1),
+        buffer=on_batch(buffer),
+        token=token,
+        emitted=emitted,
+        state=state,
+        cache=cache,
+        lengths=counted,
+        calls=calls,
+    )
 
-    def cond(carry):
-        i, _, _, _, state, _, _, _ = carry
-        return (i < num_steps) & ~jnp.all(state.done)
+    def cond(c: DecodeState):
+        return (c.step < num_steps) & ~jnp.all(c.state.done)
 
-    def body(carry):
-        i, buffer, token, emitted, state, cache, lengths, calls = carry
+    def body(c: DecodeState) -> DecodeState:
+        i = c.step
         position = next_position + (i - 1)
-        logits, cache = step_fn(params, token[:, None], position[:, None], emitted[:, None], cache)
+        logits, cache = step_fn(
+            params, c.token[:, None], position[:, None], c.emitted[:, None], c.cache
+        )
         _check_step_logits(logits, b, 1, v)
-        calls = calls + (~state.done).astype(jnp.int32)  # rows that sample from these logits
-        token, emitted, state, counted = sample(i, logits[:, 0], state)
-        buffer = jax.lax.dynamic_update_slice(buffer, token[:, None], (jnp.int32(0), i))
-        return (i + 1, buffer, token, emitted, state, cache, lengths + counted, calls)
+        calls = c.calls + (~c.state.done).astype(jnp.int32)  # rows that sample these logits
+        token, emitted, state, counted = sample(i, logits[:, 0], c.state)
+        buffer = jax.lax.dynamic_update_slice(c.buffer, token[:, None], (jnp.int32(0), i))
+        return DecodeState(
+            step=i + 1,
+            buffer=buffer,
+            token=token,
+            emitted=emitted,
+            state=state,
+            cache=cache,
+            lengths=c.lengths + counted,
+            calls=calls,
+        )
 
-    _, buffer, _, _, state, _, lengths, calls = jax.lax.while_loop(cond, body, carry)
-    return _output(buffer, lengths, state, calls, healed)
+    end = jax.lax.while_loop(cond, body, carry)
+    return _output(end.buffer, end.lengths, end.state, end.calls, healed)
 
 
 def _heal_first(step_fn, params, tables, state, logits, healing, sampler, rng, pad_id, cache, pos):
@@ -477,18 +500,7 @@ def _heal_first(step_fn, params, tables, state, logits, healing, sampler, rng, p
     return (token, counted, active.astype(jnp.int32)), logits, cache, state, pos + 1
 
 
-_generate_jit = jax.jit(
-    _generate_loop,
-    static_argnames=(
-        "step_fn",
-        "sampler",
-        "capacity",
-        "init_cache",
-        "data_sharding",
-        "fast_forward",
-        "speculate",
-    ),
-)
+_generate_jit = jax.jit(_generate_loop, static_argnames=("config",))
 
 
 def _cache_slack(capacity, tables, fast_forward, speculate) -> int:

@@ -44,7 +44,8 @@ from flax import struct
 from jaxtyping import Array, Int, UInt8
 
 from automata_jax._constraint import ConstraintState, advance, allowed_mask
-from automata_jax._tables import ConstraintTables, RuntimeShapeError
+from automata_jax._errors import RuntimeShapeError
+from automata_jax._tables import ConstraintTables
 
 MAX_HEAL = 16  # H: the most bytes backed off per row (static width of `heal_bytes`)
 

@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from automata_jax._tables import RuntimeDtypeError, RuntimeShapeError
+from automata_jax._errors import RuntimeDtypeError, RuntimeShapeError
 
 __all__ = ["Greedy", "MinP", "Sampler", "Temperature", "TopK", "TopP"]
 

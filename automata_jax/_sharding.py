@@ -13,9 +13,10 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from automata_jax._errors import RuntimeShapeError
 from automata_jax._generate import GenerateOutput, StepFn, generate
 from automata_jax._sampling import Sampler
-from automata_jax._tables import ConstraintTables, RuntimeShapeError
+from automata_jax._tables import ConstraintTables
 
 DATA_AXIS = "data"
 

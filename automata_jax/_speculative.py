@@ -60,8 +60,9 @@ import numpy as np
 
 from automata_jax import _draft
 from automata_jax._constraint import advance, mask_logits
+from automata_jax._errors import RuntimeShapeError
 from automata_jax._fast_forward import FastForward, accepts_logits_at, chunk_width
-from automata_jax._tables import RuntimeShapeError
+from automata_jax._loop import LoopConfig, LoopStart, cache_room
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -189,26 +190,7 @@ def rewind(cache, start, keep, width: int):
     return cache.replace(valid=cache.valid & ~drop, end_index=start + jnp.max(keep))
 
 
-def spec_loop(
-    *,
-    spec: Speculate,
-    ff: FastForward | None,
-    step_fn,
-    sampler,
-    capacity,
-    data_sharding,
-    params,
-    tables,
-    state,
-    logits,
-    cache,
-    next_position,
-    num_steps,
-    rng,
-    pad_id,
-    prompt_tokens,
-    prompt_mask,
-):
+def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mask):
     """The speculative `while_loop`, after the prefill (see the module docstring).
 
     Returns:
@@ -216,6 +198,13 @@ def spec_loop(
       drafted int32[B], accepted int32[B]); model calls count the prefill; drafted counts
       the draft tokens fed to the model, accepted those kept.
     """
+    spec: Speculate = config.speculate
+    ff: FastForward | None = config.fast_forward
+    step_fn, sampler, capacity = config.step_fn, config.sampler, config.capacity
+    on_batch = config.on_batch
+    params, tables, state, logits = start.params, start.tables, start.state, start.logits
+    cache, next_position, num_steps = start.cache, start.next_position, start.num_steps
+    rng, pad_id = start.rng, start.pad_id
     b, t = prompt_tokens.shape
     v = tables.vocab_size
     k_max = spec.draft_len
@@ -240,11 +229,6 @@ def spec_loop(
     with_logits_at = accepts_logits_at(step_fn)
     valid = getattr(cache, "valid", None)
     cache_length = None if valid is None else valid.shape[1]
-
-    def on_batch(tree):
-        if data_sharding is None:
-            return tree
-        return jax.tree.map(lambda x: jax.lax.with_sharding_constraint(x, data_sharding), tree)
 
     def run_of(st):
         """(forced tokens [B, F], length [B], states after each [B, F]) of each row's state."""
@@ -426,9 +410,7 @@ def spec_loop(
         return chosen[m, rows], m, select(states, m), drafts
 
     def room_of(cache):
-        if cache is None or cache_length is None:
-            return jnp.int32(2**30)
-        return cache_length - cache.end_index
+        return cache_room(cache, cache_length)
 
     buffer = on_batch(jnp.full((b, capacity), pad_id, jnp.int32))
     written = jnp.zeros((b,), jnp.int32)

@@ -1,13 +1,10 @@
-"""The extraction job across hosts (``python -m automata_jax.extract_hosts run|merge``).
-
-See `automata_jax._extract_hosts` for what each process does and how parts merge.
-"""
+"""Old name of ``python -m automata_jax.extract.hosts run|merge``, kept as an alias."""
 
 from __future__ import annotations
 
 import sys
 
-from automata_jax._extract_hosts import main, merge, part_path
+from automata_jax.extract.hosts import main, merge, part_path
 
 __all__ = ["main", "merge", "part_path"]
 

@@ -36,11 +36,11 @@ sys.path[:0] = [str(ROOT), str(ROOT / "compile")]
 
 import automata_compile as ac  # noqa: E402
 import automata_jax as aj  # noqa: E402
-from automata_jax._extract_prep import PromptTemplate  # noqa: E402
 from automata_jax._tables import bucket  # noqa: E402
+from automata_jax.extract._prep import PromptTemplate  # noqa: E402
 from automata_jax.models import Gemma3, default_cache_dir, default_gguf_path, load_gguf  # noqa: E402
 
-OPTIONS = {"whitespace": "compact", "property_order": "declared"}  # the job's (extract.py)
+OPTIONS = {"whitespace": "compact", "property_order": "declared"}  # the job's SCHEMA_OPTIONS
 FREE_PROMPTS = [
     "Write a short poem about the sea at night.",
     "Explain in a few sentences why the sky is blue.",

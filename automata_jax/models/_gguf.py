@@ -36,7 +36,8 @@ from typing import Any
 import numpy as np
 
 from automata_compile import GGUFError, read_gguf_header
-from automata_jax.models._safetensors import CheckpointError, convert_hf_state_dict
+from automata_jax._errors import CheckpointError
+from automata_jax.models._safetensors import convert_hf_state_dict
 from automata_jax.models.gemma3 import Gemma3Config, Params
 
 _ARCH = "gemma3"

@@ -22,7 +22,8 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from automata_jax.models.gemma3 import Gemma3Config, ModelError, Params, param_shapes
+from automata_jax._errors import CheckpointError
+from automata_jax.models.gemma3 import Gemma3Config, Params, param_shapes
 
 _PREFIXES = ("model.", "language_model.model.", "model.language_model.", "")
 _SKIPPED_PREFIXES = (
@@ -49,10 +50,6 @@ _LAYER_KEYS = {
     "down_proj": "mlp.down_proj",
     "post_feedforward_layernorm": "post_feedforward_layernorm",
 }
-
-
-class CheckpointError(ModelError):
-    """A checkpoint file is missing, unreadable, or does not match the model config."""
 
 
 def load_safetensors(path: str | os.PathLike, config: Gemma3Config, *, dtype: Any = None) -> Params:

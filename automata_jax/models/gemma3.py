@@ -44,7 +44,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from automata_compile import AutomataError
+from automata_jax._errors import ModelError
 
 if TYPE_CHECKING:  # jaxtyping is for readers and type checkers only (not a runtime dependency).
     from jaxtyping import Array, Bool, Float, Int
@@ -57,10 +57,6 @@ GLOBAL = "global"
 # Attention scores of masked slots. Finite (not -inf) so that a query row with no
 # visible key (a padding slot) gives finite, ignorable outputs instead of NaN.
 _MASKED_SCORE = -0.7 * float(np.finfo(np.float32).max)
-
-
-class ModelError(AutomataError, ValueError):
-    """A model config, its parameters and its inputs do not fit together."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -70,6 +70,7 @@ _EXPORTS = {
     "FORMAT_VERSION": "tokens",
     "error_line": "_cli",
     "plain_warnings": "_cli",
+    "progress": "_cli",
 }
 
 __all__ = sorted(_EXPORTS)

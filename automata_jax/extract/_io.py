@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from automata_compile import AutomataError
+from automata_jax._errors import ExtractError
 
 __all__ = [
     "ExtractError",
@@ -51,8 +51,10 @@ _TORN_START = re.compile(rb'\{"line": [1-9][0-9]*, "%s": "' % DIGEST_FIELD.encod
 _LINE_START = re.compile(_TORN_START.pattern + rb'[0-9a-f]{%d}"' % _DIGEST_CHARS)
 
 
-class ExtractError(AutomataError, ValueError):
-    """The extraction job cannot start: a bad input file, schema, template or option."""
+def in_share(line: int, share: tuple[int, int] | None) -> bool:
+    """Whether 1-based input line ``line`` is process ``share[0]``'s (of ``share[1]``): the
+    multi-host run's split of the input (`automata_jax.extract.hosts`); None = every line."""
+    return share is None or (line - 1) % share[1] == share[0]
 
 
 def line_digest(raw: bytes) -> str:

@@ -1,4 +1,4 @@
-"""The job across processes (`automata_jax._extract_hosts`): shares, parts, resume, merge."""
+"""The job across processes (`automata_jax.extract.hosts`): shares, parts, resume, merge."""
 
 from __future__ import annotations
 
@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from automata_jax import _extract_hosts, testing
-from automata_jax._extract_io import ExtractError, line_digest
+from automata_jax import testing
+from automata_jax.extract import ExtractError, hosts
+from automata_jax.extract._io import line_digest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _write_input(path: Path, n: int) -> list[bytes]:
@@ -34,32 +35,30 @@ def _result(line_no: int, raw: bytes) -> bytes:
 
 def test_shares_cover_every_line_once():
     for n in (1, 2, 3):
-        owners = [
-            [i for i in range(n) if _extract_hosts.in_share(line, (i, n))] for line in range(1, 20)
-        ]
+        owners = [[i for i in range(n) if hosts.in_share(line, (i, n))] for line in range(1, 20)]
         assert all(len(o) == 1 for o in owners)
-    assert _extract_hosts.in_share(7, None)
+    assert hosts.in_share(7, None)
 
 
 def test_merge_writes_input_order_and_refuses_gaps_and_strangers(tmp_path):
     inp, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     lines = _write_input(inp, 5)
-    parts = {i: _extract_hosts.part_path(out, i, 2) for i in range(2)}
+    parts = {i: hosts.part_path(out, i, 2) for i in range(2)}
     # Process 0 has lines 1, 3, 5 (written out of order, as batches may finish); 1 has 2, 4.
     parts[0].write_bytes(_result(5, lines[4]) + _result(1, lines[0]) + _result(3, lines[2]))
     parts[1].write_bytes(_result(2, lines[1]))
     with pytest.raises(ExtractError, match=r"part-1-of-2.*lacks 1 line.*input line 4"):
-        _extract_hosts.merge(inp, out, 2)
+        hosts.merge(inp, out, 2)
     assert not out.exists()
     parts[1].write_bytes(_result(4, lines[3]) + _result(2, lines[1]))
-    assert _extract_hosts.merge(inp, out, 2) == 5
+    assert hosts.merge(inp, out, 2) == 5
     got = [json.loads(x)["line"] for x in out.read_bytes().splitlines()]
     assert got == [1, 2, 3, 4, 5]
     parts[1].write_bytes(_result(3, lines[2]) + _result(4, lines[3]) + _result(2, lines[1]))
     with pytest.raises(ExtractError, match="not process 1's share"):
-        _extract_hosts.merge(inp, out, 2)
+        hosts.merge(inp, out, 2)
     with pytest.raises(ExtractError, match="part-0-of-3.*missing"):
-        _extract_hosts.merge(inp, out, 3)
+        hosts.merge(inp, out, 3)
 
 
 def _free_port() -> int:
@@ -72,7 +71,7 @@ def _start(i: int, port: int, inp: Path, out: Path, log: Path) -> subprocess.Pop
     env = {**os.environ, "JAX_PLATFORMS": "cpu",
            "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'compile'}"}  # fmt: skip
     cmd = [
-        sys.executable, "-m", "automata_jax.extract_hosts", "run", "--coordinator",
+        sys.executable, "-m", "automata_jax.extract.hosts", "run", "--coordinator",
         f"localhost:{port}", "--num-processes", "2", "--process-id", str(i), "--",
         "--input", str(inp), "--output", str(out), "--batch-size", "1", "--max-new-tokens", "12",
         "--no-progress", "--speculate", "off", "--model", "tiny",
@@ -90,7 +89,7 @@ def test_two_processes_one_killed_and_rerun_then_merged(tmp_path):
     inp, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     src = testing.example_docs_path().read_bytes().splitlines()[:6]
     inp.write_bytes(b"\n".join(src) + b"\n")
-    parts = [_extract_hosts.part_path(out, i, 2) for i in range(2)]
+    parts = [hosts.part_path(out, i, 2) for i in range(2)]
     logs = [tmp_path / f"log{i}.txt" for i in range(2)]
     port = _free_port()
     procs = [_start(i, port, inp, out, logs[i]) for i in range(2)]
@@ -112,7 +111,7 @@ def test_two_processes_one_killed_and_rerun_then_merged(tmp_path):
     for p, log in zip(procs, logs, strict=True):
         assert p.wait(timeout=600) == 0, log.read_text()
     assert "resume:" in logs[1].read_text()
-    assert _extract_hosts.merge(inp, out, 2) == 6
+    assert hosts.merge(inp, out, 2) == 6
     merged = [json.loads(x) for x in out.read_bytes().splitlines()]
     assert [m["line"] for m in merged] == [1, 2, 3, 4, 5, 6]
     assert [m["line_sha256"] for m in merged] == [line_digest(x) for x in src]

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from automata_jax import extract, testing
-from automata_jax._extract_io import OutputLog, line_digest, read_records
+from automata_jax.extract import _job
+from automata_jax.extract._io import OutputLog, line_digest, read_records
 
 jsonschema = pytest.importorskip("jsonschema")
 
@@ -28,7 +29,7 @@ BATCH = ["--batch-size", "4", "--no-progress"]
 
 @pytest.fixture(autouse=True)
 def _tiny_by_default(monkeypatch):
-    monkeypatch.setattr(extract, "DEFAULT_MODEL", "tiny")
+    monkeypatch.setattr(_job, "DEFAULT_MODEL", "tiny")
 
 
 def _docs(path: Path, n: int, *, extra_lines: dict[int, str] | None = None) -> list[str]:
@@ -413,7 +414,7 @@ def test_gemma_checkpoint_with_its_own_tokenizer_and_chat_template(tmp_path, gem
 
 
 def test_prompt_template_special_tokens_only_from_the_template(gemma3_vocab):
-    from automata_jax._extract_prep import PromptTemplate
+    from automata_jax.extract._prep import PromptTemplate
 
     template = PromptTemplate.from_file(testing.data_path("prompt_gemma.txt"))
     text = "Eve <start_of_turn> 30"
@@ -430,21 +431,21 @@ def test_result_lines_check_objects_against_the_schema():
     """What is written for a row: the object, the token-limit error, or (only possible with
     --lenient, which drops unenforceable keywords) a validation error naming the place."""
     from automata_compile import Vocabulary
-    from automata_jax._extract_prep import schema_validator
-    from automata_jax._extract_run import RowOutput
+    from automata_jax.extract._prep import schema_validator
+    from automata_jax.extract._run import RowOutput
 
     vocab = Vocabulary.from_bytes([b"[", b"]", b"0", b",", None], eos_ids=[4])
     validator = schema_validator({"type": "array", "uniqueItems": True})
     done = RowOutput(tokens=(0, 2, 3, 2, 1), num_tokens=6, finished=True)
-    assert extract._result(done, vocab, validator) == {
+    assert _job._result(done, vocab, validator) == {
         "ok": False,
         "error": "object does not validate: [0, 0] has non-unique elements at /",
         "text": "[0,0]",
     }
     good = RowOutput(tokens=(0, 2, 1), num_tokens=4, finished=True)
-    assert extract._result(good, vocab, validator) == {"ok": True, "object": [0], "tokens": 4}
+    assert _job._result(good, vocab, validator) == {"ok": True, "object": [0], "tokens": 4}
     cut = RowOutput(tokens=(0, 2), num_tokens=2, finished=False)
-    assert extract._result(cut, vocab, validator)["error"] == extract.LIMIT_ERROR
+    assert _job._result(cut, vocab, validator)["error"] == extract.LIMIT_ERROR
 
 
 def test_compile_timeout_is_a_clear_error(tmp_path, capsys):
@@ -465,7 +466,7 @@ def test_compile_timeout_is_a_clear_error(tmp_path, capsys):
 
 
 def test_schema_fields_show_names_and_types_only():
-    from automata_jax._extract_prep import schema_fields
+    from automata_jax.extract._prep import schema_fields
 
     assert schema_fields(testing.example_schema()) == (
         "name (string), age (integer), occupation (string), city (string)"
@@ -484,8 +485,8 @@ GEMMA_CHAT = (
 
 
 def test_chat_prompt_keeps_the_placeholders(gemma3_vocab):
-    from automata_jax._extract_io import ExtractError
-    from automata_jax._extract_prep import PromptTemplate, chat_prompt
+    from automata_jax.extract import ExtractError
+    from automata_jax.extract._prep import PromptTemplate, chat_prompt
 
     source = chat_prompt(GEMMA_CHAT, "Extract {fields}.\n\nText: {text}")
     assert (
@@ -523,9 +524,9 @@ def test_default_prompt_per_model(tmp_path):
 
     def template(*argv, schema=schema):
         argv = ["--model", "gemma3-270m", *argv, "--output", "o"]
-        return extract._prompt_template(extract.parse_args(argv), schema)
+        return _job._prompt_template(extract.parse_args(argv), schema)
 
-    assert extract._prompt_template(extract.parse_args(["--output", "o"]), schema).name == (
+    assert _job._prompt_template(extract.parse_args(["--output", "o"]), schema).name == (
         "prompt.txt"  # tiny
     )
     chat = _gguf_with_chat_template(tmp_path / "it.gguf", GEMMA_CHAT)
@@ -549,12 +550,12 @@ def test_prompt_prefix_is_run_once_and_gives_the_same_tokens(tmp_path):
     """`Runner.set_prefix`: prompts that start with the template's shared prefix feed only
     their rest, from a cache holding the prefix; the tokens are those of the full prefill."""
     from automata_compile import compile_json_schema
-    from automata_jax import _extract_run
-    from automata_jax._extract_prep import PromptTemplate
+    from automata_jax.extract import _run
+    from automata_jax.extract._prep import PromptTemplate
 
     args = extract.parse_args(["--model", "tiny", "--output", "o", "--batch-size", "2"])
-    vocab = _extract_run.load_vocabulary(args)
-    runner = _extract_run.Runner.create(args, vocab)
+    vocab = _run.load_vocabulary(args)
+    runner = _run.Runner.create(args, vocab)
     runner.set_constraint(
         compile_json_schema(testing.example_schema(), vocab, **extract.SCHEMA_OPTIONS)
     )
@@ -567,9 +568,7 @@ def test_prompt_prefix_is_run_once_and_gives_the_same_tokens(tmp_path):
     ]
     full = runner.generate(prompts)
     prefix = template.prefix_ids(vocab)
-    assert len(prefix) >= _extract_run.MIN_PREFIX and all(
-        p[: len(prefix)] == prefix for p in prompts
-    )
+    assert len(prefix) >= _run.MIN_PREFIX and all(p[: len(prefix)] == prefix for p in prompts)
     runner.set_prefix(prefix)
     assert runner.prefix == tuple(prefix)
     again = runner.generate(prompts)

@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh
 
-from automata_jax._extract_io import ExtractError
+from automata_jax._errors import ExtractError
 from automata_jax._generate import MIN_BUFFER, pad_prompts
 from automata_jax._sampling import Greedy, Temperature
 from automata_jax._sharding import DATA_AXIS, generate_sharded, replicate, shard_batch
@@ -103,13 +103,13 @@ class Runner:
         Raises:
           ExtractError, CheckpointError: unreadable weights or config.
         """
-        from automata_jax import testing
+        from automata_jax import _assets
 
         on_cpu = jax.default_backend() == "cpu"
         if args.model == "tiny":
-            model, params = testing.tiny_model(vocab.size)
+            model, params = _assets.tiny_model(vocab.size)
             description = (
-                f"tiny Gemma-3 architecture, RANDOM weights (seed {testing.DEFAULT_SEED}), "
+                f"tiny Gemma-3 architecture, RANDOM weights (seed {_assets.DEFAULT_SEED}), "
                 f"{model.num_params(params) / 1e6:.1f}M params, tokenizer {vocab.name} "
                 f"({vocab.size} ids)"
             )
@@ -315,17 +315,17 @@ def is_gguf(path: Path | None) -> bool:
 def load_vocabulary(args):
     """The tokenizer: ``--tokenizer``, else a GGUF checkpoint's own (its metadata), else a
     checkpoint folder's ``tokenizer.json`` / ``tokenizer.model``, else (tiny model) the
-    bundled 32k SentencePiece model (`automata_jax.testing.default_tokenizer_path`).
+    bundled 32k SentencePiece model (`automata_jax._assets.default_tokenizer_path`).
 
     Raises:
       ExtractError: a missing checkpoint, or one without a tokenizer file.
       VocabularyError: an unreadable tokenizer file.
     """
     from automata_compile import Vocabulary
-    from automata_jax import testing
+    from automata_jax import _assets
 
     if args.model == "tiny":
-        return Vocabulary.from_file(args.tokenizer or testing.default_tokenizer_path())
+        return Vocabulary.from_file(args.tokenizer or _assets.default_tokenizer_path())
     ckpt = resolve_checkpoint(args)
     tokenizer = args.tokenizer
     if tokenizer is None and is_gguf(ckpt):

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from automata_compile import AutomataError, InvalidSchemaError, TokenDFA
-from automata_jax._extract_io import ExtractError
+from automata_jax._errors import ExtractError
 
 __all__ = [
     "PromptTemplate",
@@ -111,7 +111,7 @@ def first_error(validator, instance) -> tuple[str, str] | None:
 def cache_key(schema: Any, options: dict[str, Any], vocab_fingerprint: str) -> str:
     """SHA-256 over the canonical schema JSON, the compile options, the vocabulary and compiler."""
     import automata_compile
-    from automata_compile.tokens._token_dfa import FORMAT_VERSION
+    from automata_compile import FORMAT_VERSION
 
     payload = json.dumps(
         {
@@ -147,7 +147,7 @@ def compile_schema_cached(
       name: a readable prefix for the artifact file name.
       timeout_s: compile wall-clock limit (`CompileTimeoutError` past it); not in the key.
       progress: show a spinner on stderr while a compile runs past a second (None: only
-        when stderr is a terminal); see `automata_compile._cli.progress`.
+        when stderr is a terminal); see `automata_compile.progress`.
       **options: passed to `automata_compile.compile_json_schema` and hashed into the key.
 
     Returns:
@@ -156,7 +156,7 @@ def compile_schema_cached(
     Raises:
       The compiler's errors (`UnsupportedSchemaError`, `InvalidSchemaError`, ...).
     """
-    from automata_compile import _cli, compile_json_schema
+    import automata_compile
 
     artifact = None
     if cache_dir is not None:
@@ -169,8 +169,8 @@ def compile_schema_cached(
             except AutomataError as e:  # corrupt or stale: compile again and overwrite
                 print(f"warning: ignoring cached tables ({e}); recompiling", file=sys.stderr)
     # Lenient mode warns about each keyword it drops; the job prints them (`plain_warnings`).
-    with _cli.progress(f"compiling the schema {name}", enabled=progress):
-        dfa = compile_json_schema(schema, vocab, timeout_s=timeout_s, **options)
+    with automata_compile.progress(f"compiling the schema {name}", enabled=progress):
+        dfa = automata_compile.compile_json_schema(schema, vocab, timeout_s=timeout_s, **options)
     if artifact is not None:
         try:
             artifact.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,303 @@
+"""The steps of `ConstraintTables.from_dfas`: check the inputs, pick the padded sizes, and
+lay the DFAs (and PDA blocks, forced runs, bitmasks) out as padded NumPy arrays."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import numpy as np
+
+from automata_compile import IncompatibleVocabularyError, TokenDFA
+from automata_jax._capacity import DEFAULT_STACK_SIZE, TableCapacity, bucket, check_fits
+from automata_jax._errors import RuntimeShapeError, TableCapacityError
+
+Sizes = tuple[int, int, int]  # (K, Q, C) padded
+
+
+def load_dfas(dfas) -> list[TokenDFA]:
+    """A `TokenDFA`, an artifact path or a sequence of them, as a list of `TokenDFA`s."""
+    if isinstance(dfas, (TokenDFA, str, os.PathLike)):
+        dfas = [dfas]
+    return [d if isinstance(d, TokenDFA) else TokenDFA.load(d) for d in dfas]
+
+
+def check_vocab_size(vocab_size) -> int:
+    if not isinstance(vocab_size, (int, np.integer)) or vocab_size < 1:
+        raise RuntimeShapeError(f"vocab_size: expected a positive int, got {vocab_size!r}")
+    return int(vocab_size)
+
+
+def shared_fingerprint(dfas: Sequence[TokenDFA]) -> str:
+    """The one vocabulary fingerprint of ``dfas`` ("" for none)."""
+    fingerprints = {d.vocab_fingerprint for d in dfas}
+    if len(fingerprints) > 1:
+        listing = "; ".join(
+            f"#{i} ({d.spec_kind} {d.spec[:30]!r}): {d.vocab_fingerprint[:16]}…"
+            for i, d in enumerate(dfas)
+        )
+        raise IncompatibleVocabularyError(
+            f"ConstraintTables.from_dfas: expected every DFA to share one vocabulary, got "
+            f"{len(fingerprints)} fingerprints ({listing}); compile all constraints with "
+            "the same tokenizer."
+        )
+    return next(iter(fingerprints), "")
+
+
+def resolve_eos_ids(
+    dfas: Sequence[TokenDFA], eos_ids: Sequence[int] | None, vocab_size: int
+) -> tuple[int, ...]:
+    """``eos_ids`` (default: the union of the DFAs'), sorted, checked against the vocabulary."""
+    if eos_ids is None:
+        eos_ids = sorted({int(i) for d in dfas for i in d.eos_ids})
+    eos_ids = tuple(sorted({int(i) for i in eos_ids}))
+    if not eos_ids:
+        raise RuntimeShapeError(
+            "eos_ids: expected at least one EOS id (from the DFAs or the eos_ids argument), "
+            "got none"
+        )
+    bad_eos = [i for i in eos_ids if not 0 <= i < vocab_size]
+    if bad_eos:
+        raise RuntimeShapeError(
+            f"eos_ids: expected ids in [0, {vocab_size}), got {bad_eos} (vocab_size is the "
+            "model's logits width)"
+        )
+    return eos_ids
+
+
+def capacity_sizes(
+    dfas: Sequence[TokenDFA], capacity, *, bitmask: bool, defaults_kept: bool
+) -> tuple[Sizes, int]:
+    """``(K, Q, C)`` and the stack bound S of a fixed `TableCapacity` that every DFA fits."""
+    if not isinstance(capacity, TableCapacity):
+        raise RuntimeShapeError(
+            f"capacity: expected a TableCapacity, got {type(capacity).__name__}"
+        )
+    if not defaults_kept:
+        raise RuntimeShapeError(
+            "capacity: min_states, min_classes, min_constraints and stack_size come "
+            "from the TableCapacity; leave them at their defaults"
+        )
+    if bitmask and not capacity.mask_rows:
+        raise RuntimeShapeError('capacity: mask_impl="bitmask" needs TableCapacity.mask_rows >= 1')
+    check_fits(dfas, capacity)
+    return (capacity.constraints, capacity.states, capacity.classes), capacity.stack
+
+
+def bucket_sizes(
+    dfas: Sequence[TokenDFA], min_constraints: int, min_states: int, min_classes: int
+) -> Sizes:
+    """``(K, Q, C)``: each rounded up to a power of two (`bucket`)."""
+    return (
+        bucket(len(dfas), min_constraints),
+        bucket(max((d.num_states for d in dfas), default=1), min_states),
+        bucket(max((d.num_classes for d in dfas), default=1), min_classes),
+    )
+
+
+def dfa_arrays(
+    dfas: Sequence[TokenDFA], vocab_size: int, eos_ids: tuple[int, ...], sizes: Sizes
+) -> dict[str, np.ndarray]:
+    """The DFA part of the tables, padded to ``sizes`` (EOS ids get class 0)."""
+    kp, qp, cp = sizes
+    token_class = np.zeros((kp, vocab_size), np.int32)
+    next_state = np.full((kp, qp, cp), -1, np.int32)
+    accepting = np.zeros((kp, qp), bool)
+    viable = np.zeros((kp, qp), bool)
+    start = np.zeros((kp,), np.int32)
+    eos = np.zeros((vocab_size,), bool)
+    eos[list(eos_ids)] = True
+    for i, d in enumerate(dfas):
+        tc = _fit_vocabulary(d, vocab_size, i)
+        tc[list(eos_ids)] = 0
+        q, c = d.next_state.shape
+        token_class[i] = tc
+        next_state[i, :q, :c] = d.next_state
+        accepting[i, :q] = d.accepting
+        used = np.bincount(tc, minlength=c) > 0
+        viable[i, :q] = d.accepting | (d.next_state[:, used] >= 0).any(axis=1)
+        start[i] = d.start
+    return {
+        "token_class": token_class,
+        "next_state": next_state,
+        "accepting": accepting,
+        "viable": viable,
+        "start": start,
+        "eos_mask": eos,
+    }
+
+
+def resolve_stack_size(dfas: Sequence[TokenDFA], stack_size, *, fixed: bool, bitmask: bool) -> int:
+    """S: ``stack_size`` (default 64 with a grammar in the batch, else 0), checked."""
+    any_pda = any(d.is_pda for d in dfas)
+    if stack_size is None:
+        stack_size = DEFAULT_STACK_SIZE if any_pda else 0
+    if isinstance(stack_size, bool) or not isinstance(stack_size, (int, np.integer)):
+        raise RuntimeShapeError(f"stack_size: expected an int >= 1, got {stack_size!r}")
+    stack_size = int(stack_size)
+    if stack_size < (1 if any_pda else 0):
+        raise RuntimeShapeError(f"stack_size: expected an int >= 1, got {stack_size}")
+    if (any_pda or stack_size and fixed) and bitmask:
+        raise RuntimeShapeError(
+            'mask_impl: expected "gather" for a batch with a grammar constraint (a bitmask '
+            'cannot see the stack), got "bitmask"'
+        )
+    return stack_size
+
+
+def pda_arrays(
+    dfas: Sequence[TokenDFA], sizes: Sizes, capacity, viable: np.ndarray
+) -> dict[str, np.ndarray]:
+    """The PDA block ({} when none is needed); marks states with only context-dependent
+    edges as viable (in place)."""
+    kp, qp, cp = sizes
+    if capacity is not None:
+        pda = _pda_block(dfas, kp, qp, cp, capacity) if capacity.stack else {}
+    else:
+        pda = _pda_block(dfas, kp, qp, cp) if any(d.is_pda for d in dfas) else {}
+    for i, d in enumerate(dfas):
+        if d.is_pda:  # states with only context-dependent edges are not dead
+            viable[i, np.unique(d.cd_state)] = True
+    return pda
+
+
+def forced_tables(dfas: Sequence[TokenDFA], kp: int, qp: int, fixed: int | None = None) -> dict:
+    """forced_tokens / forced_len / forced_states padded to [K, Q, F]; {} if nothing is
+    forced. ``fixed``: F from a capacity (0: none; longer runs are cut to F tokens)."""
+    longest = max(
+        (int(d.forced_len.max(initial=0)) for d in dfas if d.forced_len is not None), default=0
+    )
+    if fixed is not None:
+        longest = fixed
+    if longest == 0:
+        return {}
+    f = bucket(longest, 1) if fixed is None else fixed
+    tokens = np.zeros((kp, qp, f), np.int32)
+    length = np.zeros((kp, qp), np.int32)
+    states = np.zeros((kp, qp, f), np.int32)
+    for i, d in enumerate(dfas):
+        if d.forced_len is None:
+            continue
+        q = d.num_states
+        n = min(f, d.max_forced)
+        tokens[i, :q, :n] = d.forced_tokens[:, :n]
+        length[i, :q] = np.minimum(d.forced_len, f)
+        cur = np.arange(q)
+        for j in range(f):
+            live = d.forced_len > j
+            if j < n:
+                cur = cur.copy()
+                cur[live] = d.next_state[cur[live], d.token_class[d.forced_tokens[live, j]]]
+            states[i, :q, j] = cur
+    return dict(forced_tokens=tokens, forced_len=length, forced_states=states)
+
+
+def _pda_block(
+    dfas: list[TokenDFA], kp: int, qp: int, cp: int, capacity: TableCapacity | None = None
+) -> dict[str, np.ndarray]:
+    """The PDA arrays of the batch, padded (DFAs: no pushes, no context-dependent edges).
+
+    Every size is bucketed to a power of two with a floor (pushes 16 x 8, context edges 64,
+    16 per state, 8 popped symbols), so grammars of similar size share one compilation;
+    or taken from ``capacity``.
+    """
+    if capacity is not None:
+        pp, lp, n = capacity.pushes, capacity.push_len, capacity.context_edges
+        kpop, e = capacity.pops, capacity.edges_per_state
+    else:
+        pdas = [d for d in dfas if d.is_pda]
+        pp = bucket(max(d.push_seq.shape[0] for d in pdas), 16)
+        lp = bucket(max(d.push_seq.shape[1] for d in pdas), 8)
+        n = bucket(max(d.cd_state.shape[0] for d in pdas), 64)
+        kpop = bucket(max(d.cd_pop.shape[1] for d in pdas), 8)
+        per_state = [np.bincount(d.cd_state, minlength=1).max(initial=0) for d in pdas]
+        e = bucket(max(per_state), 16)
+    out = {
+        "edge_push": np.zeros((kp, qp, cp), np.int32),
+        "push_seq": np.full((kp, pp, lp), -1, np.int32),
+        "push_len": np.zeros((kp, pp), np.int32),
+        "cd_index": np.full((kp, qp, e), -1, np.int32),
+        "cd_class": np.zeros((kp, n), np.int32),
+        "cd_pop": np.full((kp, n, kpop), -1, np.int32),
+        "cd_npop": np.zeros((kp, n), np.int32),
+        "cd_target": np.zeros((kp, n), np.int32),
+        "cd_push": np.zeros((kp, n), np.int32),
+    }
+    for i, d in enumerate(dfas):
+        if not d.is_pda:
+            continue
+        q, c = d.next_state.shape
+        out["edge_push"][i, :q, :c] = d.edge_push
+        p, length = d.push_seq.shape
+        out["push_seq"][i, :p, :length] = d.push_seq
+        out["push_len"][i, :p] = d.push_len
+        m = d.cd_state.shape[0]
+        for name in ("cd_class", "cd_npop", "cd_target", "cd_push"):
+            out[name][i, :m] = getattr(d, name)
+        out["cd_pop"][i, :m, : d.cd_pop.shape[1]] = d.cd_pop
+        first = np.searchsorted(d.cd_state, d.cd_state)  # cd_state is sorted
+        out["cd_index"][i, d.cd_state, np.arange(m) - first] = np.arange(m)
+    return out
+
+
+def _fit_vocabulary(dfa: TokenDFA, vocab_size: int, index: int) -> np.ndarray:
+    """The DFA's token_class padded (class 0) or truncated to ``vocab_size`` ids."""
+    tc = np.asarray(dfa.token_class, np.int32)
+    if tc.shape[0] <= vocab_size:
+        return np.concatenate([tc, np.zeros(vocab_size - tc.shape[0], np.int32)])
+    extra = np.flatnonzero(tc[vocab_size:])
+    if extra.size:
+        raise IncompatibleVocabularyError(
+            f"ConstraintTables.from_dfas: DFA #{index} ({dfa.spec_kind} {dfa.spec[:30]!r}) "
+            f"covers {tc.shape[0]} token ids and may emit id {vocab_size + int(extra[0])}, but "
+            f"the model's logits width is {vocab_size}; expected a vocabulary of at most "
+            f"{vocab_size} ids (compile for the model's tokenizer)."
+        )
+    return tc[:vocab_size].copy()
+
+
+def bitmasks(
+    token_class: np.ndarray,
+    next_state: np.ndarray,
+    num_states: list[int],
+    fixed_rows: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Deduplicated packed allowed-token masks of every real (constraint, state).
+
+    Row 0 is the all-zero mask (padding, dead). Rows are padded to a power of two, or to
+    ``fixed_rows`` (a capacity's ``mask_rows``).
+    """
+    kp, qp, _ = next_state.shape
+    v = token_class.shape[1]
+    words = (v + 31) // 32
+    rows: dict[bytes, int] = {bytes(words * 4): 0}
+    packed_rows = [np.zeros(words, np.uint32)]
+    mask_row = np.zeros((kp, qp), np.int32)
+    chunk = max(1, (1 << 24) // max(v, 1))  # ~16 MB of bools at a time
+    for k, q_real in enumerate(num_states):
+        # States with the same set of allowed classes have the same token mask.
+        patterns, inverse = np.unique(next_state[k, :q_real] >= 0, axis=0, return_inverse=True)
+        pattern_row = np.zeros(len(patterns), np.int32)
+        for lo in range(0, len(patterns), chunk):
+            allowed = patterns[lo : lo + chunk][:, token_class[k]]  # bool[n, V]
+            packed = np.packbits(allowed, axis=1, bitorder="little")
+            packed = np.pad(packed, ((0, 0), (0, words * 4 - packed.shape[1])))
+            for j, row in enumerate(packed):
+                key = row.tobytes()
+                idx = rows.get(key)
+                if idx is None:
+                    idx = rows[key] = len(packed_rows)
+                    packed_rows.append(np.frombuffer(key, "<u4").astype(np.uint32))
+                pattern_row[lo + j] = idx
+        mask_row[k, :q_real] = pattern_row[inverse.reshape(-1)]
+    m = bucket(len(packed_rows), 8)
+    if fixed_rows is not None:
+        if len(packed_rows) > fixed_rows:
+            raise TableCapacityError(
+                f"ConstraintTables.from_dfas: the batch needs mask_rows={len(packed_rows):,} "
+                f"distinct bitmask rows, but capacity.mask_rows is {fixed_rows:,}"
+            )
+        m = fixed_rows
+    bits = np.zeros((m, words), np.uint32)
+    bits[: len(packed_rows)] = np.stack(packed_rows)
+    return bits, mask_row
