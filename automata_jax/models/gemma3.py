@@ -59,6 +59,24 @@ GLOBAL = "global"
 _MASKED_SCORE = -0.7 * float(np.finfo(np.float32).max)
 
 
+# Published sizes of the Gemma-3 text decoders (HF config.json); the other fields keep their
+# defaults, which are the family's.
+_PRESETS = {
+    "gemma3_270m": dict(
+        vocab_size=262_144, d_model=640, num_layers=18, num_heads=4, num_kv_heads=1,
+        head_dim=256, hidden_dim=2048, sliding_window=512,
+    ),
+    "gemma3_1b": dict(
+        vocab_size=262_144, d_model=1152, num_layers=26, num_heads=4, num_kv_heads=1,
+        head_dim=256, hidden_dim=6912, sliding_window=512,
+    ),
+    "gemma3_4b": dict(
+        vocab_size=262_208, d_model=2560, num_layers=34, num_heads=8, num_kv_heads=4,
+        head_dim=256, hidden_dim=10_240, sliding_window=1024, rope_global_scale=8.0,
+    ),
+}  # fmt: skip
+
+
 @dataclasses.dataclass(frozen=True)
 class Gemma3Config:
     """Static, hashable configuration of a Gemma-3 text decoder.
@@ -142,26 +160,17 @@ class Gemma3Config:
     @classmethod
     def gemma3_270m(cls) -> Gemma3Config:
         """google/gemma-3-270m (HF config.json)."""
-        return cls(
-            vocab_size=262_144, d_model=640, num_layers=18, num_heads=4, num_kv_heads=1,
-            head_dim=256, hidden_dim=2048, sliding_window=512,
-        )  # fmt: skip
+        return cls(**_PRESETS["gemma3_270m"])
 
     @classmethod
     def gemma3_1b(cls) -> Gemma3Config:
         """google/gemma-3-1b-pt / -it (HF config.json)."""
-        return cls(
-            vocab_size=262_144, d_model=1152, num_layers=26, num_heads=4, num_kv_heads=1,
-            head_dim=256, hidden_dim=6912, sliding_window=512,
-        )  # fmt: skip
+        return cls(**_PRESETS["gemma3_1b"])
 
     @classmethod
     def gemma3_4b(cls) -> Gemma3Config:
         """Text decoder of google/gemma-3-4b-pt / -it (vocabulary includes image tokens)."""
-        return cls(
-            vocab_size=262_208, d_model=2560, num_layers=34, num_heads=8, num_kv_heads=4,
-            head_dim=256, hidden_dim=10_240, sliding_window=1024, rope_global_scale=8.0,
-        )  # fmt: skip
+        return cls(**_PRESETS["gemma3_4b"])
 
     @classmethod
     def tiny(cls, vocab_size: int = 262_144) -> Gemma3Config:

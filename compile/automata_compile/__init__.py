@@ -24,7 +24,7 @@ Names are imported lazily so that the runtime can import the tables format
 
 from __future__ import annotations
 
-import importlib
+from automata_compile._lazy import lazy_exports
 
 _EXPORTS = {
     # errors
@@ -76,15 +76,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 __version__ = "0.1.0"
 
-
-def __getattr__(name: str):
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'automata_compile' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"automata_compile.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

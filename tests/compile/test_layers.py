@@ -4,7 +4,7 @@ Read from the source with `ast` (nothing is imported): ``automata/`` (the core) 
 other layer; ``frontends/`` imports neither ``tokens/`` nor ``pipeline/``; ``tokens/``
 imports neither ``frontends/`` nor ``pipeline/``; and no module imports an underscored
 module of another folder (``from automata_compile.automata import _fsa`` from
-``tokens/``), except the errors every layer shares (``automata_compile._errors``).
+``tokens/``), except the errors every layer shares (``automata_compile._errors``) and the lazy-name helper (``_lazy``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ FORBIDDEN = {
     "frontends": {"tokens", "pipeline"},
     "tokens": {"frontends", "pipeline"},
 }
-SHARED = {f"{PACKAGE}._errors"}
+SHARED = {f"{PACKAGE}._errors", f"{PACKAGE}._lazy"}
 
 
 def _module_name(path: Path) -> str:

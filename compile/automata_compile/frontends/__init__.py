@@ -10,7 +10,7 @@ compiling a regex does not import the other front ends.
 
 from __future__ import annotations
 
-import importlib
+from automata_compile._lazy import lazy_exports
 
 _EXPORTS = {
     "PLACEHOLDER_PREFIX": "_regex",
@@ -22,17 +22,4 @@ _ALIASES = {"expand_extensions": "expand", "parse_regex": "parse"}
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str):
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'automata_compile.frontends' has no attribute {name!r}")
-    value = getattr(
-        importlib.import_module(f"automata_compile.frontends.{module}"), _ALIASES.get(name, name)
-    )
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, _ALIASES)

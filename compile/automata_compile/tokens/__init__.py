@@ -6,7 +6,7 @@ package), so that importing the tables format (`TokenDFA`) stays light for the r
 
 from __future__ import annotations
 
-import importlib
+from automata_compile._lazy import lazy_exports
 
 _EXPORTS = {
     "DEFAULT_MAX_TOKENS": "_forced",
@@ -23,15 +23,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str):
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'automata_compile.tokens' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"automata_compile.tokens.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
