@@ -2,8 +2,8 @@
 
 For n distinct BFCL functions (simple_python, multiple, parallel, parallel_multiple, live_*
 categories, first occurrence of each name): the byte level alone (tool units + link, no
-vocabulary) for 10, 100, 1,000 tools, and the whole compile for Llama-3 for 10 and 100 (the
-dense token tables of 1,000 tools, ~200 token states each, would not fit in memory):
+vocabulary) for 10, 100, 1,000 tools, and the whole compile for 10 and 100 on ``--tokenizer``
+(Llama-3 by default; the dense token tables of 1,000 tools would not fit in memory):
 
 * cold: every compile cache emptied (tool units, byte DFAs, PDA walks), the vocabulary and
   its trie already loaded (as in a server that has served other requests);
@@ -137,7 +137,7 @@ def main() -> None:
         dfa, row = measure(make, args.repeat)
         row.update(
             tools=n,
-            part="compile_tool_calls (Llama-3)",
+            part=f"compile_tool_calls ({args.tokenizer.rstrip('/').split('/')[-2]})",
             states=dfa.num_states,
             classes=dfa.num_classes,
             table_mb=round(dfa.nbytes / 2**20, 1),
