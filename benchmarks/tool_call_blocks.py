@@ -12,7 +12,8 @@ For n distinct BFCL functions this measures, on one vocabulary:
   states and classes, and the sum of their dense cells;
 * the classes of the joined block tables if their class maps were unified on the host
   (``np.unique`` over the stacked per-block class columns): a unified-class join keeps
-  the monolithic table's size, so blocks only pay off with a class map per block;
+  the monolithic table's size, so blocks only pay off with a class map per block
+  (``joined_is_mono_partition``: the unified classes are exactly the monolithic ones);
 * the size of one ``int16`` class map per block.
 
     python benchmarks/tool_call_blocks.py --sizes 10 40 100
@@ -39,13 +40,19 @@ def main() -> None:
         tools = bench.bfcl_tools(n)[:n]
         mono = ac.compile_tool_calls(tools, vocab)
         blocks = [ac.compile_tool_calls([t], vocab) for t in tools]
-        joined = np.unique(np.stack([d.token_class for d in blocks], axis=1), axis=0).shape[0]
+        _, joined_of = np.unique(
+            np.stack([d.token_class for d in blocks], axis=1), axis=0, return_inverse=True
+        )
+        joined_of = joined_of.reshape(-1)
+        joined = int(joined_of.max()) + 1
+        pairs = np.unique(np.stack([joined_of, mono.token_class], axis=1), axis=0).shape[0]
         row = {
             "tools": n,
             "mono_states": mono.num_states,
             "mono_classes": mono.num_classes,
             "mono_cells_M": round(mono.num_states * mono.num_classes / 1e6, 2),
             "joined_classes": joined,
+            "joined_is_mono_partition": pairs == joined == mono.num_classes,
             "block_states_median": int(np.median([d.num_states for d in blocks])),
             "block_classes_median": int(np.median([d.num_classes for d in blocks])),
             "blocks_cells_M": round(sum(d.num_states * d.num_classes for d in blocks) / 1e6, 2),
