@@ -2,8 +2,8 @@
 
 For n distinct BFCL functions (simple_python, multiple, parallel, parallel_multiple, live_*
 categories, first occurrence of each name): the byte level alone (tool units + link, no
-vocabulary) for 10, 100, 1,000 tools, and the whole compile for Llama-3 for 10 and 100 (the
-dense token tables of 1,000 tools, ~200 token states each, would not fit in memory):
+vocabulary) for 10, 100, 1,000 tools, and the whole compile for 10 and 100 on ``--tokenizer``
+(Llama-3 by default; the dense token tables of 1,000 tools would not fit in memory):
 
 * cold: every compile cache emptied (tool units, byte DFAs, PDA walks), the vocabulary and
   its trie already loaded (as in a server that has served other requests);
@@ -23,6 +23,7 @@ import statistics
 import time
 
 import _bfcl
+import numpy as np
 
 import automata_compile as ac
 from automata_compile.automata import _byte_dfa
@@ -111,6 +112,36 @@ def measure(make, repeat: int) -> dict:
     }
 
 
+def mask_cost(dfa, batch: int, repeat: int = 30) -> dict:
+    """Median ms of one jitted `allowed_mask` + `advance` step at ``batch`` rows in the
+    start (free text) state, for rows of this constraint and unconstrained rows, interleaved."""
+    import jax
+    import jax.numpy as jnp
+
+    import automata_jax as aj
+
+    tables = aj.ConstraintTables.from_dfas(dfa, vocab_size=dfa.vocab_size)
+    tok = jnp.zeros((batch,), jnp.int32) + int(np.flatnonzero(dfa.token_class > 0)[0])
+
+    @jax.jit
+    def step(tables, state):
+        return aj.allowed_mask(tables, state), aj.advance(tables, state, tok)
+
+    states = {
+        "constrained": aj.init_state(tables, jnp.zeros((batch,), jnp.int32)),
+        "unconstrained": aj.init_state(tables, jnp.full((batch,), -1, jnp.int32)),
+    }
+    times = {k: [] for k in states}
+    for st in states.values():
+        jax.block_until_ready(step(tables, st))
+    for _ in range(repeat):
+        for k, st in states.items():
+            t = time.perf_counter()
+            jax.block_until_ready(step(tables, st))
+            times[k].append(1000 * (time.perf_counter() - t))
+    return {f"mask_{k}_ms": round(statistics.median(v), 3) for k, v in times.items()}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", type=int, nargs="+", default=[10, 100])
@@ -118,6 +149,7 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--tokenizer", default="../shared/tokenizers/llama3/tokenizer.json")
     p.add_argument("--format", default="hermes")
+    p.add_argument("--mask-batch", type=int, default=8, help="0: no mask timing")
     args = p.parse_args()
     vocab = ac.Vocabulary.from_file(args.tokenizer)
     ac.compile_tool_calls([{"name": "warmup"}], vocab, format=args.format)  # trie, imports
@@ -137,11 +169,13 @@ def main() -> None:
         dfa, row = measure(make, args.repeat)
         row.update(
             tools=n,
-            part="compile_tool_calls (Llama-3)",
+            part=f"compile_tool_calls ({args.tokenizer.rstrip('/').split('/')[-2]})",
             states=dfa.num_states,
             classes=dfa.num_classes,
             table_mb=round(dfa.nbytes / 2**20, 1),
         )
+        if args.mask_batch:
+            row.update(mask_cost(dfa, args.mask_batch), mask_batch=args.mask_batch)
         print(json.dumps(row), flush=True)
 
 
