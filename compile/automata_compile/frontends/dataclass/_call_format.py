@@ -10,15 +10,7 @@ from typing import Any, Literal
 
 from automata_compile._errors import UnsupportedSchemaError
 from automata_compile.automata import NEVER
-from automata_compile.frontends.dataclass._introspect import (
-    _enum_values,
-    _fields,
-    _has_default,
-    _literal_values,
-    _strip,
-    _union_args,
-    _unsupported,
-)
+from automata_compile.frontends.dataclass import _introspect as intro
 from automata_compile.frontends.json_schema import content as sf
 from automata_compile.frontends.json_schema import strings as _strings
 
@@ -117,15 +109,17 @@ class _CallBuilder:
         self.stack.append(cls)
         try:
             items = []
-            for f, tp in _fields(cls):
+            for f, tp in intro._fields(cls):
                 value = self.value(tp, f"{ptr}/{f.name}")
-                items.append((sf.seq(sf.lit(f.name), sf.char("="), value), not _has_default(f)))
+                items.append(
+                    (sf.seq(sf.lit(f.name), sf.char("="), value), not intro._has_default(f))
+                )
         finally:
             self.stack.pop()
         return sf.seq(sf.lit(cls.__name__), sf.char("("), _joined(items, self.comma), sf.char(")"))
 
     def value(self, tp, ptr: str):
-        tp = _strip(tp)
+        tp = intro._strip(tp)
         if tp is type(None) or tp is None:
             return sf.lit("None")
         if tp is bool:
@@ -139,13 +133,13 @@ class _CallBuilder:
         if isinstance(tp, type) and dataclasses.is_dataclass(tp):
             return self.dataclass(tp, ptr)
         if isinstance(tp, type) and issubclass(tp, enum.Enum):
-            return sf.alt(*(_py_literal(v) for v in _enum_values(tp, ptr)))
-        args = _union_args(tp)
+            return sf.alt(*(_py_literal(v) for v in intro._enum_values(tp, ptr)))
+        args = intro._union_args(tp)
         if args is not None:
             return sf.alt(*(self.value(a, ptr) for a in args))
         origin, targs = typing.get_origin(tp), typing.get_args(tp)
         if origin is Literal:
-            return sf.alt(*(_py_literal(v) for v in _literal_values(tp, ptr)))
+            return sf.alt(*(_py_literal(v) for v in intro._literal_values(tp, ptr)))
         if origin in (list, typing.List):  # noqa: UP006
             item = self.value(targs[0] if targs else Any, f"{ptr}/0")
             return sf.seq(
@@ -171,14 +165,14 @@ class _CallBuilder:
                 body += [self.comma, it]
             return sf.seq(sf.char("("), *body, sf.char(")"))
         if origin in (dict, typing.Dict):  # noqa: UP006
-            if targs and _strip(targs[0]) is not str:
-                _unsupported(tp, ptr, "call")
+            if targs and intro._strip(targs[0]) is not str:
+                intro._unsupported(tp, ptr, "call")
             v = self.value(targs[1] if targs else Any, f"{ptr}/*")
             item = sf.seq(_py_string(sf.ANY_STRING), self.colon, v)
             return sf.seq(
                 sf.char("{"), sf.opt(sf.seq(item, sf.star(sf.seq(self.comma, item)))), sf.char("}")
             )
-        _unsupported(tp, ptr, "call")
+        intro._unsupported(tp, ptr, "call")
 
 
 def _joined(items: list, comma):
