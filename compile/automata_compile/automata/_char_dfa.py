@@ -10,13 +10,16 @@ comes back as an `Automaton` IR node whose edges are `Ranges` (unions of atoms),
 from __future__ import annotations
 
 import bisect
+import collections
 import functools
+import threading
 
 import numpy as np
 
+from automata_compile._errors import StateBudgetExceededError
 from automata_compile.automata import _charsets as cs
 from automata_compile.automata import _fsa, _thompson
-from automata_compile.automata._ir import NEVER, Alt, Automaton, Chars, Repeat, Seq
+from automata_compile.automata._ir import NEVER, Alt, Automaton, Chars, Repeat, Seq, fingerprint
 
 MAX_STATES = 20_000
 MAX_WORK = 2_000_000
@@ -142,6 +145,43 @@ def to_ir(part: Partition, dfa: _fsa.DFA | None):
         edges.append(tuple((cs.normalize(r), new[t]) for t, r in sorted(by_target.items())))
     finals = frozenset(new[q] for q in np.flatnonzero(dfa.accepting).tolist())
     return Automaton(edges=tuple(edges), start=0, finals=finals)
+
+
+# Memo of `minimal`: at most this many entries (an entry is one IR node, a few kB).
+MINIMAL_ENTRIES = 1024
+_MINIMAL: collections.OrderedDict = collections.OrderedDict()
+_MINIMAL_LOCK = threading.Lock()
+_AS_IS = object()  # `minimal`'s memo of "no minimal automaton within the budgets"
+
+
+def minimal(node, what: str = "a string constraint"):
+    """``node``'s minimal character automaton as an IR node (`to_ir`), or None where that
+    passes this module's budgets or ``node`` holds what character automata cannot (a
+    `Terminal`, a rule call: `TypeError`).
+
+    Memoized across compiles in an LRU keyed by the node's structure (`fingerprint`): the
+    same property (name and value) recurs from one schema to the next. Both outcomes are
+    functions of the structure alone (fixed budgets; a deadline's `CompileTimeoutError` is
+    raised, never kept). A hit is the node built the first time: IR nodes are immutable.
+    """
+    key = fingerprint(node)
+    with _MINIMAL_LOCK:
+        hit = _MINIMAL.get(key)
+        if hit is not None:
+            _MINIMAL.move_to_end(key)
+    if hit is None:
+        try:
+            part, (dfa,) = dfas(node, what=what)
+            hit = to_ir(part, dfa)
+        except (StateBudgetExceededError, TypeError):
+            hit = _AS_IS
+        with _MINIMAL_LOCK:
+            _MINIMAL[key] = hit
+            while len(_MINIMAL) > MINIMAL_ENTRIES:
+                _MINIMAL.popitem(last=False)
+    else:
+        _fsa.check_time("the minimal automaton", what)
+    return None if hit is _AS_IS else hit
 
 
 def is_never(node) -> bool:

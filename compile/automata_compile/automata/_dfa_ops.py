@@ -46,8 +46,15 @@ def restrict(trans, accepting, start, keep):
     return out.astype(np.int32), accepting[kept].copy(), int(new_id[start])
 
 
+# `_closure` walks a graph of at most this many edges in plain Python (a BFS level per
+# NumPy call costs more there: a chain of n states is n levels).
+SMALL_GRAPH = 20_000
+
+
 def _closure(seeds, src, dst, q) -> np.ndarray:
     """States reachable from ``seeds`` along edges src→dst (BFS on a CSR graph)."""
+    if src.shape[0] <= SMALL_GRAPH:
+        return _closure_small(seeds, src, dst, q)
     order = np.argsort(src, kind="stable")
     src, dst = src[order], dst[order]
     offsets = np.searchsorted(src, np.arange(q + 1))
@@ -65,6 +72,23 @@ def _closure(seeds, src, dst, q) -> np.ndarray:
         seen[nxt] = True
         frontier = nxt
     return seen
+
+
+def _closure_small(seeds, src, dst, q) -> np.ndarray:
+    """`_closure` with Python lists: the same set."""
+    succ: list[list[int]] = [[] for _ in range(q)]
+    for a, b in zip(src.tolist(), dst.tolist(), strict=True):
+        succ[a].append(b)
+    seen = [False] * q
+    stack = np.asarray(seeds, dtype=np.int64).reshape(-1).tolist()
+    for x in stack:
+        seen[x] = True
+    while stack:
+        for y in succ[stack.pop()]:
+            if not seen[y]:
+                seen[y] = True
+                stack.append(y)
+    return np.array(seen, dtype=bool)
 
 
 def minimize(

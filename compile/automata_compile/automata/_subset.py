@@ -19,7 +19,9 @@ trimming makes the two equal).
 
 from __future__ import annotations
 
+import array
 import itertools
+from typing import NamedTuple
 
 import numpy as np
 
@@ -28,6 +30,9 @@ DEAD = -1
 # budget itself is checked after the level, on the work a one-state-at-a-time construction
 # would count at most).
 GUARD = 4
+# A level of at most this many (member, class, target) moves is built in plain Python
+# (`_small_level`): NumPy's per-call cost dominates there.
+SMALL_LEVEL = 64
 
 
 def determinize(nfa, start: int, final: int, num_symbols: int, check_time, *, classes=False):
@@ -78,12 +83,26 @@ def determinize(nfa, start: int, final: int, num_symbols: int, check_time, *, cl
     fr_mem, fr_len = first, np.array([first.shape[0]])
     work = 0
     step = "the subset construction"
+    lists = None  # the tables as lists, for `_small_level` (built on first use)
     while fr_len.shape[0]:
         f = fr_len.shape[0]
         m_cnt = move_off[fr_mem + 1] - move_off[fr_mem]
         work += fr_mem.shape[0] + int(counts[fr_mem].sum())
-        if work + int(m_cnt.sum()) > GUARD * budget.max_work:  # memory guard; budget below
+        moves = int(m_cnt.sum())
+        if work + moves > GUARD * budget.max_work:  # memory guard; budget below
             raise budget.work_exceeded(step)
+        if moves <= SMALL_LEVEL:
+            if lists is None:
+                lists = _Lists.of(move_off, move_cls, move_tgt, clo_off, clo_len, clo_mem)
+            row, fr_mem, fr_len, acc, work = _small_level(
+                fr_mem.tolist(), fr_len.tolist(), k, lists, ids, budget, final, work, step
+            )
+            accepting.extend(acc)
+            rows.append(row.reshape(f, k))
+            if work > budget.max_work:
+                raise budget.work_exceeded(step)
+            check_time(step)
+            continue
         idx = _ranges(move_off[fr_mem], m_cnt)
         fc = np.repeat(np.repeat(np.arange(f, dtype=np.int64), fr_len), m_cnt) * k + move_cls[idx]
         key = _sorted_unique(fc * n + move_tgt[idx])
@@ -137,6 +156,78 @@ def determinize(nfa, start: int, final: int, num_symbols: int, check_time, *, cl
     if classes:
         return table, np.array(accepting, bool), symbol_class
     return np.ascontiguousarray(table[:, symbol_class]), np.array(accepting, bool)
+
+
+class _Lists(NamedTuple):
+    """The move and closure tables as Python lists (`_small_level` reads them per item)."""
+
+    move_off: list
+    move_cls: list
+    move_tgt: list
+    clo_off: list
+    clo_len: list
+    clo_mem: list
+
+    @classmethod
+    def of(cls, *arrays: np.ndarray) -> _Lists:
+        return cls(*(a.tolist() for a in arrays))
+
+
+def _small_level(mem, lens, k, lists: _Lists, ids, budget, final, work, step):
+    """One BFS level of `determinize` in plain Python, for a level of few moves (a chain of
+    literal bytes is a level of one state and one move), where NumPy's per-call cost
+    dominates. The same outcome as the vectorized level, item for item: the same row, the
+    same sets numbered in the same order (first (parent, class)), the same work counted and
+    the same budget checks in the same order.
+
+    Returns (row int32[f * k], frontier members, frontier sizes, accepting of the new sets,
+    work).
+    """
+    move_off, move_cls, move_tgt, clo_off, clo_len, clo_mem = lists
+    # Target sets per (parent, class), in (parent, class) order.
+    per_pc = []
+    pos = 0
+    for p, size in enumerate(lens):
+        by_cls: dict[int, set] = {}
+        for m in mem[pos : pos + size]:
+            for i in range(move_off[m], move_off[m + 1]):
+                c = move_cls[i]
+                got = by_cls.get(c)
+                if got is None:
+                    by_cls[c] = {move_tgt[i]}
+                else:
+                    got.add(move_tgt[i])
+        pos += size
+        for c in sorted(by_cls):
+            per_pc.append((p * k + c, tuple(sorted(by_cls[c]))))
+    targets = dict.fromkeys(t for _, t in per_pc)  # distinct, in first-appearance order
+    if per_pc:
+        if work + sum(clo_len[t] for ts in targets for t in ts) > GUARD * budget.max_work:
+            raise budget.work_exceeded(step)
+    for ts in targets:
+        union: set = set()
+        for t in ts:
+            union.update(clo_mem[clo_off[t] : clo_off[t] + clo_len[t]])
+        targets[ts] = tuple(sorted(union))
+        work += len(union)
+    set_id: dict[tuple, int] = {}
+    new_mem: list[int] = []
+    new_len: list[int] = []
+    acc: list[bool] = []
+    for members in targets.values():
+        if members and members not in set_id:  # an empty closure is no state
+            sid, is_new = budget.number(ids, array.array("q", members).tobytes(), step)
+            set_id[members] = sid
+            if is_new:
+                new_mem.extend(members)
+                new_len.append(len(members))
+                acc.append(final in members)
+    row = np.full(len(lens) * k, DEAD, np.int32)
+    for at, ts in per_pc:
+        members = targets[ts]
+        if members:
+            row[at] = set_id[members]
+    return row, np.array(new_mem, np.int64), np.array(new_len, np.int64), acc, work
 
 
 def _sorted_unique(a: np.ndarray) -> np.ndarray:

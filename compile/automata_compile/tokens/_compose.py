@@ -30,7 +30,7 @@ import numpy as np
 from automata_compile._errors import EmptyLanguageError
 from automata_compile.automata import NUM_BYTES, ByteDFA, check_time
 from automata_compile.automata import dfa_ops as _dfa_ops
-from automata_compile.tokens._rows import unique_rows, unique_small
+from automata_compile.tokens._rows import distinct_rows, unique_rows, unique_small
 from automata_compile.tokens._token_trie import TokenTrie
 
 # A state is wide when tokens whose first byte it allows exceed this share of the vocabulary.
@@ -162,8 +162,8 @@ def _dense_walk(byte_trans: np.ndarray, trie: TokenTrie, wide: np.ndarray):
     table = np.full((q + 1, NUM_BYTES), q, dtype=dtype)  # row q = dead sink
     table[:q] = np.where(byte_trans >= 0, byte_trans, q)
     # Bytes with equal columns act alike on every row.
-    _, first_byte, byte_class = np.unique(table.T, axis=0, return_index=True, return_inverse=True)
-    byte_class = byte_class.reshape(-1).astype(np.int64)
+    first_byte, byte_class = distinct_rows(table.T)
+    byte_class = byte_class.astype(np.int64)
     num_classes = first_byte.shape[0]
     rows = wide[None, :].astype(dtype)  # the root's row
     node_row = np.zeros(1, dtype=np.int64)  # row of each node of the previous level, -1 = dead

@@ -111,11 +111,15 @@ def forced_runs(
         & ((trans[:, :NUM_BYTES] >= 0).sum(axis=1) == 1)
     )
     candidates = np.flatnonzero(~accepting & single[byte_state])
-    paths = _shortest_paths(byte_dfa) if candidates.size else None
-    for j in candidates:
+    if candidates.size:
+        paths = _shortest_paths(byte_dfa)
+        paths = (paths[0].tolist(), paths[1].tolist())
+        only = np.argmax(trans[:, :NUM_BYTES] >= 0, axis=1)  # the byte of a single state
+        walk = (single.tolist(), only.tolist(), trans[np.arange(len(only)), only].tolist())
+    for j in candidates.tolist():
         check_time("the forced-run extraction")
         s = int(byte_state[j])
-        w = _utf8_prefix(_forced_bytes(byte_dfa, s))
+        w = _utf8_prefix(_forced_bytes(walk, s))
         if not w:
             continue
         c = _context(paths, s)
@@ -145,17 +149,14 @@ def forced_runs(
     return ForcedRuns(tokens, length, nxt, tuple(texts), tuple(contexts))
 
 
-def _forced_bytes(dfa: ByteDFA, s: int) -> bytes:
+def _forced_bytes(walk, s: int) -> bytes:
+    """The bytes walked from byte state ``s`` while the state has one way on (rule 1):
+    ``walk`` = (single, byte, next) per byte state, as lists."""
+    single, byte, nxt = walk
     out = bytearray()
-    trans = dfa.trans
-    while len(out) < MAX_FORCED_BYTES and not dfa.accepting[s]:
-        if (trans[s, NUM_BYTES:] >= 0).any():
-            break
-        edges = np.flatnonzero(trans[s, :NUM_BYTES] >= 0)
-        if edges.size != 1:
-            break
-        out.append(int(edges[0]))
-        s = int(trans[s, edges[0]])
+    while len(out) < MAX_FORCED_BYTES and single[s]:
+        out.append(byte[s])
+        s = nxt[s]
     return bytes(out)
 
 

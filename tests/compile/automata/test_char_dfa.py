@@ -183,3 +183,32 @@ def test_empty_languages():
     assert _char_dfa.is_never(_char_dfa.intersect(a, b))
     assert not _char_dfa.disjoint(a, _regex.parse(r"\w+", None))
     assert _char_dfa.is_empty(_char_dfa.difference(a, _regex.parse(r"\w+", None)))
+
+
+def test_minimal_is_memoized_by_structure_across_calls(monkeypatch):
+    """`minimal`: the same automaton as `to_ir` of `dfas` (the same language, spelled by
+    Python's `re`), built once per structure: a second, distinct but equal tree is a hit (the
+    node built first), a rule call (`Terminal`) or a budget refusal is kept as None."""
+    from automata_compile.automata._ir import Seq, Terminal
+
+    monkeypatch.setattr(_char_dfa, "_MINIMAL", type(_char_dfa._MINIMAL)())
+
+    def label():  # a fresh tree each time: "ab" then one of [0-9]
+        return Seq((Chars(((97, 97),)), Chars(((98, 98),)), Chars(((48, 57),))))
+
+    built = []
+    real = _char_dfa.dfas
+    monkeypatch.setattr(_char_dfa, "dfas", lambda *a, **k: built.append(1) or real(*a, **k))
+    first = _char_dfa.minimal(label())
+    again = _char_dfa.minimal(label())
+    assert again is first and len(built) == 1
+    part, (d,) = real(label())
+    assert _char_dfa.fingerprint(first) == _char_dfa.fingerprint(_char_dfa.to_ir(part, d))
+    call = Seq((Chars(((97, 97),)), Terminal(0)))
+    assert _char_dfa.minimal(call) is None and _char_dfa.minimal(call) is None
+    assert len(built) == 2  # the refusal is memoized too
+    assert _char_dfa.matches(first, "ab7")
+    assert not _char_dfa.matches(first, "ab") and not _char_dfa.matches(first, "abx")
+    monkeypatch.setattr(_char_dfa, "MAX_STATES", 2)
+    long = Seq(tuple(Chars(((c, c),)) for c in b"abcdef"))
+    assert _char_dfa.minimal(long) is None  # past the state budget: as is

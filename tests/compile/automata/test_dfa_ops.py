@@ -235,3 +235,29 @@ def test_symbol_weights_are_fixed_odd_and_distinct():
     assert len(set(w.tolist())) == 300
     assert np.array_equal(w, _dfa_ops.symbol_weights(300))
     assert np.array_equal(w[:10], _dfa_ops.symbol_weights(10))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(1, 40).flatmap(
+        lambda q: st.tuples(
+            st.just(q),
+            st.lists(st.tuples(st.integers(0, q - 1), st.integers(0, q - 1)), max_size=120),
+            st.lists(st.integers(0, q - 1), min_size=1, max_size=4),
+        )
+    )
+)
+def test_closure_in_python_equals_the_vectorized_bfs(case):
+    """`_closure` on a small graph (plain Python) and on a large one (NumPy levels): the same set."""
+    q, edges, seeds = case
+    src = np.array([a for a, _ in edges], np.int64)
+    dst = np.array([b for _, b in edges], np.int64)
+    seeds = np.array(seeds)
+    small = _dfa_ops._closure_small(seeds, src, dst, q)
+    saved = _dfa_ops.SMALL_GRAPH
+    _dfa_ops.SMALL_GRAPH = -1
+    try:
+        big = _dfa_ops._closure(seeds, src, dst, q)
+    finally:
+        _dfa_ops.SMALL_GRAPH = saved
+    np.testing.assert_array_equal(small, big)

@@ -1,7 +1,9 @@
 """The vectorized subset construction (`automata._subset`) against a one-state-at-a-time
 reference: the same DFA table, state for state (same numbering), on random regexes, on
 byte NFAs with several classes per edge, and on JSON-Schema-sized NFAs; hash collisions
-of state sets must not merge different sets."""
+of state sets must not merge different sets. Each test runs with every level vectorized
+(``SMALL_LEVEL = -1``), with every level in plain Python (`_subset._small_level`) and with
+the shipped threshold (the two kinds of level interleaved)."""
 
 from __future__ import annotations
 
@@ -10,9 +12,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from automata_compile._errors import StateBudgetExceededError
 from automata_compile.automata import _byte_dfa, _fsa, _subset
 from automata_compile.frontends import _regex
 from automata_compile.frontends.json_schema import parse_options, schema_ir
+
+
+@pytest.fixture(
+    autouse=True, params=[-1, _subset.SMALL_LEVEL, 10**9], ids=["numpy", "mixed", "python"]
+)
+def small_level(request, monkeypatch):
+    monkeypatch.setattr(_subset, "SMALL_LEVEL", request.param)
+    return request.param
 
 
 def _patterns():
@@ -105,3 +116,22 @@ def test_hash_collisions_do_not_merge_sets(monkeypatch):
     monkeypatch.setattr(_subset.np.random, "default_rng", Flat)
     _same("(a|b)*a(a|b){3}")
     _same("(?:ab|.){0,4}")
+
+
+def _budget_error(pattern: str, max_states: int, max_work: int) -> str:
+    nfa, s, e = _byte_dfa.byte_nfa(_regex.parse(pattern, None))
+    nfa.budget = _fsa.Budget("the pattern", max_states, max_work)
+    with pytest.raises(StateBudgetExceededError) as err:
+        _fsa.determinize(nfa, s, e, 256)
+    return str(err.value)
+
+
+@pytest.mark.parametrize("max_states, max_work", [(1, 10**6), (2, 10**6), (5, 10**6), (10**5, 40)])
+def test_budgets_stop_both_kinds_of_level_alike(max_states, max_work, monkeypatch):
+    """The same `StateBudgetExceededError` (states or work, same message) whichever kind of
+    level passes the budget."""
+    msgs = set()
+    for small in (-1, 10**9):
+        monkeypatch.setattr(_subset, "SMALL_LEVEL", small)
+        msgs.add(_budget_error("(a|b)*a(a|b){3}x[0-9]{2,5}", max_states, max_work))
+    assert len(msgs) == 1, msgs

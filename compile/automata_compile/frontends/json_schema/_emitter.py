@@ -403,16 +403,14 @@ class _Emitter:
 
     def _minimal(self, label):
         """``label`` as a minimal character automaton; as is where that outgrows its budget
-        or the label holds what character automata cannot (a terminal, e.g. a rule call)."""
+        or the label holds what character automata cannot (a terminal, e.g. a rule call).
+        Memoized across schemas by the label's structure (`char_dfa.minimal`)."""
         hit = self.minimal.get(id(label))
         if hit is None:
             out = label
             if not sf.is_never(label):
-                try:
-                    part, (dfa,) = _char_dfa.dfas(label, what="a property")
-                    out = _char_dfa.to_ir(part, dfa)
-                except (sf.TooComplexError, TypeError):
-                    pass
+                m = _char_dfa.minimal(label, what="a property")
+                out = label if m is None else m
             hit = self.minimal[id(label)] = (label, out)
         return hit[1]
 

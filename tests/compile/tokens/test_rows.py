@@ -1,0 +1,45 @@
+"""`tokens._rows`: distinct rows and small keys, against `np.unique`."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from automata_compile.tokens._rows import distinct_rows, unique_rows, unique_small
+
+_matrices = st.tuples(st.integers(1, 12), st.integers(0, 5)).flatmap(
+    lambda shape: hnp.arrays(np.int16, shape, elements=st.integers(-1, 3))
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(_matrices)
+def test_distinct_rows_partition_as_np_unique_does(a):
+    """The same grouping of rows as ``np.unique(axis=0)`` (numbered in another order): each
+    row's distinct row equals it, ``first`` is that row's first occurrence, and two rows
+    share an id exactly when they are equal."""
+    first, inverse = distinct_rows(a)
+    if a.shape[1] == 0:
+        assert first.tolist() == [0] and not inverse.any()
+        return
+    _, ref = np.unique(a, axis=0, return_inverse=True)
+    ref = ref.reshape(-1)
+    assert len(first) == len(set(ref.tolist()))
+    for i in range(a.shape[0]):
+        np.testing.assert_array_equal(a[first[inverse[i]]], a[i])
+        assert first[inverse[i]] == np.flatnonzero(ref == ref[i])[0]
+    assert ((inverse[:, None] == inverse[None, :]) == (ref[:, None] == ref[None, :])).all()
+    rows, inv = unique_rows(a)
+    np.testing.assert_array_equal(rows[inv], a)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 50), min_size=1, max_size=40), st.sampled_from([51, 1 << 20]))
+def test_unique_small_is_np_unique(keys, bound):
+    key = np.array(keys, np.int64)
+    ukey, inverse = unique_small(key, bound)
+    ref, ref_inv = np.unique(key, return_inverse=True)
+    np.testing.assert_array_equal(ukey, ref)
+    np.testing.assert_array_equal(inverse, ref_inv.reshape(-1))
