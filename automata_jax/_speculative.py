@@ -193,7 +193,7 @@ def rewind(cache, start, keep, width: int):
     return cache.replace(valid=cache.valid & ~drop, end_index=start + jnp.max(keep))
 
 
-def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mask):
+def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mask, draft_keys=None):
     """The speculative `while_loop`, after the prefill (see the module docstring).
 
     Returns:
@@ -232,6 +232,10 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
     with_logits_at = accepts_logits_at(step_fn)
     valid = getattr(cache, "valid", None)
     cache_length = None if valid is None else valid.shape[1]
+
+    keys = None  # the prompt's alternate spellings; the output has none
+    if draft_keys is not None:
+        keys = jnp.concatenate([draft_keys, jnp.full((b, capacity), -1, jnp.int32)], axis=1)
 
     def run_of(st):
         """(forced tokens [B, F], length [B], states after each [B, F]) of each row's state."""
@@ -314,6 +318,7 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
             t + written + head_n,
             ngram_sizes=spec.ngram_sizes,
             draft_len=k_max,
+            keys=keys,
         )
         full_head = head_state(head_n)
         k = jnp.where(active & ~full_head.done, jnp.minimum(k, budget - head_n), 0)
