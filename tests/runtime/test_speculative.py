@@ -265,17 +265,21 @@ def test_jaxpr_has_no_host_callbacks_and_no_retrace(dfas, params):
     tables = ConstraintTables.from_dfas(dfas[:2], vocab_size=V)
     tokens, mask = aj.pad_prompts([[1, 2], [3]], pad_id=PAD)
 
-    def fn(params, tokens, mask, tables, ids, rng):
+    def fn(params, tokens, mask, tables, ids, rng, keys=None):
         return aj.generate(
             MODEL.apply_step, params, tokens, tables, ids, sampler=TopP(0.9), max_new_tokens=8,
             rng=rng, prompt_mask=mask, cache=MODEL.init_cache, pad_id=PAD, fast_forward=True,
-            speculate=True,
+            speculate=True, draft_keys=keys,
         )  # fmt: skip
 
-    closed = jax.make_jaxpr(fn)(params, tokens, mask, tables, jnp.array([0, 1]), jax.random.key(0))
-    names = jaxpr_primitive_names(closed)
-    assert {"while", "cond"} <= names
-    assert not host_callbacks(names), names
+    keys = aj.draft_keys(tokens, aj.bare_twins(VOCAB.tokens))
+    for extra in ((), (keys,)):  # without and with draft keys (a traced input)
+        closed = jax.make_jaxpr(fn)(
+            params, tokens, mask, tables, jnp.array([0, 1]), jax.random.key(0), *extra
+        )
+        names = jaxpr_primitive_names(closed)
+        assert {"while", "cond"} <= names
+        assert not host_callbacks(names), names
     other = ConstraintTables.from_dfas(
         [ac.compile_regex(p, VOCAB) for p in (r"bcabab(a|b)", r"ccab|cbb")], vocab_size=V
     )
