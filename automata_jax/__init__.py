@@ -20,6 +20,7 @@ from automata_jax._constraint import (
     init_state,
     mask_logits,
 )
+from automata_jax._draft import bare_twins, draft_keys
 from automata_jax._errors import (
     RuntimeDtypeError,
     RuntimeShapeError,
@@ -64,7 +65,9 @@ __all__ = [
     "UnknownConstraintError",
     "advance",
     "allowed_mask",
+    "bare_twins",
     "batch_sharding",
+    "draft_keys",
     "generate",
     "generate_sharded",
     "heal_prompts",

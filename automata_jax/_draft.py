@@ -7,6 +7,15 @@ names, numbers and dates from the document, so those tokens are often drafted ri
 Longer n-grams are tried first (a longer match predicts better); a row with no match
 drafts nothing.
 
+**Alternate spellings** (``keys``). A JSON string spells a document's word without the
+space before it: the document's `` Ada Lovelace`` is ``▁Ada ▁Lovelace``, the value
+``"Ada Lovelace"`` is ``" Ada ▁Lovelace``, so the output's ``Ada`` never matches the
+prompt's ``▁Ada`` and the rest of the value is not drafted. `draft_keys` gives each
+prompt slot a second id, the same token without its leading space (built on the host
+from the vocabulary's bytes, at prompt-preparation time); a slot matches an n-gram token
+that equals either its id or its key, and the draft is the slots' own ids that follow
+(`` Lovelace``), as the value continues.
+
 Everything is a fixed-shape array operation on the device (``n`` shifted compares of
 ``[B, L]`` per n-gram size, one max, one gather), with no host round trip.
 """
@@ -15,8 +24,66 @@ Everything is a fixed-shape array operation on the device (``n`` shifted compare
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Bool, Int
+
+from automata_jax._errors import RuntimeShapeError
+
+_NOT_IN_A_STRING = frozenset(b'"\\') | frozenset(range(0x20))
+
+
+def bare_twins(tokens: Sequence[bytes | None]) -> np.ndarray:
+    """Each token's twin without its leading space, as a JSON string spells it (host side).
+
+    Args:
+      tokens: ``tokens[id]``, the exact bytes of each token id (None: no text), as
+        `automata_compile.Vocabulary.tokens`.
+
+    Returns:
+      int32[V]: ``twins[id]`` is the id whose bytes are ``tokens[id]`` without its leading
+      space, where such a token exists and its bytes need no escape inside a JSON string
+      (no quote, backslash or control byte); else -1.
+
+    Example:
+      >>> bare_twins([b"Ada", b" Ada", b" Lovelace", None, b' "']).tolist()
+      [-1, 0, -1, -1, -1]
+    """
+    ids = {t: i for i, t in enumerate(tokens) if t is not None}
+    twins = np.full(len(tokens), -1, np.int32)
+    for i, t in enumerate(tokens):
+        if t is not None and len(t) > 1 and t[:1] == b" ":
+            bare = t[1:]
+            if bare in ids and not _NOT_IN_A_STRING.intersection(bare):
+                twins[i] = ids[bare]
+    return twins
+
+
+def draft_keys(prompt_tokens, twins: np.ndarray) -> np.ndarray:
+    """`generate`'s ``draft_keys`` for these prompts: each slot's bare twin (-1: none).
+
+    Args:
+      prompt_tokens: int[B, T], the (padded) prompts.
+      twins: int32[V], from `bare_twins`.
+
+    Raises:
+      RuntimeShapeError: a prompt token is outside ``[0, V)`` or the shapes are wrong.
+    """
+    tokens = np.asarray(prompt_tokens)
+    twins = np.asarray(twins)
+    if tokens.ndim != 2 or twins.ndim != 1:
+        raise RuntimeShapeError(
+            f"draft_keys: expected prompt_tokens [B, T] and twins [V], got shapes "
+            f"{list(tokens.shape)} and {list(twins.shape)}"
+        )
+    if tokens.size and (tokens.min() < 0 or tokens.max() >= twins.shape[0]):
+        raise RuntimeShapeError(
+            f"draft_keys: prompt token ids must lie in [0, {twins.shape[0]}), got "
+            f"[{tokens.min()}, {tokens.max()}]"
+        )
+    return twins[tokens].astype(np.int32)
 
 
 def prompt_lookup(
@@ -26,6 +93,7 @@ def prompt_lookup(
     *,
     ngram_sizes: tuple[int, ...],
     draft_len: int,
+    keys: Int[Array, "B L"] | None = None,
 ) -> tuple[Int[Array, "B K"], Int[Array, " B"]]:
     """Each row's draft: the tokens after the latest earlier occurrence of its last n-gram.
 
@@ -35,6 +103,8 @@ def prompt_lookup(
       end: int32[B], the number of known slots of each row (slots ``>= end`` are ignored).
       ngram_sizes: static, the n-gram lengths to try, longest first.
       draft_len: static K, the most tokens drafted per row.
+      keys: optional int32[B, L], each slot's alternate spelling (-1: none; see
+        `draft_keys`): a slot matches a token equal to its id or its key.
 
     Returns:
       ``(drafts int32[B, K], count int32[B])``: row b's draft is ``drafts[b, :count[b]]``
@@ -59,7 +129,10 @@ def prompt_lookup(
             want_ok = jnp.take_along_axis(valid, at, axis=1) & (rows_end - 1 - i >= 0)[:, None]
             shifted = jnp.pad(history[:, : length - i], ((0, 0), (i, 0)))
             shifted_ok = jnp.pad(valid[:, : length - i], ((0, 0), (i, 0)))
-            match = match & (shifted == want) & shifted_ok & want_ok
+            same = shifted == want
+            if keys is not None:
+                same = same | (jnp.pad(keys[:, : length - i], ((0, 0), (i, 0))) == want)
+            match = match & same & shifted_ok & want_ok
         latest = jnp.max(jnp.where(match, slots[None, :], -1), axis=1)
         best = jnp.where(best < 0, latest, best)
     offsets = best[:, None] + 1 + jnp.arange(draft_len, dtype=jnp.int32)[None, :]

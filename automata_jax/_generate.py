@@ -216,6 +216,7 @@ def generate(
     fast_forward: bool | _fast_forward.FastForward = False,
     healing: _healing.TokenHealing | None = None,
     speculate: bool | _speculative.Speculate = False,
+    draft_keys: Int[Array, "B T"] | None = None,
 ) -> GenerateOutput:
     """Generates up to ``max_new_tokens`` tokens per row under each row's constraint.
 
@@ -259,6 +260,11 @@ def generate(
         `automata_jax._speculative`; exact for every sampler, greedy outputs identical).
         True uses the default `Speculate` policy; combines with ``fast_forward``. Needs
         a cache with ``valid`` and ``end_index`` (or none) and room as fast-forward does.
+      draft_keys: optional int[B, T] with ``speculate``: each prompt slot's alternate
+        spelling for the draft lookup (-1: none), e.g. the token without its leading
+        space as a JSON string spells a document's word (`automata_jax.draft_keys`,
+        built on the host with the prompts). Changes which drafts are proposed, never
+        the outputs.
 
     Returns:
       A `GenerateOutput`.
@@ -299,6 +305,15 @@ def generate(
         if n < 2:
             raise RuntimeShapeError(f"max_new_tokens: expected >= 2 with healing, got {n}")
     speculate = _speculative.policy(speculate)  # None: off
+    if draft_keys is not None:
+        if speculate is None:
+            raise RuntimeShapeError("draft_keys: only used with speculate; pass speculate=True")
+        if tuple(np.shape(draft_keys)) != tuple(prompt_tokens.shape):
+            raise RuntimeShapeError(
+                f"draft_keys: expected the prompts' shape {list(prompt_tokens.shape)}, got "
+                f"{list(np.shape(draft_keys))}"
+            )
+        draft_keys = jnp.asarray(draft_keys, jnp.int32)
     if speculate is not None:
         forced = _fast_forward.chunk_width(tables) - 1 if fast_forward else 0
         speculate = speculate.resolve(forced=forced)
@@ -332,6 +347,7 @@ def generate(
         cache=cache,
         pad_id=jnp.asarray(pad_id, jnp.int32),
         healing=healing,
+        draft_keys=draft_keys,
     )
     out = _generate_jit(config, inputs)
     if capacity != n:
@@ -435,7 +451,11 @@ def _generate_loop(config: LoopConfig, inputs: LoopInputs) -> GenerateOutput:
     )
     if speculate:  # speculative steps (with fast-forward's forced runs when it is on)
         buffer, lengths, state, calls, drafted, kept = _speculative.spec_loop(
-            config, start, prompt_tokens=prompt_tokens, prompt_mask=prompt_mask
+            config,
+            start,
+            prompt_tokens=prompt_tokens,
+            prompt_mask=prompt_mask,
+            draft_keys=inputs.draft_keys,
         )
         return _output(buffer, lengths, state, calls, healed).replace(
             drafted=drafted, drafts_accepted=kept

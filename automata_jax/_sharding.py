@@ -86,10 +86,11 @@ def generate_sharded(
     replicate_params: bool = True,
     fast_forward=False,
     speculate=False,
+    draft_keys=None,
 ) -> GenerateOutput:
     """`generate` with the batch split over mesh axis ``axis`` (data parallelism).
 
-    Prompts, masks and constraint ids are sharded along the batch; tables, rng and
+    Prompts, masks, constraint ids (and ``draft_keys``) are sharded along the batch; tables, rng and
     (unless ``replicate_params=False``, for params you placed yourself) params are
     replicated. Pass ``cache`` as an ``init_cache`` callable so the cache is created
     inside the jit with the batch sharding; a cache pytree is used where it lies.
@@ -124,6 +125,8 @@ def generate_sharded(
     prompt_tokens, prompt_mask, constraint_ids = shard_batch(
         mesh, (prompt_tokens, prompt_mask, constraint_ids), axis=axis
     )
+    if draft_keys is not None:
+        draft_keys = shard_batch(mesh, np.asarray(draft_keys, np.int32), axis=axis)
     tables = replicate(mesh, tables)
     rng = replicate(mesh, rng)
     if replicate_params:
@@ -144,4 +147,5 @@ def generate_sharded(
         data_sharding=batch_sharding(mesh, axis),
         fast_forward=fast_forward,
         speculate=speculate,
+        draft_keys=draft_keys,
     )

@@ -53,13 +53,16 @@ otherwise slots left invalid by rewinds (and by fast-forward's padding) would sh
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import struct
+from jaxtyping import Array, Int
 
 from automata_jax import _draft
-from automata_jax._constraint import advance, mask_logits
+from automata_jax._constraint import ConstraintState, advance, mask_logits
 from automata_jax._errors import RuntimeShapeError
 from automata_jax._fast_forward import FastForward, accepts_logits_at, chunk_width
 from automata_jax._loop import LoopConfig, LoopStart, cache_room
@@ -190,7 +193,7 @@ def rewind(cache, start, keep, width: int):
     return cache.replace(valid=cache.valid & ~drop, end_index=start + jnp.max(keep))
 
 
-def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mask):
+def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mask, draft_keys=None):
     """The speculative `while_loop`, after the prefill (see the module docstring).
 
     Returns:
@@ -229,6 +232,10 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
     with_logits_at = accepts_logits_at(step_fn)
     valid = getattr(cache, "valid", None)
     cache_length = None if valid is None else valid.shape[1]
+
+    keys = None  # the prompt's alternate spellings; the output has none
+    if draft_keys is not None:
+        keys = jnp.concatenate([draft_keys, jnp.full((b, capacity), -1, jnp.int32)], axis=1)
 
     def run_of(st):
         """(forced tokens [B, F], length [B], states after each [B, F]) of each row's state."""
@@ -311,6 +318,7 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
             t + written + head_n,
             ngram_sizes=spec.ngram_sizes,
             draft_len=k_max,
+            keys=keys,
         )
         full_head = head_state(head_n)
         k = jnp.where(active & ~full_head.done, jnp.minimum(k, budget - head_n), 0)
@@ -421,47 +429,103 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
     tokens, head, state, counted, feed, choice, buffer, written = emit(
         x, state, written, rates, buffer, room_of(cache)
     )
-    carry = dict(
-        i=jnp.int32(1), buffer=buffer, written=written, lengths=counted, tokens=tokens,
-        head=head, feed=feed, choice=choice, state=state, cache=cache, position=next_position,
-        calls=jnp.ones((b,), jnp.int32), drafted=zeros, accepted=zeros,
-    )  # fmt: skip
+    carry = SpeculativeState(
+        step=jnp.int32(1),
+        buffer=buffer,
+        written=written,
+        lengths=counted,
+        tokens=tokens,
+        head=head,
+        feed=feed,
+        choice=choice,
+        state=state,
+        cache=cache,
+        position=next_position,
+        calls=jnp.ones((b,), jnp.int32),
+        drafted=zeros,
+        accepted=zeros,
+    )
 
-    def cond(c):
-        return jnp.any(~c["state"].done & (c["written"] < num_steps))
+    def cond(c: SpeculativeState):
+        return jnp.any(~c.state.done & (c.written < num_steps))
 
-    def body(c):
-        start = None if c["cache"] is None else c["cache"].end_index
-        logits, cache = call(c["tokens"], c["head"], c["feed"], c["position"], c["cache"],
-                             c["choice"])  # fmt: skip
-        x, m, state, drafts = verify(c["i"], logits, c["state"], c["tokens"], c["head"], c["feed"])
-        fed = c["feed"] > 0
-        state = jax.tree.map(
-            lambda new, old: jnp.where(_rows(fed, new), new, old), state, c["state"]
-        )
+    def body(c: SpeculativeState) -> SpeculativeState:
+        start = None if c.cache is None else c.cache.end_index
+        logits, cache = call(c.tokens, c.head, c.feed, c.position, c.cache, c.choice)
+        x, m, state, drafts = verify(c.step, logits, c.state, c.tokens, c.head, c.feed)
+        fed = c.feed > 0
+        state = jax.tree.map(lambda new, old: jnp.where(_rows(fed, new), new, old), state, c.state)
         m = jnp.where(fed, m, 0)
-        keep = jnp.where(fed, c["head"] + m, 0)
+        keep = jnp.where(fed, c.head + m, 0)
         if cache is not None:
             cache = rewind(cache, start, keep, w_max)
-        idx = c["written"][:, None] + jnp.arange(k_max)[None, :]
+        idx = c.written[:, None] + jnp.arange(k_max)[None, :]
         idx = jnp.where(jnp.arange(k_max)[None, :] < m[:, None], idx, capacity)
-        buffer = c["buffer"].at[rows[:, None], idx].set(drafts, mode="drop")
-        written = c["written"] + m
-        drafted = c["drafted"] + jnp.maximum(c["feed"] - c["head"], 0) * fed
-        accepted = c["accepted"] + m
+        buffer = c.buffer.at[rows[:, None], idx].set(drafts, mode="drop")
+        written = c.written + m
+        drafted = c.drafted + jnp.maximum(c.feed - c.head, 0) * fed
+        accepted = c.accepted + m
         rates = (accepted + spec.prior_accepted) / (drafted + spec.prior_drafted)
-        tokens, head, state, counted, feed, choice, buffer, written2 = emit(
+        tokens, head, state, counted, feed, choice, buffer, written = emit(
             x, on_batch(state), written, rates.astype(jnp.float32), buffer, room_of(cache)
         )
-        return dict(
-            i=c["i"] + 1, buffer=buffer, written=written2, lengths=c["lengths"] + m + counted,
-            tokens=tokens, head=head, feed=feed, choice=choice, state=state, cache=cache,
-            position=c["position"] + keep, calls=c["calls"] + fed.astype(jnp.int32),
-            drafted=drafted, accepted=accepted,
-        )  # fmt: skip
+        return SpeculativeState(
+            step=c.step + 1,
+            buffer=buffer,
+            written=written,
+            lengths=c.lengths + m + counted,
+            tokens=tokens,
+            head=head,
+            feed=feed,
+            choice=choice,
+            state=state,
+            cache=cache,
+            position=c.position + keep,
+            calls=c.calls + fed.astype(jnp.int32),
+            drafted=drafted,
+            accepted=accepted,
+        )
 
-    c = jax.lax.while_loop(cond, body, carry)
-    return c["buffer"], c["lengths"], c["state"], c["calls"], c["drafted"], c["accepted"]
+    end = jax.lax.while_loop(cond, body, carry)
+    return end.buffer, end.lengths, end.state, end.calls, end.drafted, end.accepted
+
+
+@struct.dataclass(kw_only=True)
+class SpeculativeState:
+    """The speculative loop's carried state (as `FastForwardState`, plus the draft's).
+
+    Attributes:
+      step: the iteration (traced scalar; slot ``j`` of step ``i`` samples with
+        ``fold_in(fold_in(rng, i), j)``).
+      buffer: int32[B, capacity], the tokens so far.
+      written: int32[B], buffer slots written per row.
+      lengths: int32[B], tokens counted so far (EOS and padding are not).
+      tokens: int32[B, W], the next call's tokens: each row's head, then its draft.
+      head: int32[B], how many of ``tokens`` are the head (already written to ``buffer``).
+      feed: int32[B], how many of ``tokens`` the next call feeds (head + draft; 0: none).
+      choice: the index of the next call's branch in `branches` (traced).
+      state: the rows' `ConstraintState` after the head.
+      cache: the model's cache.
+      position: int32[B], the position of each row's next fed token.
+      calls: int32[B], model calls whose logits the row used (the prefill too).
+      drafted: int32[B], draft tokens fed to the model.
+      accepted: int32[B], draft tokens kept.
+    """
+
+    step: Int[Array, ""]
+    buffer: Int[Array, "B N"]
+    written: Int[Array, " B"]
+    lengths: Int[Array, " B"]
+    tokens: Int[Array, "B W"]
+    head: Int[Array, " B"]
+    feed: Int[Array, " B"]
+    choice: Int[Array, ""]
+    state: ConstraintState
+    cache: Any
+    position: Int[Array, " B"]
+    calls: Int[Array, " B"]
+    drafted: Int[Array, " B"]
+    accepted: Int[Array, " B"]
 
 
 def _rows(cond: jax.Array, x: jax.Array) -> jax.Array:

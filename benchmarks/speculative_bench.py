@@ -137,6 +137,11 @@ def main(argv=None) -> int:
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--bfcl-cases", type=int, default=8)
     parser.add_argument("--limit", type=int, default=0, help="at most this many records per set")
+    parser.add_argument(
+        "--loops",
+        default="ff,ff+spec,ff+spec_eager,ff+spec+keys,ff+spec_eager+keys",
+        help="the loops to compare (ff, the baseline, always)",
+    )
     parser.add_argument("--output", default=str(ROOT / "benchmarks/results/speculative.json"))
     args = parser.parse_args(argv)
 
@@ -150,7 +155,15 @@ def main(argv=None) -> int:
         "ff": dict(fast_forward=True),
         "ff+spec": dict(fast_forward=True, speculate=True),
         "ff+spec_eager": dict(fast_forward=True, speculate=eager),
+        "ff+spec+keys": dict(fast_forward=True, speculate=True, keys=True),
+        "ff+spec_eager+keys": dict(fast_forward=True, speculate=eager, keys=True),
     }
+    chosen = [k for k in args.loops.split(",") if k]
+    unknown = sorted(set(chosen) - set(loops))
+    if unknown or "ff" not in chosen:
+        parser.error(f"--loops: expected ff and some of {sorted(loops)}, got {args.loops!r}")
+    loops = {k: loops[k] for k in chosen}
+    twins = aj.bare_twins(vocab.tokens)  # the draft lookup's alternate spellings (host side)
     sets = load_sets(args.sets.split(","), vocab, args.bfcl_cases)
     if args.limit:
         sets = {k: (p[: args.limit], i[: args.limit], d) for k, (p, i, d) in sets.items()}
@@ -178,10 +191,13 @@ def main(argv=None) -> int:
             outs = {}
             for loop in order:
                 start = time.perf_counter()
+                kw = dict(loops[loop])
+                if kw.pop("keys", False):  # built on the host with the prompts, as the job does
+                    kw["draft_keys"] = aj.draft_keys(tokens, twins)
                 out = aj.generate(
                     model.apply_step, params, tokens, tables, cids, sampler=aj.Greedy(),
                     max_new_tokens=args.max_new_tokens, rng=jax.random.key(0), prompt_mask=mask,
-                    cache=cache_fn, **loops[loop],
+                    cache=cache_fn, **kw,
                 )  # fmt: skip
                 out = jax.device_get(out)
                 seconds = time.perf_counter() - start

@@ -122,9 +122,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--speculate",
         choices=("auto", "on", "off"),
         default="auto",
-        help="verify drafts copied from the prompt in the same model call (auto: on for GPU/TPU, "
-        "where wider calls are nearly free; off on CPU, where they cost about as much as they "
-        "save; BENCHMARKS.md)",
+        help="verify drafts copied from the prompt (its words also as a JSON string spells them) "
+        "in the same model call (auto: on for GPU/TPU, where wider calls are nearly free; off on "
+        "CPU, where they cost more than the 5-16%% of calls they save; BENCHMARKS.md)",
     )
     args = p.parse_args(argv)
     for name in ("batch_size", "max_new_tokens", "max_prompt_tokens"):

@@ -36,6 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh
 
+from automata_jax._draft import bare_twins, draft_keys
 from automata_jax._errors import ExtractError
 from automata_jax._generate import MIN_BUFFER, pad_prompts
 from automata_jax._sampling import Greedy, Temperature
@@ -94,6 +95,7 @@ class Runner:
     speculate: bool = False  # drafts copied from the prompt, verified (automata_jax._speculative)
     prefix: tuple[int, ...] = ()  # the prompt prefix in `prefix_cache` (see the module doc)
     prefix_cache: Any = None
+    twins: Any = None  # int32[V], `bare_twins` of the vocabulary (built on first use)
 
     @classmethod
     def create(cls, args, vocab) -> Runner:
@@ -195,6 +197,11 @@ class Runner:
         else:
             length = bucket(max(len(p) for p in rows), MIN_PROMPT_BUCKET)
         tokens, mask = pad_prompts(rows, pad_id=0, length=length)
+        keys = None  # the document's words as a JSON string spells them (drafts only)
+        if self.speculate:
+            if self.twins is None:
+                self.twins = bare_twins(self.vocab.tokens)
+            keys = draft_keys(tokens, self.twins)
         out = generate_sharded(
             self.mesh,
             step,
@@ -210,6 +217,7 @@ class Runner:
             replicate_params=False,
             fast_forward=self.fast_forward,
             speculate=self.speculate,
+            draft_keys=keys,
         )
         out_tokens, lengths, accepted, error, calls, drafted, kept = jax.device_get(
             (out.tokens, out.lengths, out.accepted, out.states.error, out.model_calls,

@@ -4,15 +4,27 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from automata_jax import RuntimeShapeError, bare_twins, draft_keys
 from automata_jax._draft import prompt_lookup
 
 
-def _oracle(history, valid, end, sizes, k):
-    """The draft of one row: longest n first, then the latest match ending before end - 1."""
+def _oracle(history, valid, end, sizes, k, keys=None):
+    """The draft of one row: longest n first, then the latest match ending before end - 1
+    (a slot matches a token equal to its id or, with ``keys``, to its key)."""
     known = [(int(t) if ok else None) for t, ok in zip(history[:end], valid[:end], strict=True)]
+    keys = [-1] * len(known) if keys is None else [int(x) for x in keys[:end]]
+
+    def matches(p, suffix):
+        slots = range(p - len(suffix) + 1, p + 1)
+        return all(
+            known[s] is not None and w in (known[s], keys[s])
+            for s, w in zip(slots, suffix, strict=True)
+        )
+
     for n in sorted(set(sizes), reverse=True):
         if end < n + 1:
             continue
@@ -20,7 +32,7 @@ def _oracle(history, valid, end, sizes, k):
         if None in suffix:
             continue
         for p in range(end - 2, n - 2, -1):  # p: the last slot of an earlier occurrence
-            if known[p - n + 1 : p + 1] == suffix:
+            if matches(p, suffix):
                 draft = []
                 for t in known[p + 1 : p + 1 + k]:
                     if t is None:
@@ -43,8 +55,9 @@ def _oracle(history, valid, end, sizes, k):
     ),
     sizes=st.sampled_from([(1,), (3, 2, 1), (4, 2)]),
     k=st.sampled_from([1, 4]),
+    key_seed=st.one_of(st.none(), st.integers(0, 2**16)),
 )
-def test_matches_a_brute_force(rows, sizes, k):
+def test_matches_a_brute_force(rows, sizes, k, key_seed):
     length = 24  # fixed shapes: one compilation per (sizes, k)
     history = np.full((4, length), 9, np.int32)
     valid = np.zeros((4, length), bool)
@@ -55,11 +68,17 @@ def test_matches_a_brute_force(rows, sizes, k):
         history[b, pads + len(tokens) :] = 1  # slots past the end must never be matched
         valid[b, pads + len(tokens) :] = unknown > 0
         end[b] = pads + len(tokens)
+    keys = None  # alternate spellings: random ids (-1: none), also on unknown slots
+    if key_seed is not None:
+        keys = np.random.default_rng(key_seed).integers(-1, 4, size=(4, length)).astype(np.int32)
     drafts, count = prompt_lookup(
-        jnp.asarray(history), jnp.asarray(valid), jnp.asarray(end), ngram_sizes=sizes, draft_len=k
-    )
+        jnp.asarray(history), jnp.asarray(valid), jnp.asarray(end), ngram_sizes=sizes, draft_len=k,
+        keys=None if keys is None else jnp.asarray(keys),
+    )  # fmt: skip
     for b in range(len(rows)):
-        want = _oracle(history[b], valid[b], int(end[b]), sizes, k)
+        want = _oracle(
+            history[b], valid[b], int(end[b]), sizes, k, None if keys is None else keys[b]
+        )
         assert np.asarray(drafts[b, : int(count[b])]).tolist() == want, (b, rows[b])
 
 
@@ -71,3 +90,31 @@ def test_copies_a_span_of_the_prompt():
         history, history >= 0, jnp.asarray([11]), ngram_sizes=(3, 2, 1), draft_len=4
     )
     assert drafts[0, : int(count[0])].tolist() == [3, 4, 5, 6]
+
+
+def test_a_bare_twin_starts_the_draft():
+    # " Ada Lovelace was" in the prompt; the output spells the value "Ada" (no space).
+    tokens = [b"Ada", b" Ada", b" Lovelace", b" was", b'"', b" b\\", b"b\\"]
+    twins = bare_twins(tokens)
+    assert twins.tolist() == [-1, 0, -1, -1, -1, -1, -1]  # no twin needing an escape
+    prompt = [3, 1, 2, 3]
+    output = [4, 0]  # '"Ada'
+    history = jnp.asarray([prompt + output])
+    keys = np.concatenate([draft_keys([prompt], twins), [[-1, -1]]], axis=1)
+    args = dict(ngram_sizes=(3, 2, 1), draft_len=2)
+    drafts, count = prompt_lookup(history, history >= 0, jnp.asarray([6]), **args)
+    assert int(count[0]) == 0  # token ids alone: "Ada" never occurs in the prompt
+    drafts, count = prompt_lookup(
+        history, history >= 0, jnp.asarray([6]), keys=jnp.asarray(keys), **args
+    )
+    assert drafts[0, : int(count[0])].tolist() == [2, 3]  # " Lovelace was"
+
+
+def test_draft_keys_rejects_ids_outside_the_vocabulary():
+    twins = bare_twins([b"a", b" a"])
+    with pytest.raises(
+        RuntimeShapeError, match=r"draft_keys: prompt token ids must lie in \[0, 2\)"
+    ):
+        draft_keys([[0, 2]], twins)
+    with pytest.raises(RuntimeShapeError, match="draft_keys: expected prompt_tokens"):
+        draft_keys([0, 1], twins)

@@ -100,6 +100,32 @@ def test_greedy_outputs_are_identical(dfas, params, fast_forward):
     assert 0 < kept < drafted  # drafts were both kept and rejected
 
 
+def test_draft_keys_change_the_drafts_not_the_outputs(dfas, params):
+    # Random alternate spellings (adversarial: any id, in or out of the language) and the
+    # bare twins of a toy vocabulary: greedy outputs and final states are unchanged.
+    tables = ConstraintTables.from_dfas(dfas, vocab_size=V)
+    rng = np.random.default_rng(1)
+    drafted = {False: 0, True: 0}
+    for trial in range(3):
+        prompts = _random_prompts(rng, 8)
+        ids = rng.integers(-1, len(dfas), size=8).tolist()
+        shape = aj.pad_prompts(prompts, pad_id=PAD)[0].shape
+        keys = rng.integers(-1, V, size=shape).astype(np.int32)
+        off = _run(params, tables, ids, prompts, 12, fast_forward=trial != 1)
+        for keyed in (False, True):
+            on = _run(
+                params, tables, ids, prompts, 12, fast_forward=trial != 1, speculate=EAGER,
+                draft_keys=keys if keyed else None,
+            )  # fmt: skip
+            np.testing.assert_array_equal(on.tokens, off.tokens)
+            np.testing.assert_array_equal(on.lengths, off.lengths)
+            for a, b in zip(jax.tree.leaves(on.states), jax.tree.leaves(off.states), strict=True):
+                np.testing.assert_array_equal(a, b)
+            drafted[keyed] += int(on.drafted.sum())
+            _check_masks(tables, dfas, ids, on)
+    assert drafted[True] != drafted[False]  # the keys were used
+
+
 def test_the_default_policy_is_identical_and_saves_calls(dfas, params):
     tables = ConstraintTables.from_dfas(dfas, vocab_size=V)
     prompts = [[6, 6, 6, 5, 0, 5, 0, 5], [2, 2, 2, 5]]
@@ -239,17 +265,21 @@ def test_jaxpr_has_no_host_callbacks_and_no_retrace(dfas, params):
     tables = ConstraintTables.from_dfas(dfas[:2], vocab_size=V)
     tokens, mask = aj.pad_prompts([[1, 2], [3]], pad_id=PAD)
 
-    def fn(params, tokens, mask, tables, ids, rng):
+    def fn(params, tokens, mask, tables, ids, rng, keys=None):
         return aj.generate(
             MODEL.apply_step, params, tokens, tables, ids, sampler=TopP(0.9), max_new_tokens=8,
             rng=rng, prompt_mask=mask, cache=MODEL.init_cache, pad_id=PAD, fast_forward=True,
-            speculate=True,
+            speculate=True, draft_keys=keys,
         )  # fmt: skip
 
-    closed = jax.make_jaxpr(fn)(params, tokens, mask, tables, jnp.array([0, 1]), jax.random.key(0))
-    names = jaxpr_primitive_names(closed)
-    assert {"while", "cond"} <= names
-    assert not host_callbacks(names), names
+    keys = aj.draft_keys(tokens, aj.bare_twins(VOCAB.tokens))
+    for extra in ((), (keys,)):  # without and with draft keys (a traced input)
+        closed = jax.make_jaxpr(fn)(
+            params, tokens, mask, tables, jnp.array([0, 1]), jax.random.key(0), *extra
+        )
+        names = jaxpr_primitive_names(closed)
+        assert {"while", "cond"} <= names
+        assert not host_callbacks(names), names
     other = ConstraintTables.from_dfas(
         [ac.compile_regex(p, VOCAB) for p in (r"bcabab(a|b)", r"ccab|cbb")], vocab_size=V
     )
@@ -273,6 +303,10 @@ def test_bad_policies_and_caches():
     tables = ConstraintTables.from_dfas([ac.compile_regex("ab", VOCAB)], vocab_size=V)
     with pytest.raises(aj.RuntimeShapeError, match="speculate"):
         _run(None, tables, [0], [[1]], 4, speculate="yes")
+    with pytest.raises(aj.RuntimeShapeError, match="draft_keys: only used with speculate"):
+        _run(None, tables, [0], [[1]], 4, draft_keys=np.zeros((1, 1), np.int32))
+    with pytest.raises(aj.RuntimeShapeError, match=r"draft_keys: expected the prompts' shape"):
+        _run(None, tables, [0], [[1]], 4, speculate=True, draft_keys=np.zeros((1, 2), np.int32))
     tokens, mask = aj.pad_prompts([[1]], pad_id=PAD)
     with pytest.raises(aj.RuntimeShapeError, match="speculate expected"):
         aj.generate(
