@@ -12,6 +12,7 @@ Example:
   [[1, 2], [0, 3]]
 """
 
+from automata_jax._canonical import CanonicalTables, canonical_mask, canonical_tables
 from automata_jax._constraint import (
     UNCONSTRAINED,
     ConstraintState,
@@ -43,6 +44,7 @@ from automata_jax._tables import ConstraintTables, TableCapacity
 
 __all__ = [
     "UNCONSTRAINED",
+    "CanonicalTables",
     "ConstraintState",
     "ConstraintTables",
     "FastForward",
@@ -65,6 +67,8 @@ __all__ = [
     "advance",
     "allowed_mask",
     "batch_sharding",
+    "canonical_mask",
+    "canonical_tables",
     "generate",
     "generate_sharded",
     "heal_prompts",

@@ -66,6 +66,7 @@ class LoopInputs:
     cache: Any  # None when LoopConfig.init_cache builds it
     pad_id: Int[Array, ""]
     healing: Any = None  # TokenHealing or None
+    canonical: Any = None  # CanonicalTables or None
 
 
 @struct.dataclass(kw_only=True)

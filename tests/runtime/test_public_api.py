@@ -23,6 +23,7 @@ from automata_jax import (
 
 PUBLIC = [
     "UNCONSTRAINED",
+    "CanonicalTables",
     "ConstraintState",
     "ConstraintTables",
     "FastForward",
@@ -45,6 +46,8 @@ PUBLIC = [
     "advance",
     "allowed_mask",
     "batch_sharding",
+    "canonical_mask",
+    "canonical_tables",
     "generate",
     "generate_sharded",
     "heal_prompts",
