@@ -9,21 +9,31 @@ and of adjacent token pairs (Vieira et al. 2025, "Language Models over Canonical
 * the pair ``(a, b)`` is canonical iff no merge fires across the boundary when BPE runs on
   ``text(a) + text(b)``. Only symbols on ``a``'s *right spine* (``a``, its right child, that
   one's right child, ... down to a character) and on ``b``'s *left spine* ever touch the
-  boundary. Each spine symbol ``u`` lives until ``consumed(u)``, the rank of the merge that
-  absorbed it into its parent (``INF`` for the token itself). The pair is non-canonical iff
-  some merge ``(u, v)`` of rank ``m`` has ``u`` on ``a``'s right spine, ``v`` on ``b``'s left
-  spine, ``m < consumed(u)`` and ``m < consumed(v)``.
+  boundary. Each spine symbol lives until ``consumed(u)``, the rank of the merge that
+  absorbed it into its parent (``INF`` for the token itself). A merge ``(u, v)`` of rank
+  ``k`` fires at time ``time(u, v) = max(k, created(u), created(v))`` (HF's BPE applies the
+  lowest-ranked pair present: a merge ranked before one of its parts exists fires as soon
+  as both do). The pair is non-canonical iff some merge has ``u`` on ``a``'s right spine,
+  ``v`` on ``b``'s left spine, ``time < consumed(u)`` and ``time <= consumed(v)`` (ties go
+  to the leftmost pair: the cross pair beats ``b``'s own, loses to ``a``'s).
 
-The rank is a time only when BPE applies a token's merges in increasing rank (every merge
-ranked after the merges that built its two parts). `canonical_bpe` checks that for every
-token it keeps, and refuses tokenizers where the test would not be exact:
+Time is a rank only where a token's own merges apply in increasing rank. Gemma-3's merge
+list is not in training order and some tokens apply theirs out of order (``"----"``);
+those are marked non-canonical here (never allowed under ``canonical=True``), a documented
+restriction rather than a guess. With the 256 byte-fallback tokens and the tokens BPE never
+produces, 4,077 of Gemma-3's 255,731 text tokens (1.6%) are not kept. The test was checked against the
+``tokenizers`` library on 60,000 random Gemma-3 pairs (half with a short right token):
+0 mismatches (tests/runtime/test_canonical.py keeps a full-vocabulary comparison).
+
+Refused (`CanonicalError`), because the test would not be exact:
 
 * a pre-tokenizer that splits text (Llama-3's regex: whether two tokens' bytes fall in one
-  pre-token depends on context beyond the pair) or ``ignore_merges`` (a whole pre-token in
-  the vocabulary wins over the merges): `CanonicalError`;
-* byte-fallback tokens (``<0x..>``): canonical only as the bytes of a character that has no
-  token of its own, a condition over up to four tokens, not a pair; they are marked
-  non-canonical (never allowed under ``canonical=True``), a documented restriction.
+  pre-token depends on context beyond the pair; e.g. ``"  " + "x"`` is ``" " + " x"``) or
+  ``ignore_merges`` (a whole pre-token in the vocabulary wins over the merges).
+
+Byte-fallback tokens (``<0x..>``) are canonical only as the bytes of a character that has
+no token of its own, a condition over up to four tokens, not a pair; they are marked
+non-canonical (never allowed under ``canonical=True``).
 
 Special tokens (no text: EOS, ...) are exempt: always allowed, and no pair test after them.
 """
