@@ -101,7 +101,7 @@ def _bpe_tree(chars: list[str], ranks: dict[tuple[str, str], int]):
                 best, at = r, i
         if best is None:
             break
-        monotone &= best > last
+        monotone &= best >= last  # the same merge again ("aaaa") is not out of order
         last = best
         a, b = syms[at], syms[at + 1]
         syms[at : at + 2] = [(a[0] + b[0], best, a, b)]
