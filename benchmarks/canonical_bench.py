@@ -41,7 +41,7 @@ def main(argv=None):
     print(
         f"canonical_bpe: {build:.1f} s; device arrays {nbytes / 2**20:.1f} MiB "
         f"(V={v}, DL={bpe.left_sym.shape[1]}, DR={bpe.right_sym.shape[1]}, "
-        f"M={canon.merge_left.shape[0]}); tokens kept {int(bpe.ok.sum())}, "
+        f"M={canon.merge_right.shape[0]}, L={canon.slots.shape[0]}); tokens kept {int(bpe.ok.sum())}, "
         f"special {int(bpe.exempt.sum())}"
     )
     dfa = ac.compile_json_schema(

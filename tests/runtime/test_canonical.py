@@ -126,7 +126,7 @@ def test_combined_mask_is_constraint_and_canonical(gemma):
     want = allowed & (_oracle(tok, bpe, prev) | bpe.exempt)
     assert (allowed & canonical == want).all()
     assert tok.token_to_id("l") is not None and not want[tok.token_to_id("l")]  # "he"+"l"
-    assert want[tok.token_to_id("llo")]
+    assert want.any() and (allowed & ~want).any()  # both sides of the AND bite
 
 
 def test_refuses_tables_of_another_size(gemma):
