@@ -291,7 +291,7 @@ def run_variant(
     width = max((int(d.forced_len.max(initial=0)) for d in real if d.forced_len is not None),
                 default=0)  # fmt: skip
     width = aj_bucket(width, 1) if width else 0
-    canon = canonical_for(tokenizer, v, log) if variant.canonical else None
+    canon_tables = canonical_for(tokenizer, v, log) if variant.canonical else None
     gen_s = score_s = 0.0
     for start in range(0, len(order), batch):
         real = order[start : start + batch]
@@ -316,7 +316,7 @@ def run_variant(
         out = aj.generate(
             step, params, tokens, tables, np.asarray(ids, np.int32), sampler=aj.Greedy(),
             max_new_tokens=max_new, rng=jax.random.key(0), prompt_mask=mask, cache=cache,
-            fast_forward=variant.fast_forward, healing=heal, canonical=canon,
+            fast_forward=variant.fast_forward, healing=heal, canonical=canon_tables,
         )  # fmt: skip
         jax.block_until_ready(out.tokens)
         t1 = time.perf_counter()
