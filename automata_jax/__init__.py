@@ -12,6 +12,7 @@ Example:
   [[1, 2], [0, 3]]
 """
 
+from automata_jax._canonical import CanonicalTables, canonical_mask, canonical_tables
 from automata_jax._constraint import (
     UNCONSTRAINED,
     ConstraintState,
@@ -44,6 +45,7 @@ from automata_jax._tables import ConstraintTables, TableCapacity
 
 __all__ = [
     "UNCONSTRAINED",
+    "CanonicalTables",
     "ConstraintState",
     "ConstraintTables",
     "FastForward",
@@ -67,6 +69,8 @@ __all__ = [
     "allowed_mask",
     "bare_twins",
     "batch_sharding",
+    "canonical_mask",
+    "canonical_tables",
     "draft_keys",
     "generate",
     "generate_sharded",

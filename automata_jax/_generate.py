@@ -32,10 +32,11 @@ import numpy as np
 from flax import struct
 from jaxtyping import Array, Bool, Int
 
-from automata_jax import _fast_forward, _healing, _speculative
+from automata_jax import _canonical, _fast_forward, _healing, _speculative
 from automata_jax._constraint import (
     ConstraintState,
     advance,
+    allowed_mask,
     check_constraint_ids,
     init_state,
     is_concrete,
@@ -67,6 +68,8 @@ class GenerateOutput:
         fast-forward this is its sampled tokens (EOS included); with it, fewer.
       drafted: int32[B], with ``speculate``: draft tokens the row fed to the model (else 0).
       drafts_accepted: int32[B], with ``speculate``: those drafts it kept (else 0).
+      canonical_fallbacks: int32[B], with ``canonical``: steps where the constraint allowed
+        no canonical token and the row sampled under the constraint mask alone (else 0).
     """
 
     tokens: Int[Array, "B N"]
@@ -76,6 +79,7 @@ class GenerateOutput:
     model_calls: Int[Array, " B"]
     drafted: Int[Array, " B"] | None = None
     drafts_accepted: Int[Array, " B"] | None = None
+    canonical_fallbacks: Int[Array, " B"] | None = None
 
 
 def pad_prompts(
@@ -217,6 +221,7 @@ def generate(
     healing: _healing.TokenHealing | None = None,
     speculate: bool | _speculative.Speculate = False,
     draft_keys: Int[Array, "B T"] | None = None,
+    canonical: _canonical.CanonicalTables | None = None,
 ) -> GenerateOutput:
     """Generates up to ``max_new_tokens`` tokens per row under each row's constraint.
 
@@ -265,6 +270,13 @@ def generate(
         space as a JSON string spells a document's word (`automata_jax.draft_keys`,
         built on the host with the prompts). Changes which drafts are proposed, never
         the outputs.
+      canonical: optional `CanonicalTables` (`canonical_tables(canonical_bpe(path))`):
+        canonical-only decoding. A token is allowed iff the text stays a prefix of the
+        row's language AND the generated token sequence stays the tokenizer's own
+        encoding of its text (the BPE pair test, see `automata_jax._canonical`; the first
+        token is tested alone). Where the constraint allows no canonical token the row
+        samples under the constraint alone for that step, counted in
+        ``canonical_fallbacks``. Not combined with ``fast_forward`` or ``speculate``.
 
     Returns:
       A `GenerateOutput`.
@@ -314,6 +326,12 @@ def generate(
                 f"{list(np.shape(draft_keys))}"
             )
         draft_keys = jnp.asarray(draft_keys, jnp.int32)
+    if canonical is not None:
+        _canonical.check(canonical, tables.vocab_size)
+        if fast_forward or speculate:
+            raise RuntimeShapeError(
+                "canonical: not combined with fast_forward or speculate (the plain loop only)"
+            )
     if speculate is not None:
         forced = _fast_forward.chunk_width(tables) - 1 if fast_forward else 0
         speculate = speculate.resolve(forced=forced)
@@ -348,6 +366,7 @@ def generate(
         pad_id=jnp.asarray(pad_id, jnp.int32),
         healing=healing,
         draft_keys=draft_keys,
+        canonical=canonical,
     )
     out = _generate_jit(config, inputs)
     if capacity != n:
@@ -380,6 +399,7 @@ class DecodeState:
       cache: the model's cache.
       lengths: int32[B], tokens counted so far (EOS and padding are not).
       calls: int32[B], model calls whose logits the row sampled from (the prefill too).
+      fallbacks: int32[B], canonical-mode steps sampled under the constraint mask alone.
     """
 
     step: Int[Array, ""]
@@ -390,6 +410,7 @@ class DecodeState:
     cache: Any
     lengths: Int[Array, " B"]
     calls: Int[Array, " B"]
+    fallbacks: Int[Array, " B"]
 
 
 def _generate_loop(config: LoopConfig, inputs: LoopInputs) -> GenerateOutput:
@@ -398,7 +419,7 @@ def _generate_loop(config: LoopConfig, inputs: LoopInputs) -> GenerateOutput:
     fast_forward, speculate, on_batch = config.fast_forward, config.speculate, config.on_batch
     params, prompt_tokens, prompt_mask = inputs.params, inputs.prompt_tokens, inputs.prompt_mask
     tables, rng, cache, pad_id = inputs.tables, inputs.rng, inputs.cache, inputs.pad_id
-    max_new_tokens, healing = inputs.max_new_tokens, inputs.healing
+    max_new_tokens, healing, canonical = inputs.max_new_tokens, inputs.healing, inputs.canonical
     b, t = prompt_tokens.shape
     v = tables.vocab_size
     slack = _cache_slack(capacity, tables, fast_forward, speculate)
@@ -421,14 +442,24 @@ def _generate_loop(config: LoopConfig, inputs: LoopInputs) -> GenerateOutput:
     next_position = positions[:, -1] + 1
     num_steps = jnp.clip(max_new_tokens, 1, capacity)
 
-    def sample(i, last_logits, state):
+    def sample(i, last_logits, state, prev=None, has_prev=None):
         last_logits = on_batch(last_logits)
-        tokens = sampler(mask_logits(tables, state, last_logits), jax.random.fold_in(rng, i))
+        fallback = jnp.zeros((b,), jnp.int32)
+        if canonical is None:
+            masked = mask_logits(tables, state, last_logits)
+        else:  # constraint AND canonical; the constraint alone where that leaves nothing
+            allowed = allowed_mask(tables, state)
+            both = allowed & _canonical.canonical_mask(canonical, prev, has_prev)
+            empty = ~jnp.any(both, axis=-1)
+            fallback = (empty & ~state.done).astype(jnp.int32)
+            keep = jnp.where(empty[:, None], allowed, both)
+            masked = jnp.where(keep, last_logits, jnp.asarray(-jnp.inf, last_logits.dtype))
+        tokens = sampler(masked, jax.random.fold_in(rng, i))
         emitted = ~state.done
         tokens = jnp.where(emitted, tokens.astype(jnp.int32), pad_id)
         is_eos = tables.eos_mask[jnp.clip(tokens, 0, v - 1)]
         counted = (emitted & ~is_eos).astype(jnp.int32)
-        return tokens, emitted, on_batch(advance(tables, state, tokens)), counted
+        return tokens, emitted, on_batch(advance(tables, state, tokens)), counted, fallback
 
     state = on_batch(init_state(tables, inputs.constraint_ids))
     healed = None
@@ -463,7 +494,11 @@ def _generate_loop(config: LoopConfig, inputs: LoopInputs) -> GenerateOutput:
     if fast_forward:
         buffer, lengths, state, calls = _fast_forward.ff_loop(config, start)
         return _output(buffer, lengths, state, calls, healed)
-    token, emitted, state, counted = sample(0, logits[:, -1], state)
+    if healed is not None:  # the healed token is the previous one
+        prev0, has_prev0 = healed[0], jnp.ones((b,), bool)
+    else:
+        prev0, has_prev0 = jnp.zeros((b,), jnp.int32), jnp.zeros((b,), bool)
+    token, emitted, state, counted, fallback = sample(0, logits[:, -1], state, prev0, has_prev0)
     buffer = jnp.full((b, capacity), pad_id, jnp.int32).at[:, 0].set(token)
     calls = jnp.ones((b,), jnp.int32)  # the prefill
     carry = DecodeState(
@@ -475,6 +510,7 @@ def _generate_loop(config: LoopConfig, inputs: LoopInputs) -> GenerateOutput:
         cache=cache,
         lengths=counted,
         calls=calls,
+        fallbacks=fallback,
     )
 
     def cond(c: DecodeState):
@@ -488,7 +524,9 @@ def _generate_loop(config: LoopConfig, inputs: LoopInputs) -> GenerateOutput:
         )
         _check_step_logits(logits, b, 1, v)
         calls = c.calls + (~c.state.done).astype(jnp.int32)  # rows that sample these logits
-        token, emitted, state, counted = sample(i, logits[:, 0], c.state)
+        token, emitted, state, counted, fallback = sample(
+            i, logits[:, 0], c.state, c.token, jnp.ones((b,), bool)
+        )
         buffer = jax.lax.dynamic_update_slice(c.buffer, token[:, None], (jnp.int32(0), i))
         return DecodeState(
             step=i + 1,
@@ -499,10 +537,12 @@ def _generate_loop(config: LoopConfig, inputs: LoopInputs) -> GenerateOutput:
             cache=cache,
             lengths=c.lengths + counted,
             calls=calls,
+            fallbacks=c.fallbacks + fallback,
         )
 
     end = jax.lax.while_loop(cond, body, carry)
-    return _output(end.buffer, end.lengths, end.state, end.calls, healed)
+    out = _output(end.buffer, end.lengths, end.state, end.calls, healed)
+    return out.replace(canonical_fallbacks=end.fallbacks)
 
 
 def _heal_first(step_fn, params, tables, state, logits, healing, sampler, rng, pad_id, cache, pos):
@@ -545,4 +585,5 @@ def _output(buffer, lengths, state: ConstraintState, calls, healed=None) -> Gene
         model_calls=calls,
         drafted=jnp.zeros_like(lengths),
         drafts_accepted=jnp.zeros_like(lengths),
+        canonical_fallbacks=jnp.zeros_like(lengths),
     )

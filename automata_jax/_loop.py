@@ -67,6 +67,7 @@ class LoopInputs:
     pad_id: Int[Array, ""]
     healing: Any = None  # TokenHealing or None
     draft_keys: Any = None  # int32[B, T] or None: the prompt's alternate spellings for drafts
+    canonical: Any = None  # CanonicalTables or None
 
 
 @struct.dataclass(kw_only=True)

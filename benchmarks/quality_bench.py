@@ -75,6 +75,7 @@ class Variant:
     property_order: str = "any"
     fast_forward: bool = False
     heal: bool = False
+    canonical: bool = False  # canonical-only decoding (generate's ``canonical``)
     prompt_end: str = "Arguments:"  # the prompt's last characters
 
 
@@ -89,6 +90,8 @@ VARIANTS = {
         Variant("pretty", whitespace="pretty", prompt_end="Arguments: "),
         Variant("declared", property_order="declared"),
         Variant("fast_forward", fast_forward=True),
+        Variant("canonical", canonical=True),
+        Variant("heal_canonical", prompt_end="Arguments: ", heal=True, canonical=True),
         Variant(
             "heal_ff_declared",
             prompt_end="Arguments: ",
@@ -230,9 +233,20 @@ def parse_output(text: str, constrained: bool):
 
 
 _DFAS: dict = {}  # (schema, whitespace, property_order) -> TokenDFA, shared by the variants
+_CANONICAL: dict = {}  # vocab_size -> CanonicalTables (built once: ~40 s for Gemma-3)
 
 
-def run_variant(variant, cases, model, params, vocab, *, batch, max_new, log, partial=None):
+def canonical_for(path, vocab_size: int, log):
+    if vocab_size not in _CANONICAL:
+        t0 = time.perf_counter()
+        _CANONICAL[vocab_size] = aj.canonical_tables(ac.canonical_bpe(path, vocab_size))
+        log(f"  canonical tables built in {time.perf_counter() - t0:.0f} s")
+    return _CANONICAL[vocab_size]
+
+
+def run_variant(
+    variant, cases, model, params, vocab, *, batch, max_new, log, partial=None, tokenizer=TOKENIZER
+):
     import jsonschema
 
     v = model.config.vocab_size
@@ -277,6 +291,7 @@ def run_variant(variant, cases, model, params, vocab, *, batch, max_new, log, pa
     width = max((int(d.forced_len.max(initial=0)) for d in real if d.forced_len is not None),
                 default=0)  # fmt: skip
     width = aj_bucket(width, 1) if width else 0
+    canon_tables = canonical_for(tokenizer, v, log) if variant.canonical else None
     gen_s = score_s = 0.0
     for start in range(0, len(order), batch):
         real = order[start : start + batch]
@@ -301,7 +316,7 @@ def run_variant(variant, cases, model, params, vocab, *, batch, max_new, log, pa
         out = aj.generate(
             step, params, tokens, tables, np.asarray(ids, np.int32), sampler=aj.Greedy(),
             max_new_tokens=max_new, rng=jax.random.key(0), prompt_mask=mask, cache=cache,
-            fast_forward=variant.fast_forward, healing=heal,
+            fast_forward=variant.fast_forward, healing=heal, canonical=canon_tables,
         )  # fmt: skip
         jax.block_until_ready(out.tokens)
         t1 = time.perf_counter()
@@ -311,6 +326,7 @@ def run_variant(variant, cases, model, params, vocab, *, batch, max_new, log, pa
         t2 = time.perf_counter()
         gen_s, score_s = gen_s + t1 - t0, score_s + t2 - t1
         calls = np.asarray(out.model_calls)
+        fallbacks = np.asarray(out.canonical_fallbacks)
         for j, i in enumerate(real):
             n = int(lengths[j])
             toks = [int(x) for x in out_tokens[j, :n]]
@@ -336,7 +352,7 @@ def run_variant(variant, cases, model, params, vocab, *, batch, max_new, log, pa
             rec = dict(
                 index=i, id=case.id, text=text, parsed=value is not None, valid=valid,
                 correct=correct, tokens=n, calls=int(calls[j]), logprob=float(lp[j, :n].sum()),
-                accepted=bool(np.asarray(out.accepted)[j]),
+                accepted=bool(np.asarray(out.accepted)[j]), fallbacks=int(fallbacks[j]),
             )  # fmt: skip
             if variant.constrained and dfas[i] is not None:
                 canon, per_tok = canonical_flags(vocab, toks, vocab.decode(toks))
@@ -392,6 +408,7 @@ def summarize(variant, records, wall, compile_s):
         ),
         "mean_tokens": float(np.mean([r["tokens"] for r in records])),
         "mean_calls": float(np.mean([r["calls"] for r in records])),
+        "canonical_fallbacks": int(sum(r.get("fallbacks", 0) for r in records)),
         "wall_s": wall,
         "compile_s": compile_s,
         "s_per_case": wall / max(1, n),
@@ -424,6 +441,7 @@ def fmt(s) -> str:
         lines.append(
             f"    non-canonical outputs {r(s['noncanonical'])}; sampled tokens "
             f"{r(s['noncanonical_sampled_tokens'])}; forced tokens {r(s['noncanonical_forced_tokens'])}"
+            f"; canonical fallbacks {s.get('canonical_fallbacks', 0)}; generate {s.get('generate_s', 0):.0f} s"
         )
     return "\n".join(lines)
 
@@ -488,6 +506,7 @@ def main(argv=None):
         s = run_variant(
             VARIANTS[name], cases, model, params, vocab,
             batch=args.batch, max_new=args.max_new_tokens, log=log, partial=partial,
+            tokenizer=args.tokenizer,
         )  # fmt: skip
         print(fmt(s), flush=True)
         results.append(s)

@@ -50,6 +50,8 @@ _EXPORTS = {
     # vocabularies
     "Vocabulary": "tokens",
     "read_gguf_header": "tokens",
+    "canonical_bpe": "tokens",
+    "CanonicalError": "tokens",
     # compilers
     "compile_regex": "pipeline",
     "json_schema_to_regex": "frontends.json_schema",

@@ -14,6 +14,7 @@ import automata_compile
 
 EXPECTED_ALL = [
     "AutomataError",
+    "CanonicalError",
     "CompileTimeoutError",
     "EmptyLanguageError",
     "FORMAT_VERSION",
@@ -39,6 +40,7 @@ EXPECTED_ALL = [
     "Vocabulary",
     "VocabularyError",
     "builtin_grammar",
+    "canonical_bpe",
     "compile_dataclass",
     "compile_grammar",
     "compile_json_schema",

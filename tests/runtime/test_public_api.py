@@ -23,6 +23,7 @@ from automata_jax import (
 
 PUBLIC = [
     "UNCONSTRAINED",
+    "CanonicalTables",
     "ConstraintState",
     "ConstraintTables",
     "FastForward",
@@ -46,6 +47,8 @@ PUBLIC = [
     "allowed_mask",
     "bare_twins",
     "batch_sharding",
+    "canonical_mask",
+    "canonical_tables",
     "draft_keys",
     "generate",
     "generate_sharded",

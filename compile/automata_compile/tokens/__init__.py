@@ -9,10 +9,13 @@ from __future__ import annotations
 from automata_compile._lazy import lazy_exports
 
 _EXPORTS = {
+    "CanonicalBPE": "_canonical",
+    "CanonicalError": "_canonical",
     "DEFAULT_MAX_TOKENS": "_forced",
     "FORMAT_VERSION": "_token_dfa",
     "TokenDFA": "_token_dfa",
     "TokenTrie": "_token_trie",
+    "canonical_bpe": "_canonical",
     "Vocabulary": "_vocabulary",
     "compose": "_compose",
     "forced_runs": "_forced",
