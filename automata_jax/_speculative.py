@@ -53,7 +53,6 @@ otherwise slots left invalid by rewinds (and by fast-forward's padding) would sh
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -62,9 +61,9 @@ from flax import struct
 from jaxtyping import Array, Int
 
 from automata_jax import _draft
-from automata_jax._constraint import ConstraintState, advance, mask_logits
+from automata_jax._constraint import advance, mask_logits
 from automata_jax._errors import RuntimeShapeError
-from automata_jax._fast_forward import FastForward, accepts_logits_at, chunk_width
+from automata_jax._fast_forward import FastForward, FastForwardState, accepts_logits_at, chunk_width
 from automata_jax._loop import LoopConfig, LoopStart, cache_room
 
 
@@ -426,20 +425,34 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
     rate0 = spec.prior_accepted / spec.prior_drafted
     x = choose(jax.random.fold_in(rng, 0), state, logits)
     rates = jnp.full((b,), rate0, jnp.float32)
-    tokens, head, state, counted, feed, choice, buffer, written = emit(
-        x, state, written, rates, buffer, room_of(cache)
-    )
-    carry = SpeculativeState(
+
+    def carry_after(x, state, written, rates, buffer, cache, lengths, **rest) -> SpeculativeState:
+        """Emits the chosen tokens and the next drafts; the carry that feeds them next."""
+        tokens, head, state, counted, feed, choice, buffer, written = emit(
+            x, state, written, rates, buffer, room_of(cache)
+        )
+        return SpeculativeState(
+            tokens=tokens,
+            head=head,
+            state=state,
+            feed=feed,
+            choice=choice,
+            buffer=buffer,
+            written=written,
+            cache=cache,
+            lengths=lengths + counted,
+            **rest,
+        )
+
+    carry = carry_after(
+        x,
+        state,
+        written,
+        rates,
+        buffer,
+        cache,
+        zeros,
         step=jnp.int32(1),
-        buffer=buffer,
-        written=written,
-        lengths=counted,
-        tokens=tokens,
-        head=head,
-        feed=feed,
-        choice=choice,
-        state=state,
-        cache=cache,
         position=next_position,
         calls=jnp.ones((b,), jnp.int32),
         drafted=zeros,
@@ -466,20 +479,15 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
         drafted = c.drafted + jnp.maximum(c.feed - c.head, 0) * fed
         accepted = c.accepted + m
         rates = (accepted + spec.prior_accepted) / (drafted + spec.prior_drafted)
-        tokens, head, state, counted, feed, choice, buffer, written = emit(
-            x, on_batch(state), written, rates.astype(jnp.float32), buffer, room_of(cache)
-        )
-        return SpeculativeState(
+        return carry_after(
+            x,
+            on_batch(state),
+            written,
+            rates.astype(jnp.float32),
+            buffer,
+            cache,
+            c.lengths + m,
             step=c.step + 1,
-            buffer=buffer,
-            written=written,
-            lengths=c.lengths + m + counted,
-            tokens=tokens,
-            head=head,
-            feed=feed,
-            choice=choice,
-            state=state,
-            cache=cache,
             position=c.position + keep,
             calls=c.calls + fed.astype(jnp.int32),
             drafted=drafted,
@@ -491,7 +499,7 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
 
 
 @struct.dataclass(kw_only=True)
-class SpeculativeState:
+class SpeculativeState(FastForwardState):
     """The speculative loop's carried state (as `FastForwardState`, plus the draft's).
 
     Attributes:
@@ -512,18 +520,7 @@ class SpeculativeState:
       accepted: int32[B], draft tokens kept.
     """
 
-    step: Int[Array, ""]
-    buffer: Int[Array, "B N"]
-    written: Int[Array, " B"]
-    lengths: Int[Array, " B"]
-    tokens: Int[Array, "B W"]
     head: Int[Array, " B"]
-    feed: Int[Array, " B"]
-    choice: Int[Array, ""]
-    state: ConstraintState
-    cache: Any
-    position: Int[Array, " B"]
-    calls: Int[Array, " B"]
     drafted: Int[Array, " B"]
     accepted: Int[Array, " B"]
 
