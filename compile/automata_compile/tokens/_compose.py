@@ -30,11 +30,14 @@ import numpy as np
 from automata_compile._errors import EmptyLanguageError
 from automata_compile.automata import NUM_BYTES, ByteDFA, check_time
 from automata_compile.automata import dfa_ops as _dfa_ops
+from automata_compile.tokens._loop_walk import find_loops, loop_walk
 from automata_compile.tokens._rows import distinct_rows, unique_rows, unique_small
 from automata_compile.tokens._token_trie import TokenTrie
 
 # A state is wide when tokens whose first byte it allows exceed this share of the vocabulary.
-WIDE_SHARE = 0.05
+WIDE_SHARE = 0.01
+# Free strings walk their loop's cached walk (`_loop_walk`); False: the plain walk (tests).
+USE_LOOPS = True
 
 
 @dataclasses.dataclass
@@ -97,11 +100,48 @@ def compose(dfa: ByteDFA, trie: TokenTrie, predicates=(), *, return_byte_states:
     first, col_id = _dfa_ops.unique_columns(np.concatenate([dead, ns], axis=1))
     new_next = np.ascontiguousarray(np.concatenate([dead, ns], axis=1)[:, first]).astype(np.int32)
     token_class = col_id[1:][token_class].astype(np.int32)
+    byte_state = np.zeros(ns.shape[0], dtype=np.int32)
+    byte_state[block[::-1]] = kept[::-1]  # the first kept byte state of each token state
+    token_class, new_next, acc, st, byte_state = canonical_numbering(
+        token_class, new_next, acc, st, byte_state
+    )
     if return_byte_states:
-        byte_state = np.zeros(ns.shape[0], dtype=np.int32)
-        byte_state[block[::-1]] = kept[::-1]  # the first kept byte state of each token state
         return token_class, new_next, acc, st, byte_state
     return token_class, new_next, acc, st
+
+
+def canonical_numbering(token_class, next_state, accepting, start, byte_state):
+    """Renumbers a minimal token DFA canonically, so that its tables depend only on the
+    byte DFA and the vocabulary, not on how the walk split or ordered its work.
+
+    A token state is a block of byte states with one token-level future, so it is named by
+    its first byte state (``byte_state``): states are numbered in that order. Token classes
+    (the distinct columns) are numbered in the order of their first token id; class 0, the
+    dead column, stays 0.
+
+    Returns:
+      (token_class, next_state, accepting, start, byte_state), renumbered.
+    """
+    state_order = np.argsort(byte_state, kind="stable")
+    state_id = np.empty(state_order.shape[0] + 1, dtype=np.int32)
+    state_id[state_order] = np.arange(state_order.shape[0], dtype=np.int32)
+    state_id[-1] = -1  # next_state's -1 reads the last slot
+    num_classes = next_state.shape[1]
+    vsize = token_class.shape[0]
+    first_token = np.full(num_classes, vsize, dtype=np.int64)
+    first_token[token_class[::-1]] = np.arange(vsize)[::-1]
+    first_token[0] = -1  # the dead class stays first
+    class_order = np.argsort(first_token, kind="stable")
+    class_id = np.empty(num_classes, dtype=np.int32)
+    class_id[class_order] = np.arange(num_classes, dtype=np.int32)
+    new_next = np.ascontiguousarray(state_id[next_state[state_order][:, class_order]])
+    return (
+        class_id[token_class],
+        new_next,
+        accepting[state_order],
+        int(state_id[start]),
+        byte_state[state_order],
+    )
 
 
 def _walk(dfa: ByteDFA, trie: TokenTrie, predicates) -> _Walk:
@@ -110,41 +150,121 @@ def _walk(dfa: ByteDFA, trie: TokenTrie, predicates) -> _Walk:
     has_terminal = (dfa.trans[:, NUM_BYTES:] >= 0).any(axis=1)
     estimate = (byte_trans >= 0).astype(np.int64) @ trie.first_byte_count
     wide_mask = (estimate > WIDE_SHARE * trie.token_group.shape[0]) & ~has_terminal
-    wide = np.flatnonzero(wide_mask)
-    narrow = np.flatnonzero(~wide_mask)
-    groups, starts, ends = _sparse_walk(byte_trans, trie, narrow)
+    # A wide state in a loop (a free string) takes the loop's cached walk, and the loop's
+    # other states with it; the loop's exits continue as sparse lanes.
+    loops = []
+    if USE_LOOPS:
+        loops = [
+            lp
+            for lp in find_loops(byte_trans, np.flatnonzero(wide_mask))
+            if not has_terminal[lp.states].any()
+        ]
+    in_loop = np.zeros(q, dtype=bool)
+    for lp in loops:
+        in_loop[lp.states] = True
+    wide = np.flatnonzero(wide_mask & ~in_loop)
+    narrow = np.flatnonzero(~wide_mask & ~in_loop).astype(np.int64)
+    flat = np.ascontiguousarray(byte_trans).reshape(-1)
+    z = np.zeros(narrow.shape[0], np.int64)
+    lanes = [(z, z, narrow, narrow)]
     rows, group_row = _dense_walk(byte_trans, trie, wide)
+    if loops:
+        walks = [loop_walk(byte_trans, lp, trie) for lp in loops]
+        for lp, lw in zip(loops, walks, strict=True):
+            entry = lp.states[lw.exit_src] * NUM_BYTES + _node_bytes(trie, lw)
+            lanes.append((lw.exit_depth, lw.exit_node, lp.states[lw.exit_start], flat[entry]))
+        wide, rows, group_row = _join_loops(q, wide, rows, group_row, loops, walks)
+    depth, node, start, cur = (np.concatenate(c).astype(np.int64) for c in zip(*lanes))
+    groups, starts, ends = _lanes_walk(flat, trie, depth, node, start, cur)
     xtok, xstart, xend = _terminal_edges(dfa, trie, predicates, groups, starts)
     return _Walk(groups, starts, ends, wide, rows, group_row, q, xtok, xstart, xend)
 
 
-def _sparse_walk(byte_trans: np.ndarray, trie: TokenTrie, starts0: np.ndarray):
-    """Live (terminal group, start state, end state) triples from ``starts0``."""
-    flat = np.ascontiguousarray(byte_trans).reshape(-1)
-    node = np.zeros(starts0.shape[0], dtype=np.int64)
-    start = starts0.astype(np.int64)
-    cur = start.copy()
+def _node_bytes(trie: TokenTrie, lw) -> np.ndarray:
+    """int64[X]: the byte of each exit's trie node."""
+    out = np.zeros(lw.exit_node.shape[0], np.int64)
+    for d in np.unique(lw.exit_depth).tolist():
+        at = lw.exit_depth == d
+        out[at] = trie.byte[d][lw.exit_node[at]]
+    return out
+
+
+def _join_loops(q, wide, rows, group_row, loops, walks):
+    """The dense part over ``wide`` and then every loop copy's states: a group's row is its
+    row over ``wide`` next to its cached row in each loop, mapped to the copy's states.
+
+    Returns (wide, rows, group_row) as `_Walk` holds them.
+    """
+    # One id per distinct combination of a group's row ids (copies of a shape share ids).
+    shapes = {}
+    for lp, lw in zip(loops, walks, strict=True):
+        shapes.setdefault(lp.key, lw)
+    combo = group_row.astype(np.int64) + 1
+    for lw in shapes.values():
+        u = lw.rows.shape[0] + 1
+        key = combo * u + (lw.group_row.astype(np.int64) + 1)
+        _, combo = unique_small(key, (int(combo.max()) + 1) * u)
+    num = int(combo.max()) + 1
+    rep = np.zeros(num, dtype=np.int64)
+    rep[combo[::-1]] = np.arange(combo.shape[0])[::-1]  # one group per combination
+    dtype = np.int16 if q < np.iinfo(np.int16).max else np.int32
+    gr = group_row[rep]
+    if rows.shape[0]:
+        cols = [np.where(gr[:, None] >= 0, rows[np.maximum(gr, 0)], q)]
+    else:  # no wide state outside the loops
+        cols = [np.full((num, wide.shape[0]), q)]
+    for lp, lw in zip(loops, walks, strict=True):
+        gr = lw.group_row[rep]
+        local = np.where(gr[:, None] >= 0, lw.rows[np.maximum(gr, 0)], lw.size)
+        cols.append(np.append(lp.states, q)[local])
+    out = np.concatenate([c.astype(dtype) for c in cols], axis=1)
+    live = ~(out == q).all(axis=1)
+    new_rows, row_of = unique_rows(out[live])
+    ids = np.full(num, -1, dtype=np.int64)
+    ids[live] = row_of
+    all_wide = np.concatenate([wide.astype(np.int64)] + [lp.states for lp in loops])
+    return all_wide, new_rows, ids[combo]
+
+
+def _lanes_walk(flat: np.ndarray, trie: TokenTrie, depth, node, start, cur):
+    """Live (terminal group, start state, end state) triples of sparse lanes: lane i is at
+    trie node ``node[i]`` of level ``depth[i]`` (0: the root, no byte read yet) in byte
+    state ``cur[i]``, having started in ``start[i]``; a lane at level d > 0 counts the
+    token ending at its node."""
+    order = np.argsort(depth, kind="stable")
+    depth, node, start, cur = depth[order], node[order], start[order], cur[order]
+    bounds = np.searchsorted(depth, np.arange(trie.depth + 2))
+    last = int(depth[-1]) if depth.size else 0
     groups, starts, ends = [], [], []
+    lane_node, lane_start, lane_cur = node[: bounds[1]], start[: bounds[1]], cur[: bounds[1]]
     for d in range(1, trie.depth + 1):
         check_time("the composition with the vocabulary")
-        if node.size == 0:
+        if lane_node.size == 0 and d > last:
             break
-        rep, child = trie.children(d, node)
-        if child.size == 0:
-            break
-        nxt = flat[cur[rep] * NUM_BYTES + trie.byte[d][child]]
-        keep = nxt >= 0
-        node, start, cur = child[keep], start[rep[keep]], nxt[keep].astype(np.int64)
-        term = trie.terminal[d][node]
+        if lane_node.size:
+            rep, child = trie.children(d, lane_node)
+            nxt = flat[lane_cur[rep] * NUM_BYTES + trie.byte[d][child]]
+            keep = nxt >= 0
+            lane_node, lane_start, lane_cur = child[keep], lane_start[rep[keep]], nxt[keep]
+        lo, hi = bounds[d], bounds[d + 1]
+        if hi > lo:  # lanes joining at this level
+            lane_node = np.concatenate([lane_node, node[lo:hi]])
+            lane_start = np.concatenate([lane_start, start[lo:hi]])
+            lane_cur = np.concatenate([lane_cur, cur[lo:hi]])
+        term = trie.terminal[d][lane_node]
         hit = term >= 0
         if hit.any():
             groups.append(term[hit])
-            starts.append(start[hit])
-            ends.append(cur[hit])
+            starts.append(lane_start[hit])
+            ends.append(lane_cur[hit])
     if not groups:
         z = np.zeros(0, np.int64)
         return z, z, z
-    return np.concatenate(groups).astype(np.int64), np.concatenate(starts), np.concatenate(ends)
+    return (
+        np.concatenate(groups).astype(np.int64),
+        np.concatenate(starts).astype(np.int64),
+        np.concatenate(ends).astype(np.int64),
+    )
 
 
 def _dense_walk(byte_trans: np.ndarray, trie: TokenTrie, wide: np.ndarray):
@@ -271,14 +391,15 @@ def _columns(num_states: int, trie: TokenTrie, walk: _Walk, token_class, rep) ->
     has_group = rep_groups >= 0
     group_class = np.full(trie.num_groups, -1, dtype=np.int64)
     group_class[rep_groups[has_group]] = np.arange(1, num_classes)[has_group]
-    sel = group_class[walk.groups] >= 0
-    next_state[walk.starts[sel], group_class[walk.groups[sel]]] = walk.ends[sel]
     if walk.wide.size:
         cls = np.arange(1, num_classes)[has_group]
         row = walk.group_row[rep_groups[has_group]]
         d = walk.rows[np.maximum(row, 0)].astype(np.int32)
         d[row < 0] = walk.sink
         next_state[np.ix_(walk.wide, cls)] = np.where(d == walk.sink, -1, d).T
+    # Sparse pairs last: a wide start's pair (a token that left a loop) is dead in its row.
+    sel = group_class[walk.groups] >= 0
+    next_state[walk.starts[sel], group_class[walk.groups[sel]]] = walk.ends[sel]
     if walk.xtok.size:
         is_rep = rep[token_class[walk.xtok]] == walk.xtok
         next_state[walk.xstart[is_rep], token_class[walk.xtok[is_rep]]] = walk.xend[is_rep]
@@ -303,11 +424,20 @@ def _verify(next_state, token_class, trie: TokenTrie, walk: _Walk) -> bool:
         return False
     if walk.xtok.size and not (next_state[walk.xstart, token_class[walk.xtok]] == walk.xend).all():
         return False
-    # ... and the column has no other edge from a narrow state.
+    # ... and the column has no other edge from a narrow state, nor from a wide state
+    # where the class's row is dead (a loop's exit is a sparse pair there).
     narrow = np.ones(next_state.shape[0], dtype=bool)
     narrow[walk.wide] = False
     per_token = np.bincount(toks, minlength=vsize) + np.bincount(walk.xtok, minlength=vsize)
     per_class = (next_state[narrow] >= 0).sum(axis=0)
+    if walk.wide.size:
+        rep = np.full(next_state.shape[1], -1, dtype=np.int64)
+        rep[token_class[::-1]] = np.arange(vsize)[::-1]
+        group = np.where(rep >= 0, tg[np.maximum(rep, 0)], -1)
+        row = np.where(group >= 0, walk.group_row[np.maximum(group, 0)], -1)
+        dead = walk.rows[np.maximum(row, 0)] == walk.sink  # [C, W]
+        dead[row < 0] = True
+        per_class += ((next_state[walk.wide] >= 0) & dead.T).sum(axis=0)
     if not (per_class[token_class] == per_token).all():
         return False
     return True
