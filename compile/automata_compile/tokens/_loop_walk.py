@@ -72,7 +72,9 @@ def find_loops(byte_trans: np.ndarray, roots: np.ndarray) -> list[Loop]:
     `MAX_LOOP` states; a root already in an earlier loop is skipped.
 
     Any set of states is a valid loop (a walk leaving it continues outside); the component
-    is just the set that keeps most walks inside.
+    is just the set that keeps most walks inside. A root is first matched against the
+    shapes seen before (`_match`, one NumPy step per state; a schema's strings are copies
+    of one shape), and searched only where none fits.
     """
     q = byte_trans.shape[0]
     roots = roots[(byte_trans[roots] == roots[:, None]).any(axis=1)]
@@ -87,46 +89,100 @@ def find_loops(byte_trans: np.ndarray, roots: np.ndarray) -> list[Loop]:
             out = succ[s] = np.unique(row[row >= 0]).tolist()
         return out
 
-    taken = np.zeros(q, dtype=bool)
+    taken = np.zeros(q + 1, dtype=bool)  # the last slot: -1, no edge
     loops = []
+    with _LOCK:
+        shapes = list(_SHAPES.items())[::-1]  # the most recent first
     for root in roots.tolist():
         if taken[root]:
             continue
-        ball, seen = [root], {root}
-        for s in ball:  # breadth first, grows while read
-            for t in successors(s):
-                if t not in seen and len(ball) < BALL:
-                    seen.add(t)
-                    ball.append(t)
-        pred: dict[int, list[int]] = {s: [] for s in ball}
-        for s in ball:
-            for t in successors(s):
-                if t in pred:
-                    pred[t].append(s)
-        comp, stack = {root}, [root]
-        while stack:
-            for p in pred[stack.pop()]:
-                if p not in comp:
-                    comp.add(p)
-                    stack.append(p)
-        if len(comp) > MAX_LOOP or any(taken[s] for s in comp):
-            taken[root] = True
-            continue
-        states, table = _canonical(byte_trans, root, comp)
+        for key, table in shapes:
+            states = _match(byte_trans, root, table, taken)
+            if states is not None:
+                break
+        else:
+            states, key = _search(byte_trans, root, successors, taken)
+            if states is None:
+                taken[root] = True
+                continue
         taken[states] = True
-        loops.append(Loop(states, hashlib.sha256(table.tobytes()).digest()))
+        loops.append(Loop(states, key))
     return loops
+
+
+def _match(byte_trans, root: int, table: np.ndarray, taken: np.ndarray):
+    """The states of a copy of the loop shape ``table`` rooted at ``root`` (local state 0),
+    or None where ``root`` is not the root of one: every byte edge of every copy state
+    must be the table's (a local state, dead, or a state outside the copy)."""
+    n = table.shape[0]
+    states = np.full(n, -1, dtype=np.int64)
+    states[0] = root
+    rows = np.empty((n, NUM_BYTES), dtype=byte_trans.dtype)
+    for i in range(n):  # local states are numbered breadth first: each is mapped by then
+        if states[i] < 0:
+            return None
+        row = rows[i] = byte_trans[states[i]]
+        inside = table[i] < n
+        want = table[i][inside]
+        have = states[want]
+        got = row[inside]
+        new = have < 0
+        if not (have[~new] == got[~new]).all():
+            return None
+        states[want[new]] = got[new]  # a state reached twice in one row: checked below
+        if (row[table[i] == n] != -1).any():
+            return None
+    if (states < 0).any() or len(set(states.tolist())) != n or taken[states].any():
+        return None
+    local = np.full(byte_trans.shape[0] + 1, n + 1, dtype=np.int16)
+    local[-1] = n
+    local[states] = np.arange(n, dtype=np.int16)
+    if not np.array_equal(local[rows], table):
+        return None
+    return states
+
+
+def _search(byte_trans, root: int, successors, taken):
+    """(states, key) of the loop through ``root`` found by search (and its shape recorded),
+    or (None, None)."""
+    ball, seen = [root], {root}
+    for s in ball:  # breadth first, grows while read
+        for t in successors(s):
+            if t not in seen and len(ball) < BALL:
+                seen.add(t)
+                ball.append(t)
+    pred: dict[int, list[int]] = {s: [] for s in ball}
+    for s in ball:
+        for t in successors(s):
+            if t in pred:
+                pred[t].append(s)
+    comp, stack = {root}, [root]
+    while stack:
+        for p in pred[stack.pop()]:
+            if p not in comp:
+                comp.add(p)
+                stack.append(p)
+    if len(comp) > MAX_LOOP or any(taken[s] for s in comp):
+        return None, None
+    states, table = _canonical(byte_trans, root, comp)
+    key = hashlib.sha256(table.tobytes()).digest()
+    with _LOCK:
+        _SHAPES[key] = table
+        _SHAPES.move_to_end(key)
+        while len(_SHAPES) > CACHE_SIZE:
+            _SHAPES.popitem(last=False)
+    return states, key
 
 
 def _canonical(byte_trans, root: int, comp: set[int]):
     """The loop's states in canonical order (breadth first from ``root``, successors in
     byte order) and its local table: int16[n, 256], local state, n = dead, n + 1 = left."""
-    members = np.fromiter(sorted(comp), dtype=np.int64)
-    sub = byte_trans[members]
+    member = np.zeros(byte_trans.shape[0] + 1, dtype=bool)
+    member[list(comp)] = True
     order, seen = [root], {root}
     for s in order:
-        row = sub[np.searchsorted(members, s)]
-        row = row[np.isin(row, members)]
+        row = byte_trans[s]
+        row = row[member[row]]
         _, first = np.unique(row, return_index=True)
         for t in row[np.sort(first)].tolist():
             if t not in seen:
@@ -143,6 +199,7 @@ def _canonical(byte_trans, root: int, comp: set[int]):
 _CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
 STATS = collections.Counter()  # hits / misses, for benchmarks and tests
+_SHAPES: collections.OrderedDict = collections.OrderedDict()  # key -> local table
 
 
 def loop_walk(byte_trans: np.ndarray, loop: Loop, trie: TokenTrie) -> LoopWalk:
@@ -154,8 +211,10 @@ def loop_walk(byte_trans: np.ndarray, loop: Loop, trie: TokenTrie) -> LoopWalk:
             per_trie.move_to_end(loop.key)
             STATS["hits"] += 1
             return hit
-    _, table = _canonical(byte_trans, int(loop.states[0]), set(loop.states.tolist()))
-    walk = walk_table(table, trie)
+    local = np.full(byte_trans.shape[0] + 1, loop.states.shape[0] + 1, dtype=np.int16)
+    local[-1] = loop.states.shape[0]
+    local[loop.states] = np.arange(loop.states.shape[0], dtype=np.int16)
+    walk = walk_table(local[byte_trans[loop.states]], trie)
     with _LOCK:
         STATS["misses"] += 1
         per_trie[loop.key] = walk

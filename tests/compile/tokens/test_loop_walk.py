@@ -99,3 +99,28 @@ def test_a_loop_past_max_loop_is_not_cached(size):
     trans[:, ord("a")] = (np.arange(size) + 1) % size
     trans[:, ord("b")] = np.arange(size)
     assert _loop_walk.find_loops(trans, np.arange(size)) == []
+
+
+def test_matching_a_known_shape_finds_what_the_search_finds(monkeypatch):
+    from automata_compile.automata import build_byte_dfa
+    from automata_compile.frontends import _regex
+
+    ir = _regex.parse(r'\["[^"\\]*(\\.[^"\\]*)*"(,"[^"\\]*(\\.[^"\\]*)*"){0,3}\]', {})
+    trans = build_byte_dfa(ir, 0).trans[:, :256]
+    monkeypatch.setattr(_loop_walk, "_SHAPES", _loop_walk.collections.OrderedDict())
+    matched = _loop_walk.find_loops(trans, np.arange(trans.shape[0]))
+    assert len(matched) == 4 and len({lp.key for lp in matched}) == 1
+    searched = []
+    for lp in matched:  # each searched alone, no shape known
+        _loop_walk._SHAPES.clear()
+        (one,) = _loop_walk.find_loops(trans, lp.states[:1])
+        searched.append(one)
+    for a, b in zip(matched, searched, strict=True):
+        assert a.key == b.key and np.array_equal(a.states, b.states)
+    # a root of another shape does not match
+    other = np.flatnonzero((trans == np.arange(trans.shape[0])[:, None]).any(axis=1))
+    table = next(iter(_loop_walk._SHAPES.values()))
+    taken = np.zeros(trans.shape[0] + 1, dtype=bool)
+    for root in other.tolist():
+        states = _loop_walk._match(trans, root, table, taken)
+        assert states is None or any(np.array_equal(states, lp.states) for lp in matched)
