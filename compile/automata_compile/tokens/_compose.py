@@ -286,27 +286,29 @@ def _dense_walk(byte_trans: np.ndarray, trie: TokenTrie, wide: np.ndarray):
     byte_class = byte_class.astype(np.int64)
     num_classes = first_byte.shape[0]
     rows = wide[None, :].astype(dtype)  # the root's row
-    node_row = np.zeros(1, dtype=np.int64)  # row of each node of the previous level, -1 = dead
+    # The live nodes of the previous level and their rows (their children are listed from
+    # the trie's offsets: after the first levels few nodes stay live outside the loops).
+    nodes = np.zeros(1, dtype=np.int64)
+    node_row = np.zeros(1, dtype=np.int64)
     levels, offset = [], 0
     for d in range(1, trie.depth + 1):
-        parent = trie.parent[d]
-        sel = np.flatnonzero(node_row[parent] >= 0)
+        rep, sel = trie.children(d, nodes)
         if sel.size == 0:
             break
-        key = node_row[parent[sel]] * num_classes + byte_class[trie.byte[d][sel]]
+        key = node_row[rep] * num_classes + byte_class[trie.byte[d][sel]]
         ukey, key_of = unique_small(key, rows.shape[0] * num_classes)
         cur = table[rows[ukey // num_classes], first_byte[ukey % num_classes][:, None]]
         rows, row_of_key = unique_rows(cur)
         live = ~(rows == q).all(axis=1)
         ids = row_of_key[key_of]
         ids = np.where(live[ids], ids, -1)
-        node_row = np.full(parent.shape[0], -1, dtype=np.int64)
-        node_row[sel] = ids
         term = trie.terminal[d][sel]
         hit = (term >= 0) & (ids >= 0)
         group_row[term[hit]] = ids[hit] + offset
         levels.append(rows)
         offset += rows.shape[0]
+        keep = ids >= 0
+        nodes, node_row = sel[keep], ids[keep]
     # Canonical ids across levels: equal rows get one id.
     canon, canon_of = unique_rows(np.concatenate(levels))
     group_row = np.where(group_row >= 0, canon_of[np.maximum(group_row, 0)], -1)
