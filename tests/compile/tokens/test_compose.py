@@ -113,3 +113,14 @@ def test_canonical_numbering_ignores_the_input_numbering(byte_level_vocab):
         )
         for a, b in zip(got, (tc, ns, acc, st, bs), strict=True):
             assert np.array_equal(a, b)
+
+
+def test_classes_fall_back_to_the_exact_sort_on_a_collision(monkeypatch, byte_level_vocab):
+    # MIX = 0 sorts by the sparse hash alone: tokens with no sparse pair and different
+    # dense rows collide, and the exact check must split them again.
+    build = lambda: ac.compile_regex(PATTERNS[1], byte_level_vocab)  # noqa: E731
+    monkeypatch.setattr(_compose, "WIDE_SHARE", -1.0)
+    ref = _arrays(build())
+    monkeypatch.setattr(_compose, "MIX", np.uint64(0))
+    for a, b in zip(ref, _arrays(build()), strict=True):
+        assert np.array_equal(a, b)
