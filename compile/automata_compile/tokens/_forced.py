@@ -112,17 +112,16 @@ def forced_runs(
     )
     candidates = np.flatnonzero(~accepting & single[byte_state])
     if candidates.size:
-        paths = _shortest_paths(byte_dfa)
-        paths = (paths[0].tolist(), paths[1].tolist())
+        context_of = _contexts(_shortest_paths(byte_dfa), byte_state[candidates])
         only = np.argmax(trans[:, :NUM_BYTES] >= 0, axis=1)  # the byte of a single state
         walk = (single.tolist(), only.tolist(), trans[np.arange(len(only)), only].tolist())
-    for j in candidates.tolist():
+    for k, j in enumerate(candidates.tolist()):
         check_time("the forced-run extraction")
         s = int(byte_state[j])
         w = _utf8_prefix(_forced_bytes(walk, s))
         if not w:
             continue
-        c = _context(paths, s)
+        c = context_of[k]
         texts[j], contexts[j] = w, c
         try:
             run = _canonical(vocab, c, w)
@@ -192,14 +191,38 @@ def _shortest_paths(dfa: ByteDFA) -> tuple[np.ndarray, np.ndarray]:
     return parent, via
 
 
+def _contexts(paths, states: np.ndarray) -> list[bytes]:
+    """`_context` of each of ``states``, their paths walked back together in NumPy."""
+    parent, via = paths
+    cur = states.astype(np.int64)
+    back = np.zeros((cur.shape[0], CONTEXT_BYTES), np.uint8)  # the path's bytes, last first
+    length = np.zeros(cur.shape[0], np.int64)
+    for i in range(CONTEXT_BYTES):
+        up = parent[cur]
+        on = up >= 0
+        if not on.any():
+            break
+        back[on, i] = via[cur[on]]
+        length += on
+        cur = np.where(on, up, cur)
+    rows = back.tolist()
+    return [_cut_context(bytes(r[: n][::-1])) for r, n in zip(rows, length.tolist(), strict=True)]
+
+
 def _context(paths, s: int) -> bytes:
+    """The last `CONTEXT_BYTES` bytes of the shortest path to byte state ``s`` (rule 2;
+    the reference of `_contexts`)."""
     parent, via = paths
     out = bytearray()
     while parent[s] >= 0 and len(out) < CONTEXT_BYTES:
         out.append(int(via[s]))
         s = int(parent[s])
     out.reverse()
-    data = bytes(out)
+    return _cut_context(bytes(out))
+
+
+def _cut_context(data: bytes) -> bytes:
+    """``data`` cut forward to a character start; empty if it is not UTF-8 then."""
     while data and (data[0] & 0xC0) == 0x80:  # cut forward to a character start
         data = data[1:]
     try:

@@ -205,3 +205,17 @@ def test_bad_forced_arrays_are_refused(toy_vocab):
         TokenDFA(**{**base, **good, "forced_next": bad_next})
     with pytest.raises(TableFormatError, match="forced_len"):
         TokenDFA(**{**base, **good, "forced_len": np.full_like(dfa.forced_len, 99)})
+
+
+def test_contexts_match_the_one_state_walk(byte_level_vocab):
+    from automata_compile.automata import _byte_dfa
+    from automata_compile.frontends import _regex
+
+    ir = _regex.parse(r'\{"name": ?"[a-zé]{1,60}", ?"日本": ?(true|false)(, ?"x+y": ?[0-9]{1,3})?\}', {})
+    byte_dfa = _byte_dfa.build_byte_dfa(ir, 0)
+    paths = _forced._shortest_paths(byte_dfa)
+    states = np.arange(byte_dfa.num_states)
+    got = _forced._contexts(paths, states)
+    want = [_forced._context((paths[0].tolist(), paths[1].tolist()), s) for s in states.tolist()]
+    assert got == want
+    assert max(map(len, want)) == _forced.CONTEXT_BYTES  # some paths are longer than kept
