@@ -349,7 +349,11 @@ def _classes(num_states: int, trie: TokenTrie, walk: _Walk):
 
     The dense part of a token's function is its canonical row id (exact); the sparse
     part is hashed as a sum (mod 2**64) over the token's (start, end) pairs of
-    a[start] * b[end] and checked exactly afterwards by `_verify`.
+    a[start] * b[end] and checked exactly afterwards by `_verify`. Tokens with no sparse
+    pair (most of them) are grouped by their row id alone, by counting; the few with
+    pairs by one sort of a key mixing row id and hash. The two never share a class (a
+    class is then at most finer than the function: equal columns merge after
+    minimization).
 
     Returns token_class int64[V] and one representative token per class (rep[0] = -1).
     """
@@ -357,39 +361,64 @@ def _classes(num_states: int, trie: TokenTrie, walk: _Walk):
     rng = np.random.default_rng(0xA17A)
     a = rng.integers(1, 2**63, size=num_states, dtype=np.uint64)
     b = rng.integers(1, 2**63, size=num_states, dtype=np.uint64)
-    group_hash = _sum_by(walk.groups, a[walk.starts] * b[walk.ends], trie.num_groups)
     tg = trie.token_group
-    emitted = tg >= 0
-    token_hash = np.zeros(vsize, dtype=np.uint64)
-    token_hash[emitted] = group_hash[tg[emitted]]
+    emitted, emitted_group = trie.emitted
+    dense_id = np.zeros(vsize, dtype=np.int64)  # 0 = dead from every wide state
+    dense_id[emitted] = walk.group_row[emitted_group] + 1
+    # The tokens with sparse pairs: those of the groups with one, and terminal-label edges.
+    groups = np.unique(walk.groups)
+    go = trie.group_offsets
+    counts = (go[groups + 1] - go[groups]).astype(np.int64)
+    hashed = trie.group_tokens[
+        np.repeat(go[groups] - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
+    ].astype(np.int64)
+    hashed = np.union1d(hashed, walk.xtok)
+    group_hash = _sum_by(walk.groups, a[walk.starts] * b[walk.ends], trie.num_groups)
+    in_group = tg[hashed]
+    h = np.where(in_group >= 0, group_hash[np.maximum(in_group, 0)], np.uint64(0))
     if walk.xtok.size:
-        token_hash += _sum_by(walk.xtok, a[walk.xstart] * b[walk.xend], vsize)
-    dense_id = np.zeros(vsize, dtype=np.uint64)  # 0 = dead from every wide state
-    dense_id[emitted] = (walk.group_row[tg[emitted]] + 1).astype(np.uint64)
-    live = np.flatnonzero((token_hash != 0) | (dense_id != 0))
-    d, h = dense_id[live], token_hash[live]
-    # One sort of one 64-bit key (a SIMD sort; `np.lexsort` of the pair is 20x slower):
-    # the key mixes the exact dense id into the hash, and the dense ids are checked
-    # exactly below (the sparse part is checked by `_verify`).
+        x = np.searchsorted(hashed, walk.xtok)
+        h = h + _sum_by(x, a[walk.xstart] * b[walk.xend], hashed.shape[0])
+    token_class = np.zeros(vsize, dtype=np.int64)
+    # Tokens without pairs: by row id (counting).
+    plain = dense_id.copy()
+    plain[hashed] = 0
+    ids, plain_class = unique_small(plain, int(plain.max(initial=0)) + 1)
+    has_dead = bool(ids.size) and ids[0] == 0  # then rank 0 is the dead id
+    num_plain = ids.shape[0] - int(has_dead)
+    live = plain > 0
+    token_class[live] = plain_class[live] + (0 if has_dead else 1)
+    # Tokens with pairs: one sort of one 64-bit key (a SIMD sort; `np.lexsort` of the
+    # pair is 20x slower); the row ids are checked exactly below.
+    d = dense_id[hashed].astype(np.uint64)
     for exact in (False, True):
-        if exact:  # the mixed key collided across dense ids
+        if exact:  # the mixed key collided across row ids
             order = np.lexsort((h, d))
-            new = np.ones(live.shape[0], dtype=bool)
+            new = np.ones(hashed.shape[0], dtype=bool)
             new[1:] = (d[order][1:] != d[order][:-1]) | (h[order][1:] != h[order][:-1])
         else:
             key = h + d * MIX
             order = np.argsort(key)
             sorted_key = key[order]
-            new = np.ones(live.shape[0], dtype=bool)
+            new = np.ones(hashed.shape[0], dtype=bool)
             new[1:] = sorted_key[1:] != sorted_key[:-1]
-        inverse = np.empty(live.shape[0], dtype=np.int64)
+        inverse = np.empty(hashed.shape[0], dtype=np.int64)
         inverse[order] = np.cumsum(new) - 1
-        token_class = np.zeros(vsize, dtype=np.int64)
-        token_class[live] = inverse + 1
-        rep = np.full(int(new.sum()) + 1, -1, dtype=np.int64)
-        rep[token_class[live][::-1]] = live[::-1]
-        if (dense_id[rep[inverse + 1]] == d).all():
+        first = np.full(int(new.sum()), hashed.shape[0], dtype=np.int64)
+        first[inverse[::-1]] = np.arange(hashed.shape[0])[::-1]
+        if (d[first[inverse]] == d).all():
             break
+    pair_live = (h != 0) | (d != 0)
+    token_class[hashed] = np.where(pair_live, inverse + 1 + num_plain, 0)
+    # Renumber the classes densely (a pair class may hold only dead tokens).
+    used = np.zeros(num_plain + int(new.sum()) + 1, dtype=bool)
+    used[token_class] = True
+    used[0] = True
+    rank = np.cumsum(used) - 1
+    token_class = rank[token_class]
+    rep = np.full(int(used.sum()), -1, dtype=np.int64)
+    rep[token_class[::-1]] = np.arange(vsize)[::-1]
+    rep[0] = -1
     return token_class, rep
 
 

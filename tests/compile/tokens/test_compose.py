@@ -116,11 +116,26 @@ def test_canonical_numbering_ignores_the_input_numbering(byte_level_vocab):
 
 
 def test_classes_fall_back_to_the_exact_sort_on_a_collision(monkeypatch, byte_level_vocab):
-    # MIX = 0 sorts by the sparse hash alone: tokens with no sparse pair and different
-    # dense rows collide, and the exact check must split them again.
-    build = lambda: ac.compile_regex(PATTERNS[1], byte_level_vocab)  # noqa: E731
-    monkeypatch.setattr(_compose, "WIDE_SHARE", -1.0)
-    ref = _arrays(build())
-    monkeypatch.setattr(_compose, "MIX", np.uint64(0))
-    for a, b in zip(ref, _arrays(build()), strict=True):
-        assert np.array_equal(a, b)
+    # Two groups with the same sparse pair (equal hashes) and different rows: with MIX = 0
+    # their sort keys collide, and the exact check must split them again.
+    from automata_compile.tokens._token_trie import trie_for
+
+    trie = trie_for(byte_level_vocab)
+    g1, g2 = 5, 9
+    z = np.zeros(0, np.int64)
+    group_row = np.full(trie.num_groups, -1, dtype=np.int64)
+    group_row[[g1, g2]] = [0, 1]
+    walk = _compose._Walk(
+        groups=np.array([g1, g2]), starts=np.array([0, 0]), ends=np.array([1, 1]),
+        wide=np.array([2]), rows=np.array([[1], [0]], dtype=np.int16), group_row=group_row,
+        sink=3, xtok=z, xstart=z, xend=z,
+    )  # fmt: skip
+    tokens_of = lambda g: trie.group_tokens[trie.group_offsets[g] : trie.group_offsets[g + 1]]  # noqa: E731
+    for mix in (_compose.MIX, np.uint64(0)):
+        monkeypatch.setattr(_compose, "MIX", mix)
+        token_class, rep = _compose._classes(3, trie, walk)
+        c1, c2 = token_class[tokens_of(g1)], token_class[tokens_of(g2)]
+        assert len(set(c1)) == 1 and len(set(c2)) == 1 and c1[0] != c2[0] and c1[0] > 0
+        assert (token_class[rep[1:]] == np.arange(1, rep.shape[0])).all()
+        others = np.setdiff1d(np.arange(token_class.shape[0]), np.r_[tokens_of(g1), tokens_of(g2)])
+        assert (token_class[others] == 0).all()
