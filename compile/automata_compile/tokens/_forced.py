@@ -115,19 +115,20 @@ def forced_runs(
         context_of = _contexts(_shortest_paths(byte_dfa), byte_state[candidates])
         only = np.argmax(trans[:, :NUM_BYTES] >= 0, axis=1)  # the byte of a single state
         walk = (single.tolist(), only.tolist(), trans[np.arange(len(only)), only].tolist())
+    todo = []  # (state, forced bytes, context)
     for k, j in enumerate(candidates.tolist()):
         check_time("the forced-run extraction")
-        s = int(byte_state[j])
-        w = _utf8_prefix(_forced_bytes(walk, s))
-        if not w:
-            continue
-        c = context_of[k]
-        texts[j], contexts[j] = w, c
-        try:
-            run = _canonical(vocab, c, w)
-        except ImportError as e:  # the tokenizer's library is missing: no runs at all
-            warnings.warn(f"forced tokens skipped: {e}", stacklevel=2)
-            break
+        w = _utf8_prefix(_forced_bytes(walk, int(byte_state[j])))
+        if w:
+            texts[j], contexts[j] = w, context_of[k]
+            todo.append((j, w, context_of[k]))
+    try:
+        runs = _canonical_runs(vocab, [(c, w) for _, w, c in todo])
+    except ImportError as e:  # the tokenizer's library is missing: no runs at all
+        warnings.warn(f"forced tokens skipped: {e}", stacklevel=2)
+        runs = []
+    for (j, w, _), run in zip(todo, runs):
+        check_time("the forced-run extraction")
         if not run:
             continue
         states = [j]
@@ -232,8 +233,39 @@ def _cut_context(data: bytes) -> bytes:
     return data
 
 
+def _canonical_runs(vocab, pairs: list[tuple[bytes, bytes]]) -> list[list[int]]:
+    """`_canonical` of every (context, forced) pair, the tokenizer called once per pass
+    over all of them (`Vocabulary.encode_many`)."""
+    runs: list[list[int] | None] = [None] * len(pairs)
+    first = [i for i, (c, _) in enumerate(pairs) if c]
+    encoded = _encode_many(vocab, [(pairs[i][0] + pairs[i][1]).decode("utf-8") for i in first])
+    for i, ids in zip(first, encoded, strict=True):  # unspellable: no run (as `_canonical`)
+        runs[i] = _after(vocab, ids, *pairs[i]) if ids is not None else []
+    alone = [i for i in range(len(pairs)) if runs[i] is None]
+    encoded = _encode_many(vocab, [pairs[i][1].decode("utf-8") for i in alone])
+    for i, ids in zip(alone, encoded, strict=True):
+        runs[i] = (_after(vocab, ids, b"", pairs[i][1]) if ids is not None else None) or []
+    return runs
+
+
+def _encode_many(vocab, texts: list[str]) -> list[list[int] | None]:
+    """``vocab.encode_many(texts)``; where that raises `VocabularyError` (a vocabulary that
+    cannot spell a text), each text alone, None for those that fail."""
+    try:
+        return vocab.encode_many(texts)
+    except VocabularyError:
+        out = []
+        for t in texts:
+            try:
+                out.append(vocab.encode(t))
+            except VocabularyError:
+                out.append(None)
+        return out
+
+
 def _canonical(vocab, context: bytes, forced: bytes) -> list[int]:
-    """The tokenizer's tokens for ``forced`` after ``context`` (see rule 3); [] if none fit."""
+    """The tokenizer's tokens for ``forced`` after ``context`` (see rule 3); [] if none fit
+    (the one-pair reference of `_canonical_runs`)."""
     try:
         if context:
             run = _after(vocab, vocab.encode((context + forced).decode("utf-8")), context, forced)

@@ -242,6 +242,14 @@ class Vocabulary:
         """
         return list(self._encoder(text))
 
+    def encode_many(self, texts: list[str]) -> list[list[int]]:
+        """`encode` of each of ``texts``; one call into the tokenizer where it encodes a
+        batch (``tokenizers``), else one `encode` per text. Raises as `encode`."""
+        batch = getattr(self._encoder, "batch", None)
+        if batch is None:
+            return [self.encode(t) for t in texts]
+        return [list(ids) for ids in batch(list(texts))] if texts else []
+
     @functools.cached_property
     def _encoder(self) -> Encoder:
         if self._encoder_loader is not None:
