@@ -6,7 +6,8 @@ importing ``--baseline`` (a checkout, e.g. ``git worktree add /tmp/perf-base <co
 one this checkout, alternating which goes first, so load on a shared machine hits both
 alike. Time to first mask = `compile_json_schema` + `ConstraintTables.from_dfas`, as in
 `schema_corpus_bench.py`. Each result carries a digest of its tables (token classes, next
-states, accepting, start, forced runs) numbered canonically (`schema_corpus_bench.canonical_arrays`):
+states, accepting, start, forced runs) numbered canonically
+(`schema_corpus_bench.canonical_arrays`):
 equal digests mean isomorphic token DFAs, the same language and forced runs, however each
 checkout numbers its states and classes.
 

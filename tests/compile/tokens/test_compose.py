@@ -66,7 +66,8 @@ def _assert_same(results):
 
 @pytest.mark.parametrize("pattern", PATTERNS)
 def test_variants_give_the_same_tables_byte_level(monkeypatch, byte_level_vocab, pattern):
-    _assert_same(_compile_variants(monkeypatch, lambda: ac.compile_regex(pattern, byte_level_vocab)))
+    build = lambda: ac.compile_regex(pattern, byte_level_vocab)  # noqa: E731
+    _assert_same(_compile_variants(monkeypatch, build))
 
 
 @pytest.mark.parametrize("pattern", PATTERNS[:2])
@@ -130,7 +131,8 @@ def test_classes_fall_back_to_the_exact_sort_on_a_collision(monkeypatch, byte_le
         wide=np.array([2]), rows=np.array([[1], [0]], dtype=np.int16), group_row=group_row,
         sink=3, xtok=z, xstart=z, xend=z,
     )  # fmt: skip
-    tokens_of = lambda g: trie.group_tokens[trie.group_offsets[g] : trie.group_offsets[g + 1]]  # noqa: E731
+    go = trie.group_offsets
+    tokens_of = lambda g: trie.group_tokens[go[g] : go[g + 1]]  # noqa: E731
     for mix in (_compose.MIX, np.uint64(0)):
         monkeypatch.setattr(_compose, "MIX", mix)
         token_class, rep = _compose._classes(3, trie, walk)

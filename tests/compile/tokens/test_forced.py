@@ -211,7 +211,8 @@ def test_contexts_match_the_one_state_walk(byte_level_vocab):
     from automata_compile.automata import _byte_dfa
     from automata_compile.frontends import _regex
 
-    ir = _regex.parse(r'\{"name": ?"[a-zé]{1,60}", ?"日本": ?(true|false)(, ?"x+y": ?[0-9]{1,3})?\}', {})
+    pattern = r'\{"name": ?"[a-zé]{1,60}", ?"日本": ?(true|false)(, ?"x+y": ?[0-9]{1,3})?\}'
+    ir = _regex.parse(pattern, {})
     byte_dfa = _byte_dfa.build_byte_dfa(ir, 0)
     paths = _forced._shortest_paths(byte_dfa)
     states = np.arange(byte_dfa.num_states)
