@@ -82,7 +82,7 @@ def compose(dfa: ByteDFA, trie: TokenTrie, predicates=(), *, return_byte_states:
     walk = _walk(dfa, trie, predicates)
     token_class, rep = _classes(dfa.num_states, trie, walk)
     next_state = _columns(dfa.num_states, trie, walk, token_class, rep)
-    if not _verify(next_state, token_class, trie, walk):  # pragma: no cover - about 2**-64
+    if not _verify(next_state, token_class, rep, trie, walk):  # pragma: no cover - about 2**-64
         raise RuntimeError(
             "token class hashing collided; please report this pattern and vocabulary"
         )
@@ -131,7 +131,8 @@ def canonical_numbering(token_class, next_state, accepting, start, byte_state):
     num_classes = next_state.shape[1]
     vsize = token_class.shape[0]
     first_token = np.full(num_classes, vsize, dtype=np.int64)
-    first_token[token_class[::-1]] = np.arange(vsize)[::-1]
+    nonzero = np.flatnonzero(token_class)
+    first_token[token_class[nonzero[::-1]]] = nonzero[::-1]
     first_token[0] = -1  # the dead class stays first
     class_order = np.argsort(first_token, kind="stable")
     class_id = np.empty(num_classes, dtype=np.int32)
@@ -383,11 +384,10 @@ def _classes(num_states: int, trie: TokenTrie, walk: _Walk):
     # Tokens without pairs: by row id (counting).
     plain = dense_id.copy()
     plain[hashed] = 0
-    ids, plain_class = unique_small(plain, int(plain.max(initial=0)) + 1)
-    has_dead = bool(ids.size) and ids[0] == 0  # then rank 0 is the dead id
-    num_plain = ids.shape[0] - int(has_dead)
-    live = plain > 0
-    token_class[live] = plain_class[live] + (0 if has_dead else 1)
+    live = np.flatnonzero(plain)
+    ids, plain_class = unique_small(plain[live], int(plain.max(initial=0)) + 1)
+    num_plain = ids.shape[0]
+    token_class[live] = plain_class + 1
     # Tokens with pairs: one sort of one 64-bit key (a SIMD sort; `np.lexsort` of the
     # pair is 20x slower); the row ids are checked exactly below.
     d = dense_id[hashed].astype(np.uint64)
@@ -410,15 +410,16 @@ def _classes(num_states: int, trie: TokenTrie, walk: _Walk):
             break
     pair_live = (h != 0) | (d != 0)
     token_class[hashed] = np.where(pair_live, inverse + 1 + num_plain, 0)
-    # Renumber the classes densely (a pair class may hold only dead tokens).
+    # Renumber the classes densely (a pair class may hold only dead tokens), and pick
+    # each class's first token.
     used = np.zeros(num_plain + int(new.sum()) + 1, dtype=bool)
-    used[token_class] = True
-    used[0] = True
+    used[: num_plain + 1] = True
+    used[inverse[pair_live] + 1 + num_plain] = True
     rank = np.cumsum(used) - 1
-    token_class = rank[token_class]
+    nonzero = np.union1d(live, hashed[pair_live])
+    token_class[nonzero] = rank[token_class[nonzero]]
     rep = np.full(int(used.sum()), -1, dtype=np.int64)
-    rep[token_class[::-1]] = np.arange(vsize)[::-1]
-    rep[0] = -1
+    rep[token_class[nonzero[::-1]]] = nonzero[::-1]
     return token_class, rep
 
 
@@ -452,8 +453,9 @@ def _columns(num_states: int, trie: TokenTrie, walk: _Walk, token_class, rep) ->
     return next_state
 
 
-def _verify(next_state, token_class, trie: TokenTrie, walk: _Walk) -> bool:
-    """Exact check of the hashed (sparse) part: every token's pairs are its class column's.
+def _verify(next_state, token_class, class_rep, trie: TokenTrie, walk: _Walk) -> bool:
+    """Exact check of the hashed (sparse) part: every token's pairs are its class column's
+    (``class_rep``: each class's first token, as `_classes` gives it).
 
     The dense part needs no check: classes are keyed by the exact canonical row.
     """
@@ -477,9 +479,7 @@ def _verify(next_state, token_class, trie: TokenTrie, walk: _Walk) -> bool:
     per_token = np.bincount(toks, minlength=vsize) + np.bincount(walk.xtok, minlength=vsize)
     per_class = (next_state[narrow] >= 0).sum(axis=0)
     if walk.wide.size:
-        rep = np.full(next_state.shape[1], -1, dtype=np.int64)
-        rep[token_class[::-1]] = np.arange(vsize)[::-1]
-        group = np.where(rep >= 0, tg[np.maximum(rep, 0)], -1)
+        group = np.where(class_rep >= 0, tg[np.maximum(class_rep, 0)], -1)
         row = np.where(group >= 0, walk.group_row[np.maximum(group, 0)], -1)
         dead = walk.rows[np.maximum(row, 0)] == walk.sink  # [C, W]
         dead[row < 0] = True
