@@ -373,7 +373,8 @@ def _classes(num_states: int, trie: TokenTrie, walk: _Walk):
     hashed = trie.group_tokens[
         np.repeat(go[groups] - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
     ].astype(np.int64)
-    hashed = np.union1d(hashed, walk.xtok)
+    if walk.xtok.size:
+        hashed = np.union1d(hashed, walk.xtok)  # sorted: terminal edges are found in it
     group_hash = _sum_by(walk.groups, a[walk.starts] * b[walk.ends], trie.num_groups)
     in_group = tg[hashed]
     h = np.where(in_group >= 0, group_hash[np.maximum(in_group, 0)], np.uint64(0))
@@ -416,7 +417,7 @@ def _classes(num_states: int, trie: TokenTrie, walk: _Walk):
     used[: num_plain + 1] = True
     used[inverse[pair_live] + 1 + num_plain] = True
     rank = np.cumsum(used) - 1
-    nonzero = np.union1d(live, hashed[pair_live])
+    nonzero = np.flatnonzero(token_class)
     token_class[nonzero] = rank[token_class[nonzero]]
     rep = np.full(int(used.sum()), -1, dtype=np.int64)
     rep[token_class[nonzero[::-1]]] = nonzero[::-1]
