@@ -6,7 +6,10 @@ importing ``--baseline`` (a checkout, e.g. ``git worktree add /tmp/perf-base <co
 one this checkout, alternating which goes first, so load on a shared machine hits both
 alike. Time to first mask = `compile_json_schema` + `ConstraintTables.from_dfas`, as in
 `schema_corpus_bench.py`. Each result carries a digest of its tables (token classes, next
-states, accepting, start): equal digests mean the same token DFA, state for state.
+states, accepting, start, forced runs) numbered canonically
+(`schema_corpus_bench.canonical_arrays`):
+equal digests mean isomorphic token DFAs, the same language and forced runs, however each
+checkout numbers its states and classes.
 
 Run: ``python benchmarks/first_mask_ab.py --baseline /tmp/perf-base [--suite-limit N]``.
 Writes ``benchmarks/results/first_mask_ab.json`` (or ``--out``) and prints a summary. The

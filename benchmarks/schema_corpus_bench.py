@@ -129,9 +129,7 @@ def _compile_one(vocab, schema, strict: bool, profile: bool, options: dict) -> d
         tables.next_state.block_until_ready()
         table_s = time.perf_counter() - t1
     digest = hashlib.sha256()
-    forced = (dfa.forced_tokens, dfa.forced_len, dfa.forced_next)
-    pda = tuple(dfa.pda_arrays().values()) if dfa.is_pda else ()
-    for a in (dfa.token_class, dfa.next_state, dfa.accepting, np.int64(dfa.start), *forced, *pda):
+    for a in canonical_arrays(dfa):
         if a is not None:
             digest.update(np.ascontiguousarray(a).tobytes())
     result = {
@@ -150,6 +148,43 @@ def _compile_one(vocab, schema, strict: bool, profile: bool, options: dict) -> d
         pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(25)
         result["profile"] = portable_paths(out.getvalue())
     return result
+
+
+def canonical_arrays(dfa) -> tuple:
+    """The token DFA's arrays with states and classes numbered canonically, so that equal
+    arrays mean isomorphic DFAs (the same language, and the same forced runs) however a
+    compiler version numbers them: classes by their first token id (class 0, the dead
+    class, first), states in breadth-first order from the start over the classes in that
+    order. A PDA's arrays are returned as they are (its composer numbers them)."""
+    if dfa.is_pda:
+        forced = (dfa.forced_tokens, dfa.forced_len, dfa.forced_next)
+        arrays = (dfa.token_class, dfa.next_state, dfa.accepting, np.int64(dfa.start))
+        return (*arrays, *forced, *dfa.pda_arrays().values())
+    tc, ns = np.asarray(dfa.token_class), np.asarray(dfa.next_state)
+    first = np.full(ns.shape[1], tc.shape[0], dtype=np.int64)
+    first[tc[::-1]] = np.arange(tc.shape[0])[::-1]
+    first[0] = -1
+    class_order = np.argsort(first, kind="stable")
+    class_id = np.empty_like(class_order)
+    class_id[class_order] = np.arange(class_order.shape[0])
+    ns = ns[:, class_order]
+    order, seen = [int(dfa.start)], np.zeros(ns.shape[0], dtype=bool)
+    seen[dfa.start] = True
+    for s in order:  # grows while it is read: breadth-first
+        row = ns[s][ns[s] >= 0]
+        _, idx = np.unique(row, return_index=True)
+        for t in row[np.sort(idx)].tolist():
+            if not seen[t]:
+                seen[t] = True
+                order.append(t)
+    order = np.asarray(order)
+    state_id = np.full(ns.shape[0] + 1, -1, dtype=np.int64)
+    state_id[order] = np.arange(order.shape[0])
+    out = [class_id[tc], state_id[ns[order]], np.asarray(dfa.accepting)[order], np.int64(0)]
+    if dfa.forced_tokens is not None:
+        out += [np.asarray(dfa.forced_tokens)[order], np.asarray(dfa.forced_len)[order],
+                state_id[np.asarray(dfa.forced_next)[order]]]  # fmt: skip
+    return tuple(out)
 
 
 def _worker(conn, tokenizer_path: str, checkout: str | None = None):

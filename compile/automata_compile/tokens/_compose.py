@@ -30,11 +30,16 @@ import numpy as np
 from automata_compile._errors import EmptyLanguageError
 from automata_compile.automata import NUM_BYTES, ByteDFA, check_time
 from automata_compile.automata import dfa_ops as _dfa_ops
+from automata_compile.tokens._loop_walk import find_loops, loop_walk
 from automata_compile.tokens._rows import distinct_rows, unique_rows, unique_small
 from automata_compile.tokens._token_trie import TokenTrie
 
 # A state is wide when tokens whose first byte it allows exceed this share of the vocabulary.
-WIDE_SHARE = 0.05
+WIDE_SHARE = 0.01
+# Free strings walk their loop's cached walk (`_loop_walk`); False: the plain walk (tests).
+USE_LOOPS = True
+# `_classes` sorts hash + dense id * MIX (an odd 64-bit constant).
+MIX = np.uint64(0x9E3779B97F4A7C15)
 
 
 @dataclasses.dataclass
@@ -77,7 +82,7 @@ def compose(dfa: ByteDFA, trie: TokenTrie, predicates=(), *, return_byte_states:
     walk = _walk(dfa, trie, predicates)
     token_class, rep = _classes(dfa.num_states, trie, walk)
     next_state = _columns(dfa.num_states, trie, walk, token_class, rep)
-    if not _verify(next_state, token_class, trie, walk):  # pragma: no cover - about 2**-64
+    if not _verify(next_state, token_class, rep, trie, walk):  # pragma: no cover - about 2**-64
         raise RuntimeError(
             "token class hashing collided; please report this pattern and vocabulary"
         )
@@ -97,11 +102,49 @@ def compose(dfa: ByteDFA, trie: TokenTrie, predicates=(), *, return_byte_states:
     first, col_id = _dfa_ops.unique_columns(np.concatenate([dead, ns], axis=1))
     new_next = np.ascontiguousarray(np.concatenate([dead, ns], axis=1)[:, first]).astype(np.int32)
     token_class = col_id[1:][token_class].astype(np.int32)
+    byte_state = np.zeros(ns.shape[0], dtype=np.int32)
+    byte_state[block[::-1]] = kept[::-1]  # the first kept byte state of each token state
+    token_class, new_next, acc, st, byte_state = canonical_numbering(
+        token_class, new_next, acc, st, byte_state
+    )
     if return_byte_states:
-        byte_state = np.zeros(ns.shape[0], dtype=np.int32)
-        byte_state[block[::-1]] = kept[::-1]  # the first kept byte state of each token state
         return token_class, new_next, acc, st, byte_state
     return token_class, new_next, acc, st
+
+
+def canonical_numbering(token_class, next_state, accepting, start, byte_state):
+    """Renumbers a minimal token DFA canonically, so that its tables depend only on the
+    byte DFA and the vocabulary, not on how the walk split or ordered its work.
+
+    A token state is a block of byte states with one token-level future, so it is named by
+    its first byte state (``byte_state``): states are numbered in that order. Token classes
+    (the distinct columns) are numbered in the order of their first token id; class 0, the
+    dead column, stays 0.
+
+    Returns:
+      (token_class, next_state, accepting, start, byte_state), renumbered.
+    """
+    state_order = np.argsort(byte_state, kind="stable")
+    state_id = np.empty(state_order.shape[0] + 1, dtype=np.int32)
+    state_id[state_order] = np.arange(state_order.shape[0], dtype=np.int32)
+    state_id[-1] = -1  # next_state's -1 reads the last slot
+    num_classes = next_state.shape[1]
+    vsize = token_class.shape[0]
+    first_token = np.full(num_classes, vsize, dtype=np.int64)
+    nonzero = np.flatnonzero(token_class)
+    first_token[token_class[nonzero[::-1]]] = nonzero[::-1]
+    first_token[0] = -1  # the dead class stays first
+    class_order = np.argsort(first_token, kind="stable")
+    class_id = np.empty(num_classes, dtype=np.int32)
+    class_id[class_order] = np.arange(num_classes, dtype=np.int32)
+    new_next = np.ascontiguousarray(state_id[next_state[state_order][:, class_order]])
+    return (
+        class_id[token_class],
+        new_next,
+        accepting[state_order],
+        int(state_id[start]),
+        byte_state[state_order],
+    )
 
 
 def _walk(dfa: ByteDFA, trie: TokenTrie, predicates) -> _Walk:
@@ -110,41 +153,121 @@ def _walk(dfa: ByteDFA, trie: TokenTrie, predicates) -> _Walk:
     has_terminal = (dfa.trans[:, NUM_BYTES:] >= 0).any(axis=1)
     estimate = (byte_trans >= 0).astype(np.int64) @ trie.first_byte_count
     wide_mask = (estimate > WIDE_SHARE * trie.token_group.shape[0]) & ~has_terminal
-    wide = np.flatnonzero(wide_mask)
-    narrow = np.flatnonzero(~wide_mask)
-    groups, starts, ends = _sparse_walk(byte_trans, trie, narrow)
+    # A wide state in a loop (a free string) takes the loop's cached walk, and the loop's
+    # other states with it; the loop's exits continue as sparse lanes.
+    loops = []
+    if USE_LOOPS:
+        loops = [
+            lp
+            for lp in find_loops(byte_trans, np.flatnonzero(wide_mask))
+            if not has_terminal[lp.states].any()
+        ]
+    in_loop = np.zeros(q, dtype=bool)
+    for lp in loops:
+        in_loop[lp.states] = True
+    wide = np.flatnonzero(wide_mask & ~in_loop)
+    narrow = np.flatnonzero(~wide_mask & ~in_loop).astype(np.int64)
+    flat = np.ascontiguousarray(byte_trans).reshape(-1)
+    z = np.zeros(narrow.shape[0], np.int64)
+    lanes = [(z, z, narrow, narrow)]
     rows, group_row = _dense_walk(byte_trans, trie, wide)
+    if loops:
+        walks = [loop_walk(byte_trans, lp, trie) for lp in loops]
+        for lp, lw in zip(loops, walks, strict=True):
+            entry = lp.states[lw.exit_src] * NUM_BYTES + _node_bytes(trie, lw)
+            lanes.append((lw.exit_depth, lw.exit_node, lp.states[lw.exit_start], flat[entry]))
+        wide, rows, group_row = _join_loops(q, wide, rows, group_row, loops, walks)
+    depth, node, start, cur = (np.concatenate(c).astype(np.int64) for c in zip(*lanes))
+    groups, starts, ends = _lanes_walk(flat, trie, depth, node, start, cur)
     xtok, xstart, xend = _terminal_edges(dfa, trie, predicates, groups, starts)
     return _Walk(groups, starts, ends, wide, rows, group_row, q, xtok, xstart, xend)
 
 
-def _sparse_walk(byte_trans: np.ndarray, trie: TokenTrie, starts0: np.ndarray):
-    """Live (terminal group, start state, end state) triples from ``starts0``."""
-    flat = np.ascontiguousarray(byte_trans).reshape(-1)
-    node = np.zeros(starts0.shape[0], dtype=np.int64)
-    start = starts0.astype(np.int64)
-    cur = start.copy()
+def _node_bytes(trie: TokenTrie, lw) -> np.ndarray:
+    """int64[X]: the byte of each exit's trie node."""
+    out = np.zeros(lw.exit_node.shape[0], np.int64)
+    for d in np.unique(lw.exit_depth).tolist():
+        at = lw.exit_depth == d
+        out[at] = trie.byte[d][lw.exit_node[at]]
+    return out
+
+
+def _join_loops(q, wide, rows, group_row, loops, walks):
+    """The dense part over ``wide`` and then every loop copy's states: a group's row is its
+    row over ``wide`` next to its cached row in each loop, mapped to the copy's states.
+
+    Returns (wide, rows, group_row) as `_Walk` holds them.
+    """
+    # One id per distinct combination of a group's row ids (copies of a shape share ids).
+    shapes = {}
+    for lp, lw in zip(loops, walks, strict=True):
+        shapes.setdefault(lp.key, lw)
+    combo = group_row.astype(np.int64) + 1
+    for lw in shapes.values():
+        u = lw.rows.shape[0] + 1
+        key = combo * u + (lw.group_row.astype(np.int64) + 1)
+        _, combo = unique_small(key, (int(combo.max()) + 1) * u)
+    num = int(combo.max()) + 1
+    rep = np.zeros(num, dtype=np.int64)
+    rep[combo[::-1]] = np.arange(combo.shape[0])[::-1]  # one group per combination
+    dtype = np.int16 if q < np.iinfo(np.int16).max else np.int32
+    gr = group_row[rep]
+    if rows.shape[0]:
+        cols = [np.where(gr[:, None] >= 0, rows[np.maximum(gr, 0)], q)]
+    else:  # no wide state outside the loops
+        cols = [np.full((num, wide.shape[0]), q)]
+    for lp, lw in zip(loops, walks, strict=True):
+        gr = lw.group_row[rep]
+        local = np.where(gr[:, None] >= 0, lw.rows[np.maximum(gr, 0)], lw.size)
+        cols.append(np.append(lp.states, q)[local])
+    out = np.concatenate([c.astype(dtype) for c in cols], axis=1)
+    live = ~(out == q).all(axis=1)
+    new_rows, row_of = unique_rows(out[live])
+    ids = np.full(num, -1, dtype=np.int64)
+    ids[live] = row_of
+    all_wide = np.concatenate([wide.astype(np.int64)] + [lp.states for lp in loops])
+    return all_wide, new_rows, ids[combo]
+
+
+def _lanes_walk(flat: np.ndarray, trie: TokenTrie, depth, node, start, cur):
+    """Live (terminal group, start state, end state) triples of sparse lanes: lane i is at
+    trie node ``node[i]`` of level ``depth[i]`` (0: the root, no byte read yet) in byte
+    state ``cur[i]``, having started in ``start[i]``; a lane at level d > 0 counts the
+    token ending at its node."""
+    order = np.argsort(depth, kind="stable")
+    depth, node, start, cur = depth[order], node[order], start[order], cur[order]
+    bounds = np.searchsorted(depth, np.arange(trie.depth + 2))
+    last = int(depth[-1]) if depth.size else 0
     groups, starts, ends = [], [], []
+    lane_node, lane_start, lane_cur = node[: bounds[1]], start[: bounds[1]], cur[: bounds[1]]
     for d in range(1, trie.depth + 1):
         check_time("the composition with the vocabulary")
-        if node.size == 0:
+        if lane_node.size == 0 and d > last:
             break
-        rep, child = trie.children(d, node)
-        if child.size == 0:
-            break
-        nxt = flat[cur[rep] * NUM_BYTES + trie.byte[d][child]]
-        keep = nxt >= 0
-        node, start, cur = child[keep], start[rep[keep]], nxt[keep].astype(np.int64)
-        term = trie.terminal[d][node]
+        if lane_node.size:
+            rep, child = trie.children(d, lane_node)
+            nxt = flat[lane_cur[rep] * NUM_BYTES + trie.byte[d][child]]
+            keep = nxt >= 0
+            lane_node, lane_start, lane_cur = child[keep], lane_start[rep[keep]], nxt[keep]
+        lo, hi = bounds[d], bounds[d + 1]
+        if hi > lo:  # lanes joining at this level
+            lane_node = np.concatenate([lane_node, node[lo:hi]])
+            lane_start = np.concatenate([lane_start, start[lo:hi]])
+            lane_cur = np.concatenate([lane_cur, cur[lo:hi]])
+        term = trie.terminal[d][lane_node]
         hit = term >= 0
         if hit.any():
             groups.append(term[hit])
-            starts.append(start[hit])
-            ends.append(cur[hit])
+            starts.append(lane_start[hit])
+            ends.append(lane_cur[hit])
     if not groups:
         z = np.zeros(0, np.int64)
         return z, z, z
-    return np.concatenate(groups).astype(np.int64), np.concatenate(starts), np.concatenate(ends)
+    return (
+        np.concatenate(groups).astype(np.int64),
+        np.concatenate(starts).astype(np.int64),
+        np.concatenate(ends).astype(np.int64),
+    )
 
 
 def _dense_walk(byte_trans: np.ndarray, trie: TokenTrie, wide: np.ndarray):
@@ -166,27 +289,29 @@ def _dense_walk(byte_trans: np.ndarray, trie: TokenTrie, wide: np.ndarray):
     byte_class = byte_class.astype(np.int64)
     num_classes = first_byte.shape[0]
     rows = wide[None, :].astype(dtype)  # the root's row
-    node_row = np.zeros(1, dtype=np.int64)  # row of each node of the previous level, -1 = dead
+    # The live nodes of the previous level and their rows (their children are listed from
+    # the trie's offsets: after the first levels few nodes stay live outside the loops).
+    nodes = np.zeros(1, dtype=np.int64)
+    node_row = np.zeros(1, dtype=np.int64)
     levels, offset = [], 0
     for d in range(1, trie.depth + 1):
-        parent = trie.parent[d]
-        sel = np.flatnonzero(node_row[parent] >= 0)
+        rep, sel = trie.children(d, nodes)
         if sel.size == 0:
             break
-        key = node_row[parent[sel]] * num_classes + byte_class[trie.byte[d][sel]]
+        key = node_row[rep] * num_classes + byte_class[trie.byte[d][sel]]
         ukey, key_of = unique_small(key, rows.shape[0] * num_classes)
         cur = table[rows[ukey // num_classes], first_byte[ukey % num_classes][:, None]]
         rows, row_of_key = unique_rows(cur)
         live = ~(rows == q).all(axis=1)
         ids = row_of_key[key_of]
         ids = np.where(live[ids], ids, -1)
-        node_row = np.full(parent.shape[0], -1, dtype=np.int64)
-        node_row[sel] = ids
         term = trie.terminal[d][sel]
         hit = (term >= 0) & (ids >= 0)
         group_row[term[hit]] = ids[hit] + offset
         levels.append(rows)
         offset += rows.shape[0]
+        keep = ids >= 0
+        nodes, node_row = sel[keep], ids[keep]
     # Canonical ids across levels: equal rows get one id.
     canon, canon_of = unique_rows(np.concatenate(levels))
     group_row = np.where(group_row >= 0, canon_of[np.maximum(group_row, 0)], -1)
@@ -225,7 +350,11 @@ def _classes(num_states: int, trie: TokenTrie, walk: _Walk):
 
     The dense part of a token's function is its canonical row id (exact); the sparse
     part is hashed as a sum (mod 2**64) over the token's (start, end) pairs of
-    a[start] * b[end] and checked exactly afterwards by `_verify`.
+    a[start] * b[end] and checked exactly afterwards by `_verify`. Tokens with no sparse
+    pair (most of them) are grouped by their row id alone, by counting; the few with
+    pairs by one sort of a key mixing row id and hash. The two never share a class (a
+    class is then at most finer than the function: equal columns merge after
+    minimization).
 
     Returns token_class int64[V] and one representative token per class (rep[0] = -1).
     """
@@ -233,26 +362,65 @@ def _classes(num_states: int, trie: TokenTrie, walk: _Walk):
     rng = np.random.default_rng(0xA17A)
     a = rng.integers(1, 2**63, size=num_states, dtype=np.uint64)
     b = rng.integers(1, 2**63, size=num_states, dtype=np.uint64)
-    group_hash = _sum_by(walk.groups, a[walk.starts] * b[walk.ends], trie.num_groups)
     tg = trie.token_group
-    emitted = tg >= 0
-    token_hash = np.zeros(vsize, dtype=np.uint64)
-    token_hash[emitted] = group_hash[tg[emitted]]
+    emitted, emitted_group = trie.emitted
+    dense_id = np.zeros(vsize, dtype=np.int64)  # 0 = dead from every wide state
+    dense_id[emitted] = walk.group_row[emitted_group] + 1
+    # The tokens with sparse pairs: those of the groups with one, and terminal-label edges.
+    groups = np.unique(walk.groups)
+    go = trie.group_offsets
+    counts = (go[groups + 1] - go[groups]).astype(np.int64)
+    hashed = trie.group_tokens[
+        np.repeat(go[groups] - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
+    ].astype(np.int64)
     if walk.xtok.size:
-        token_hash += _sum_by(walk.xtok, a[walk.xstart] * b[walk.xend], vsize)
-    dense_id = np.zeros(vsize, dtype=np.uint64)  # 0 = dead from every wide state
-    dense_id[emitted] = (walk.group_row[tg[emitted]] + 1).astype(np.uint64)
-    live = np.flatnonzero((token_hash != 0) | (dense_id != 0))
-    d, h = dense_id[live], token_hash[live]
-    order = np.lexsort((h, d))
-    new = np.ones(live.shape[0], dtype=bool)
-    new[1:] = (d[order][1:] != d[order][:-1]) | (h[order][1:] != h[order][:-1])
-    inverse = np.empty(live.shape[0], dtype=np.int64)
-    inverse[order] = np.cumsum(new) - 1
+        hashed = np.union1d(hashed, walk.xtok)  # sorted: terminal edges are found in it
+    group_hash = _sum_by(walk.groups, a[walk.starts] * b[walk.ends], trie.num_groups)
+    in_group = tg[hashed]
+    h = np.where(in_group >= 0, group_hash[np.maximum(in_group, 0)], np.uint64(0))
+    if walk.xtok.size:
+        x = np.searchsorted(hashed, walk.xtok)
+        h = h + _sum_by(x, a[walk.xstart] * b[walk.xend], hashed.shape[0])
     token_class = np.zeros(vsize, dtype=np.int64)
-    token_class[live] = inverse + 1
-    rep = np.full(int(new.sum()) + 1, -1, dtype=np.int64)
-    rep[token_class[live][::-1]] = live[::-1]
+    # Tokens without pairs: by row id (counting).
+    plain = dense_id.copy()
+    plain[hashed] = 0
+    live = np.flatnonzero(plain)
+    ids, plain_class = unique_small(plain[live], int(plain.max(initial=0)) + 1)
+    num_plain = ids.shape[0]
+    token_class[live] = plain_class + 1
+    # Tokens with pairs: one sort of one 64-bit key (a SIMD sort; `np.lexsort` of the
+    # pair is 20x slower); the row ids are checked exactly below.
+    d = dense_id[hashed].astype(np.uint64)
+    for exact in (False, True):
+        if exact:  # the mixed key collided across row ids
+            order = np.lexsort((h, d))
+            new = np.ones(hashed.shape[0], dtype=bool)
+            new[1:] = (d[order][1:] != d[order][:-1]) | (h[order][1:] != h[order][:-1])
+        else:
+            key = h + d * MIX
+            order = np.argsort(key)
+            sorted_key = key[order]
+            new = np.ones(hashed.shape[0], dtype=bool)
+            new[1:] = sorted_key[1:] != sorted_key[:-1]
+        inverse = np.empty(hashed.shape[0], dtype=np.int64)
+        inverse[order] = np.cumsum(new) - 1
+        first = np.full(int(new.sum()), hashed.shape[0], dtype=np.int64)
+        first[inverse[::-1]] = np.arange(hashed.shape[0])[::-1]
+        if (d[first[inverse]] == d).all():
+            break
+    pair_live = (h != 0) | (d != 0)
+    token_class[hashed] = np.where(pair_live, inverse + 1 + num_plain, 0)
+    # Renumber the classes densely (a pair class may hold only dead tokens), and pick
+    # each class's first token.
+    used = np.zeros(num_plain + int(new.sum()) + 1, dtype=bool)
+    used[: num_plain + 1] = True
+    used[inverse[pair_live] + 1 + num_plain] = True
+    rank = np.cumsum(used) - 1
+    nonzero = np.flatnonzero(token_class)
+    token_class[nonzero] = rank[token_class[nonzero]]
+    rep = np.full(int(used.sum()), -1, dtype=np.int64)
+    rep[token_class[nonzero[::-1]]] = nonzero[::-1]
     return token_class, rep
 
 
@@ -271,22 +439,24 @@ def _columns(num_states: int, trie: TokenTrie, walk: _Walk, token_class, rep) ->
     has_group = rep_groups >= 0
     group_class = np.full(trie.num_groups, -1, dtype=np.int64)
     group_class[rep_groups[has_group]] = np.arange(1, num_classes)[has_group]
-    sel = group_class[walk.groups] >= 0
-    next_state[walk.starts[sel], group_class[walk.groups[sel]]] = walk.ends[sel]
     if walk.wide.size:
         cls = np.arange(1, num_classes)[has_group]
         row = walk.group_row[rep_groups[has_group]]
         d = walk.rows[np.maximum(row, 0)].astype(np.int32)
         d[row < 0] = walk.sink
         next_state[np.ix_(walk.wide, cls)] = np.where(d == walk.sink, -1, d).T
+    # Sparse pairs last: a wide start's pair (a token that left a loop) is dead in its row.
+    sel = group_class[walk.groups] >= 0
+    next_state[walk.starts[sel], group_class[walk.groups[sel]]] = walk.ends[sel]
     if walk.xtok.size:
         is_rep = rep[token_class[walk.xtok]] == walk.xtok
         next_state[walk.xstart[is_rep], token_class[walk.xtok[is_rep]]] = walk.xend[is_rep]
     return next_state
 
 
-def _verify(next_state, token_class, trie: TokenTrie, walk: _Walk) -> bool:
-    """Exact check of the hashed (sparse) part: every token's pairs are its class column's.
+def _verify(next_state, token_class, class_rep, trie: TokenTrie, walk: _Walk) -> bool:
+    """Exact check of the hashed (sparse) part: every token's pairs are its class column's
+    (``class_rep``: each class's first token, as `_classes` gives it).
 
     The dense part needs no check: classes are keyed by the exact canonical row.
     """
@@ -303,11 +473,18 @@ def _verify(next_state, token_class, trie: TokenTrie, walk: _Walk) -> bool:
         return False
     if walk.xtok.size and not (next_state[walk.xstart, token_class[walk.xtok]] == walk.xend).all():
         return False
-    # ... and the column has no other edge from a narrow state.
+    # ... and the column has no other edge from a narrow state, nor from a wide state
+    # where the class's row is dead (a loop's exit is a sparse pair there).
     narrow = np.ones(next_state.shape[0], dtype=bool)
     narrow[walk.wide] = False
     per_token = np.bincount(toks, minlength=vsize) + np.bincount(walk.xtok, minlength=vsize)
     per_class = (next_state[narrow] >= 0).sum(axis=0)
+    if walk.wide.size:
+        group = np.where(class_rep >= 0, tg[np.maximum(class_rep, 0)], -1)
+        row = np.where(group >= 0, walk.group_row[np.maximum(group, 0)], -1)
+        dead = walk.rows[np.maximum(row, 0)] == walk.sink  # [C, W]
+        dead[row < 0] = True
+        per_class += ((next_state[walk.wide] >= 0) & dead.T).sum(axis=0)
     if not (per_class[token_class] == per_token).all():
         return False
     return True

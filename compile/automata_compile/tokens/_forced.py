@@ -112,23 +112,23 @@ def forced_runs(
     )
     candidates = np.flatnonzero(~accepting & single[byte_state])
     if candidates.size:
-        paths = _shortest_paths(byte_dfa)
-        paths = (paths[0].tolist(), paths[1].tolist())
+        context_of = _contexts(_shortest_paths(byte_dfa), byte_state[candidates])
         only = np.argmax(trans[:, :NUM_BYTES] >= 0, axis=1)  # the byte of a single state
         walk = (single.tolist(), only.tolist(), trans[np.arange(len(only)), only].tolist())
-    for j in candidates.tolist():
+    todo = []  # (state, forced bytes, context)
+    for k, j in enumerate(candidates.tolist()):
         check_time("the forced-run extraction")
-        s = int(byte_state[j])
-        w = _utf8_prefix(_forced_bytes(walk, s))
-        if not w:
-            continue
-        c = _context(paths, s)
-        texts[j], contexts[j] = w, c
-        try:
-            run = _canonical(vocab, c, w)
-        except ImportError as e:  # the tokenizer's library is missing: no runs at all
-            warnings.warn(f"forced tokens skipped: {e}", stacklevel=2)
-            break
+        w = _utf8_prefix(_forced_bytes(walk, int(byte_state[j])))
+        if w:
+            texts[j], contexts[j] = w, context_of[k]
+            todo.append((j, w, context_of[k]))
+    try:
+        runs = _canonical_runs(vocab, [(c, w) for _, w, c in todo])
+    except ImportError as e:  # the tokenizer's library is missing: no runs at all
+        warnings.warn(f"forced tokens skipped: {e}", stacklevel=2)
+        runs = []
+    for (j, w, _), run in zip(todo, runs):
+        check_time("the forced-run extraction")
         if not run:
             continue
         states = [j]
@@ -192,14 +192,38 @@ def _shortest_paths(dfa: ByteDFA) -> tuple[np.ndarray, np.ndarray]:
     return parent, via
 
 
+def _contexts(paths, states: np.ndarray) -> list[bytes]:
+    """`_context` of each of ``states``, their paths walked back together in NumPy."""
+    parent, via = paths
+    cur = states.astype(np.int64)
+    back = np.zeros((cur.shape[0], CONTEXT_BYTES), np.uint8)  # the path's bytes, last first
+    length = np.zeros(cur.shape[0], np.int64)
+    for i in range(CONTEXT_BYTES):
+        up = parent[cur]
+        on = up >= 0
+        if not on.any():
+            break
+        back[on, i] = via[cur[on]]
+        length += on
+        cur = np.where(on, up, cur)
+    rows = back.tolist()
+    return [_cut_context(bytes(r[: n][::-1])) for r, n in zip(rows, length.tolist(), strict=True)]
+
+
 def _context(paths, s: int) -> bytes:
+    """The last `CONTEXT_BYTES` bytes of the shortest path to byte state ``s`` (rule 2;
+    the reference of `_contexts`)."""
     parent, via = paths
     out = bytearray()
     while parent[s] >= 0 and len(out) < CONTEXT_BYTES:
         out.append(int(via[s]))
         s = int(parent[s])
     out.reverse()
-    data = bytes(out)
+    return _cut_context(bytes(out))
+
+
+def _cut_context(data: bytes) -> bytes:
+    """``data`` cut forward to a character start; empty if it is not UTF-8 then."""
     while data and (data[0] & 0xC0) == 0x80:  # cut forward to a character start
         data = data[1:]
     try:
@@ -209,8 +233,39 @@ def _context(paths, s: int) -> bytes:
     return data
 
 
+def _canonical_runs(vocab, pairs: list[tuple[bytes, bytes]]) -> list[list[int]]:
+    """`_canonical` of every (context, forced) pair, the tokenizer called once per pass
+    over all of them (`Vocabulary.encode_many`)."""
+    runs: list[list[int] | None] = [None] * len(pairs)
+    first = [i for i, (c, _) in enumerate(pairs) if c]
+    encoded = _encode_many(vocab, [(pairs[i][0] + pairs[i][1]).decode("utf-8") for i in first])
+    for i, ids in zip(first, encoded, strict=True):  # unspellable: no run (as `_canonical`)
+        runs[i] = _after(vocab, ids, *pairs[i]) if ids is not None else []
+    alone = [i for i in range(len(pairs)) if runs[i] is None]
+    encoded = _encode_many(vocab, [pairs[i][1].decode("utf-8") for i in alone])
+    for i, ids in zip(alone, encoded, strict=True):
+        runs[i] = (_after(vocab, ids, b"", pairs[i][1]) if ids is not None else None) or []
+    return runs
+
+
+def _encode_many(vocab, texts: list[str]) -> list[list[int] | None]:
+    """``vocab.encode_many(texts)``; where that raises `VocabularyError` (a vocabulary that
+    cannot spell a text), each text alone, None for those that fail."""
+    try:
+        return vocab.encode_many(texts)
+    except VocabularyError:
+        out = []
+        for t in texts:
+            try:
+                out.append(vocab.encode(t))
+            except VocabularyError:
+                out.append(None)
+        return out
+
+
 def _canonical(vocab, context: bytes, forced: bytes) -> list[int]:
-    """The tokenizer's tokens for ``forced`` after ``context`` (see rule 3); [] if none fit."""
+    """The tokenizer's tokens for ``forced`` after ``context`` (see rule 3); [] if none fit
+    (the one-pair reference of `_canonical_runs`)."""
     try:
         if context:
             run = _after(vocab, vocab.encode((context + forced).decode("utf-8")), context, forced)

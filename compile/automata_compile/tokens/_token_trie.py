@@ -56,6 +56,12 @@ class TokenTrie:
         return tuple([a.tolist() for a in x] for x in (self.child_start, self.byte, self.terminal))
 
     @functools.cached_property
+    def emitted(self) -> tuple[np.ndarray, np.ndarray]:
+        """(int64[E] the ids of the tokens emitted as text, int64[E] their groups)."""
+        ids = np.flatnonzero(self.token_group >= 0)
+        return ids, self.token_group[ids].astype(np.int64)
+
+    @functools.cached_property
     def first_byte_nodes(self) -> np.ndarray:
         """int64[256]: the number of nodes below each first byte (how far a walk from a state
         taking that byte may go)."""

@@ -125,7 +125,15 @@ def _tokenizer_json_vocab(
             raise ImportError(
                 "Vocabulary.encode needs tokenizers>=0.15: pip install -U tokenizers"
             ) from e
-        return lambda s: tok.encode(s, add_special_tokens=False).ids
+
+        def encode(s: str) -> list[int]:
+            return tok.encode(s, add_special_tokens=False).ids
+
+        def batch(texts: list[str]) -> list[list[int]]:  # `Vocabulary.encode_many`
+            return [e.ids for e in tok.encode_batch(texts, add_special_tokens=False)]
+
+        encode.batch = batch
+        return encode
 
     return VocabParts(
         tokens,

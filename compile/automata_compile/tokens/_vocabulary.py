@@ -80,6 +80,10 @@ _WELL_KNOWN_BOS = ("<bos>", "<s>", "<|begin_of_text|>", "<|startoftext|>")
 _FINGERPRINT_LABEL = b"automata_jax/vocabulary/v1\n"
 
 
+# `Vocabulary.encode_many` batches from this many texts on.
+MIN_BATCH = 32
+
+
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class Vocabulary:
     """A tokenizer's vocabulary as exact byte strings, indexed by token id.
@@ -241,6 +245,15 @@ class Vocabulary:
           VocabularyError: ``from_bytes`` vocabulary that cannot spell ``text``.
         """
         return list(self._encoder(text))
+
+    def encode_many(self, texts: list[str]) -> list[list[int]]:
+        """`encode` of each of ``texts``; one call into the tokenizer where it encodes a
+        batch (``tokenizers``) and there are at least `MIN_BATCH` texts, else one `encode`
+        per text. Raises as `encode`."""
+        batch = getattr(self._encoder, "batch", None)
+        if batch is None or len(texts) < MIN_BATCH:  # a batch's threads cost milliseconds
+            return [self.encode(t) for t in texts]
+        return [list(ids) for ids in batch(list(texts))]
 
     @functools.cached_property
     def _encoder(self) -> Encoder:

@@ -205,3 +205,34 @@ def test_bad_forced_arrays_are_refused(toy_vocab):
         TokenDFA(**{**base, **good, "forced_next": bad_next})
     with pytest.raises(TableFormatError, match="forced_len"):
         TokenDFA(**{**base, **good, "forced_len": np.full_like(dfa.forced_len, 99)})
+
+
+def test_contexts_match_the_one_state_walk(byte_level_vocab):
+    from automata_compile.automata import _byte_dfa
+    from automata_compile.frontends import _regex
+
+    pattern = r'\{"name": ?"[a-zé]{1,60}", ?"日本": ?(true|false)(, ?"x+y": ?[0-9]{1,3})?\}'
+    ir = _regex.parse(pattern, {})
+    byte_dfa = _byte_dfa.build_byte_dfa(ir, 0)
+    paths = _forced._shortest_paths(byte_dfa)
+    states = np.arange(byte_dfa.num_states)
+    got = _forced._contexts(paths, states)
+    want = [_forced._context((paths[0].tolist(), paths[1].tolist()), s) for s in states.tolist()]
+    assert got == want
+    assert max(map(len, want)) == _forced.CONTEXT_BYTES  # some paths are longer than kept
+
+
+@pytest.mark.parametrize("which", ["toy_vocab", "byte_level_vocab", "llama3_vocab"])
+def test_batched_runs_match_one_pair_at_a_time(request, which):
+    vocab = request.getfixturevalue(which)
+    contexts = [b"", b'{"name": ', b"x", b'"a": "', "日本".encode(), b"  ", b'{"q": 1, "']
+    forced = [b'"', b'name": "', b", ", b'"}', b"\xc3\xa9t\xc3\xa9", b"true", b"\x00\x7f"]
+    pairs = [(c, w) for c in contexts for w in forced]
+    want = [_forced._canonical(vocab, c, w) for c, w in pairs]
+    assert _forced._canonical_runs(vocab, pairs) == want
+    assert any(want)
+    if which == "toy_vocab":  # it cannot spell every text: those pairs have no run
+        assert not all(want)
+    texts = [(c + w).decode("utf-8") for c, w in pairs]
+    if which == "llama3_vocab":
+        assert vocab.encode_many(texts) == [vocab.encode(t) for t in texts]
