@@ -328,7 +328,8 @@ def _tables(pda, trie, walker, parts, group_class, reps) -> dict:
                 ci_target[x], ci_push[x] = target, p_id
     ci = ci_target[o] >= 0
     next_state[s[ci], c[ci]] = ci_target[o[ci]]
-    edge_push[s[ci], c[ci]] = ci_push[o[ci]]
+    pu = ci & (ci_push[o] != 0)  # edge_push starts at 0 (untouched pages stay unallocated)
+    edge_push[s[pu], c[pu]] = ci_push[o[pu]]
     cd = [
         (q, k, popped, target, pushes[pushed])
         for q, k, x in zip(s[~ci].tolist(), c[~ci].tolist(), o[~ci].tolist(), strict=True)
