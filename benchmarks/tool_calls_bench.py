@@ -144,8 +144,8 @@ def mask_cost(dfa, batch: int, repeat: int = 30) -> dict:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--sizes", type=int, nargs="+", default=[10, 100])
-    p.add_argument("--byte-sizes", type=int, nargs="+", default=[10, 100, 1000])
+    p.add_argument("--sizes", type=int, nargs="*", default=[10, 100])
+    p.add_argument("--byte-sizes", type=int, nargs="*", default=[10, 100, 1000])
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--tokenizer", default="../shared/tokenizers/llama3/tokenizer.json")
     p.add_argument("--format", default="hermes")

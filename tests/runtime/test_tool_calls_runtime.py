@@ -4,6 +4,8 @@ text plus valid calls of known tools, in batches mixed with JSON Schema and gram
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -13,35 +15,13 @@ import automata_compile as ac
 import automata_jax as aj
 from automata_jax import ConstraintTables, testing
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tool_call_fixtures import DEVICE_TOOLS as TOOLS  # noqa: E402
+from tool_call_fixtures import names as tool_names  # noqa: E402
+from tool_call_fixtures import params as tool_params  # noqa: E402
+
 jsonschema = pytest.importorskip("jsonschema")
 
-TOOLS = [
-    {
-        "name": "get_weather",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "city": {"type": "string", "maxLength": 3},
-                "days": {"type": "integer", "minimum": 1, "maximum": 7},
-            },
-            "required": ["city"],
-            "additionalProperties": False,
-        },
-    },
-    {
-        "name": "get_time",
-        "parameters": {
-            "type": "object",
-            "properties": {"tz": {"enum": ["UTC", "CET"]}, "utc": {"type": "boolean"}},
-            "required": ["tz"],
-            "additionalProperties": False,
-        },
-    },
-    {
-        "name": "ping",
-        "parameters": {"type": "object", "properties": {}, "additionalProperties": False},
-    },
-]
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
 # (format, options) of the tool-call rows; calls only, so that a random model calls
 CONSTRAINTS = [
@@ -72,7 +52,7 @@ def test_sampled_outputs_parse_into_valid_calls(setup, temperature):
         cache=model.init_cache,
     )  # fmt: skip
     assert not np.asarray(out.states.error).any()
-    schemas = {t["name"]: t["parameters"] for t in TOOLS}
+    schemas = dict(zip(tool_names(TOOLS), map(tool_params, TOOLS), strict=True))
     calls = 0
     for b, k in enumerate(ids.tolist()):
         n = int(out.lengths[b])

@@ -155,18 +155,25 @@ def _reached(parts: list, walker: Walker, start: int) -> np.ndarray:
         srcs.append(np.repeat(s, k))
         tgts.append(tgt[np.repeat(offs[o] - np.cumsum(k) + k, k) + np.arange(k.sum())])
         if p.wide.size:
-            ends = p.rows[np.unique(p.group_row[p.group_row >= 0])]
+            used = np.zeros(p.rows.shape[0] + 1, bool)
+            used[p.group_row] = True  # the rows some group ends in (-1, dead: the last entry)
+            ends = p.rows[np.flatnonzero(used[:-1])]
             r, w = np.nonzero(ends != p.sink)
             srcs.append(p.wide[w])
             tgts.append(ends[r, w].astype(np.int64))
-    src, dst = np.concatenate(srcs), np.concatenate(tgts)
+    edge = np.unique(np.concatenate(srcs) * q_count + np.concatenate(tgts))
+    src, dst = edge // q_count, edge % q_count
+    offs = np.searchsorted(src, np.arange(q_count + 1))
     reached = np.zeros(q_count, bool)
     reached[start] = True
-    while True:
-        new = np.unique(dst[reached[src]])
-        if reached[new].all():
-            return reached
-        reached[new] = True
+    frontier = np.array([start], np.int64)
+    while frontier.size:  # breadth first, each state's edges read once
+        lo, n = offs[frontier], offs[frontier + 1] - offs[frontier]
+        at = np.repeat(lo - np.cumsum(n) + n, n) + np.arange(n.sum())
+        frontier = np.unique(dst[at])
+        frontier = frontier[~reached[frontier]]
+        reached[frontier] = True
+    return reached
 
 
 def _restricted(p: Walk, keep: np.ndarray) -> Walk:
@@ -215,7 +222,9 @@ def _classes_hashed(parts: list, num_groups: int, num_outcomes: int) -> tuple | 
       first group) and, ascending, the first group of each class 1.. ; None on a collision.
     """
     src, group, oid = _sparse(parts)
-    rows = _group_rows(parts)
+    # Each walk's row id per group (-1 dead), read in place: the virtual all-dead group G
+    # (the last entry of ``h``) has row -1 in every walk, which ``row_hash[-1]`` spells.
+    rows = [p.group_row for p in parts if p.wide.size]
     g1 = num_groups + 1
     q_salt = _mix(np.arange(1, int(src.max(initial=0)) + 2, dtype=np.uint64))
     o_salt = _mix(np.arange(num_outcomes + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15))
@@ -224,16 +233,21 @@ def _classes_hashed(parts: list, num_groups: int, num_outcomes: int) -> tuple | 
     count = np.bincount(group, minlength=g1)
     for k, gr in enumerate(rows):
         salt = _mix(np.array([k + 1], np.uint64)) * np.uint64(0xD6E8FEB86659FD93)
-        row_hash = _mix(np.arange(int(gr.max()) + 2, dtype=np.uint64) + salt)
-        h += row_hash[gr + 1]
+        row_hash = _mix(np.arange(int(gr.max(initial=-1)) + 2, dtype=np.uint64) + salt)
+        h[:-1] += row_hash[gr]  # row -1 (dead) is row_hash's last entry
+        h[-1:] += row_hash[-1:]
     h = _mix(h + count.astype(np.uint64))
     _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
     inverse = inverse.reshape(-1)
-    rep = first[inverse]
+    rep = first[inverse]  # rep[g] <= g: a real group's representative is a real group
     if not np.array_equal(count, count[rep]):
         return None
-    if not all(np.array_equal(gr, gr[rep]) for gr in rows):
-        return None
+    dead_rep = int(rep[-1])
+    for gr in rows:
+        if not np.array_equal(gr, gr[rep[:-1]]):
+            return None
+        if dead_rep < num_groups and gr[dead_rep] != -1:
+            return None
     # Every pair of every group is its representative's: look the pairs up by (state, class).
     n_cls = first.shape[0]
     key = src * n_cls + inverse[group]
@@ -314,7 +328,8 @@ def _tables(pda, trie, walker, parts, group_class, reps) -> dict:
                 ci_target[x], ci_push[x] = target, p_id
     ci = ci_target[o] >= 0
     next_state[s[ci], c[ci]] = ci_target[o[ci]]
-    edge_push[s[ci], c[ci]] = ci_push[o[ci]]
+    pu = ci & (ci_push[o] != 0)  # edge_push starts at 0 (untouched pages stay unallocated)
+    edge_push[s[pu], c[pu]] = ci_push[o[pu]]
     cd = [
         (q, k, popped, target, pushes[pushed])
         for q, k, x in zip(s[~ci].tolist(), c[~ci].tolist(), o[~ci].tolist(), strict=True)

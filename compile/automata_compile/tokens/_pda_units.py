@@ -45,12 +45,14 @@ MAX_LOOP_STATES = 64
 
 @dataclasses.dataclass(frozen=True)
 class _Closure:
-    """Rule R and the rules it calls, renumbered: ``states[i]`` is local state i's global id."""
+    """Rule R and the rules it calls, renumbered: ``states[i]`` is local state i's global id.
+    ``key`` digests the renumbered structure; the sub-PDA itself (`_closure_pda`) is built
+    only when its walk is not cached."""
 
     rules: np.ndarray
     states: np.ndarray
-    pda: BytePDA
     key: str
+    whole: BytePDA  # the PDA the closure was taken from
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,7 +142,7 @@ def rule_walks(pda: BytePDA, rule: int, trie: TokenTrie, fingerprint: str, walke
     their exits finished with ``walker`` (a `Walker` of ``pda``, which interns the outcomes)."""
     closure = _closure(pda, rule)
     key = f"{fingerprint}:rule:{closure.key}"
-    pw = _cached(key, lambda: _walk_part(closure.pda, trie, fingerprint))
+    pw = _cached(key, lambda: _walk_part(_closure_pda(closure), trie, fingerprint))
     return [_to_global(w, pw, closure.states, walker) for w in pw.walks]
 
 
@@ -161,19 +163,52 @@ def _closure(pda: BytePDA, rule: int) -> _Closure:
     rules = np.array(order, np.int64)
     sizes = first[rules + 1] - first[rules]
     states = np.concatenate([np.arange(first[r], first[r + 1]) for r in order])
+    local, rule_local = _local_numbers(pda, rules, states)
+    # The key digests the renumbered (kind, arg, ret) at every entry that is not dead with no
+    # return state: the dense arrays of `_closure_pda` hold exactly that plus -1 / 0 elsewhere,
+    # so equal keys mean equal sub-PDAs, for a fraction of the bytes (most bytes are dead).
+    k = kind[states]
+    r = pda.ret[states]
+    q, b = np.nonzero((k != 0) | (r >= 0))
+    kv = k[q, b]
+    g = arg[states[q], b].astype(np.int64)
+    av = np.full(g.shape, -1, np.int64)
+    av[kv == SHIFT] = local[g[kv == SHIFT]]
+    av[kv == CALL] = rule_local[g[kv == CALL]]
+    rv = r[q, b].astype(np.int64)
+    rv = np.where(rv >= 0, local[np.maximum(rv, 0)], -1)
+    digest = hashlib.blake2b(digest_size=16)
+    for x in (sizes.astype(np.int64), local[pda.starts[rules]], q * 256 + b, kv, av, rv):
+        digest.update(np.ascontiguousarray(x, np.int64).tobytes())
+        digest.update(b"|")
+    return _Closure(rules, states, digest.hexdigest(), pda)
+
+
+def _local_numbers(pda: BytePDA, rules: np.ndarray, states: np.ndarray):
+    """(local id of each global state, local id of each global rule), -1 outside."""
     local = np.full(pda.num_states, -1, np.int64)
     local[states] = np.arange(states.shape[0])
     rule_local = np.full(len(pda.names), -1, np.int64)
     rule_local[rules] = np.arange(rules.shape[0])
-    k = kind[states]
-    g = arg[states].astype(np.int64)
+    return local, rule_local
+
+
+def _closure_pda(closure: _Closure) -> BytePDA:
+    """The closure's rules as a PDA of their own, in local numbers (rule 0 = the rule)."""
+    pda, rules, states = closure.whole, closure.rules, closure.states
+    order = rules.tolist()
+    local, rule_local = _local_numbers(pda, rules, states)
+    first = np.searchsorted(pda.rule_of, np.arange(len(pda.names) + 1))
+    sizes = first[rules + 1] - first[rules]
+    k = pda.kind[states]
+    g = pda.arg[states].astype(np.int64)
     a = np.full(g.shape, -1, np.int64)
     a[k == SHIFT] = local[g[k == SHIFT]]
     a[k == CALL] = rule_local[g[k == CALL]]
     r = pda.ret[states].astype(np.int64)
     r = np.where(r >= 0, local[np.maximum(r, 0)], -1)
     starts = local[pda.starts[rules]]
-    sub = BytePDA(
+    return BytePDA(
         names=tuple(pda.names[j] for j in order),
         rule_of=np.repeat(np.arange(rules.shape[0]), sizes).astype(np.int32),
         starts=starts.astype(np.int32),
@@ -184,11 +219,6 @@ def _closure(pda: BytePDA, rule: int) -> _Closure:
         ret=r.astype(np.int32),
         returns=tuple(() for _ in order),  # a truncated walk never pops below its own pushes
     )
-    digest = hashlib.blake2b(digest_size=16)
-    for x in (sizes.astype(np.int64), starts, k, sub.arg, sub.ret):
-        digest.update(np.ascontiguousarray(x).tobytes())
-        digest.update(b"|")
-    return _Closure(rules, states, sub, digest.hexdigest())
 
 
 def _walk_part(sub: BytePDA, trie: TokenTrie, fingerprint: str, starts=None) -> _PartWalk:
@@ -240,11 +270,14 @@ def _to_global(w: Walk, pw: _PartWalk, states: np.ndarray, walker: Walker) -> Wa
     out = _mapped(w, pw, [states], walker)
     extra: tuple[list, list, list] = ([], [], [])
     trie_byte = walker.trie.byte
+    stepped: dict[tuple, tuple] = {}  # many exits share (node, state, context): step once
     for s, d, node, c, x in w.exits.tolist():
-        pushed, _ = pw.contexts[x]
-        configs = walker.step(
-            ((gmap[c], tuple(gmap[p] for p in pushed), ()),), int(trie_byte[d][node])
-        )
+        configs = stepped.get((d, node, c, x))
+        if configs is None:
+            pushed, _ = pw.contexts[x]
+            configs = stepped[d, node, c, x] = walker.step(
+                ((gmap[c], tuple(gmap[p] for p in pushed), ()),), int(trie_byte[d][node])
+            )
         if configs:
             walker.walk_subtree(d, node, configs, gmap[s], extra)
     if not extra[0]:

@@ -86,6 +86,7 @@ class Walker:
         self.byte_memo: dict[tuple[int, int], tuple] = {}
         self.memo: dict[tuple, tuple] = {}
         self.own_memo: dict[tuple, object] = {}
+        self.subtree_memo: dict[tuple, tuple[list, list]] = {}  # see `walk_subtree`
         self.outcomes: list[tuple] = []
         self.outcome_id: dict[tuple, int] = {}
         self.contexts: list[tuple] = [((), ())]
@@ -324,10 +325,22 @@ class Walker:
 
     def walk_subtree(self, d: int, node: int, configs: tuple, src: int, out: tuple) -> None:
         """Appends (src, group, outcome id) of every token under ``node`` (level ``d``),
-        reached with ``configs``, to the lists ``out``."""
-        n0 = len(out[1])
-        self._dfs(d, node, configs, out[1], out[2])
-        out[0].extend([src] * (len(out[1]) - n0))
+        reached with ``configs``, to the lists ``out``.
+
+        The (group, outcome) pairs depend on (d, node, configs) only, and many walks reach
+        the same subtree the same way (100 tool units: ~14,000 exits, ~100 distinct), so
+        they are kept per walker. Outcome ids are interned on the first walk, in the same
+        order as without the memo."""
+        key = (d, node, configs)
+        got = self.subtree_memo.get(key)
+        if got is None:
+            g: list = []
+            o: list = []
+            self._dfs(d, node, configs, g, o)
+            got = self.subtree_memo[key] = (g, o)
+        out[0].extend([src] * len(got[0]))
+        out[1].extend(got[0])
+        out[2].extend(got[1])
 
     def _dfs(self, d0: int, node0: int, configs0: tuple, out_g: list, out_o: list) -> None:
         """Python walk of the subtree under ``node0`` (level ``d0``, reached with ``configs0``)."""

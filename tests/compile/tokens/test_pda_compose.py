@@ -228,3 +228,35 @@ def test_json_schemas_sharing_cached_walks_match_the_reference(request, vocab_na
     keys = list(_pda_units._CACHE)
     assert any(":rule:" in k for k in keys) and any(":loop:" in k for k in keys)
     assert len(made) == len(keys)  # each part walked once, then served from the cache
+
+
+def _tool_call_pda(tools, fmt, **flags):
+    from automata_compile.frontends.tool_calls import tool_calls_pda, tool_calls_spec
+
+    fmt, ts, opts, _ = tool_calls_spec(tools, format=fmt, tool=None, **flags)
+    return tool_calls_pda(fmt, ts, opts, **flags)
+
+
+@pytest.mark.parametrize(
+    "fmt, flags",
+    [
+        ("hermes", {"parallel": True, "require_call": False, "allow_text": True}),
+        ("gemma", {"parallel": False, "require_call": True, "allow_text": True}),
+        ("hermes", {"parallel": True, "require_call": False, "allow_text": False}),
+    ],
+)
+@pytest.mark.parametrize("vocab_name", ["byte_vocab", "mistral_sp_vocab"])
+def test_tool_call_pdas_match_the_reference(request, vocab_name, fmt, flags):
+    """A tool-call PDA (free text, a name trie, several units, the walks of shared rules from
+    the cache): its tables are the reference's, so the classes (one class per distinct
+    signature, the all-dead class first) and the boundary states are exact."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from tool_call_fixtures import DEVICE_TOOLS, ORACLE_TOOLS
+
+    vocab = request.getfixturevalue(vocab_name)
+    trie = trie_for(vocab)
+    pda = _tool_call_pda([*ORACLE_TOOLS, DEVICE_TOOLS[2]], fmt, **flags)
+    _assert_same(compose_pda(pda, trie, vocab), reference_compose(pda, trie))

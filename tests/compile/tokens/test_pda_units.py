@@ -78,6 +78,40 @@ def test_a_rule_is_keyed_by_its_structure_not_its_numbers():
     assert len(set(firsts)) == 3 and len(set(keys)) == 1
 
 
+def test_rule_keys_are_equal_exactly_when_the_renumbered_rules_are():
+    """The key digests only the entries that are not dead: over the rules of several PDAs
+    (JSON Schemas, tool calls, whose units repeat rules at other offsets), two keys are
+    equal iff the closures' dense sub-PDAs are (what a cached walk depends on)."""
+    from automata_compile.frontends.tool_calls import tool_calls_pda, tool_calls_spec
+
+    pdas = [_pda(s) for s in SCHEMAS]
+    pdas.append(_pda({"type": "array", "items": {"maxLength": 2}}))
+    tools = [
+        {"name": n, "parameters": {"type": "object", "properties": p}}
+        for n, p in [("a", {"x": {}}), ("b", {"x": {}}), ("c", {"y": {"type": "array"}})]
+    ]
+    fmt, ts, opts, _ = tool_calls_spec(
+        tools, format="hermes", parallel=True, require_call=False, tool=None, allow_text=True
+    )
+    pdas.append(tool_calls_pda(fmt, ts, opts, parallel=True, require_call=False, allow_text=True))
+    keys, dense = [], []
+    for pda in pdas:
+        for rule in range(1, len(pda.names)):
+            closure = _pda_units._closure(pda, rule)
+            sub = _pda_units._closure_pda(closure)
+            keys.append(closure.key)
+            dense.append(
+                b"|".join(
+                    np.ascontiguousarray(x).tobytes()
+                    for x in (np.bincount(sub.rule_of), sub.starts, sub.kind, sub.arg, sub.ret)
+                )
+            )
+    assert len(set(keys)) < len(keys)  # some rules repeat (a tool unit's, a free value's)
+    for i in range(len(keys)):
+        for j in range(len(keys)):
+            assert (keys[i] == keys[j]) == (dense[i] == dense[j]), (i, j)
+
+
 def test_a_free_string_is_one_loop_for_all_its_states(mistral_sp_vocab):
     """Every free string of a PDA is the same loop: one cached walk serves them all."""
     schema = {

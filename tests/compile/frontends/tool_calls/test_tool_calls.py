@@ -10,6 +10,9 @@ partial matching). A token is allowed iff the prefix + its bytes stays viable.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import regex
@@ -18,49 +21,11 @@ import automata_compile as ac
 from automata_compile import json_schema_to_regex
 from automata_compile.frontends.tool_calls import _tools
 
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "city": {"type": "string", "maxLength": 12},
-                    "days": {"type": "integer", "minimum": 1, "maximum": 7},
-                },
-                "required": ["city"],
-                "additionalProperties": False,
-            },
-        },
-    },
-    {
-        "name": "get_time",
-        "parameters": {
-            "type": "object",
-            "properties": {"tz": {"enum": ["UTC", "CET"]}, "utc": {"type": "boolean"}},
-            "required": ["tz"],
-            "additionalProperties": False,
-        },
-    },
-    {
-        "name": "get",
-        "parameters": {
-            "type": "object",
-            "properties": {"key": {"type": "string", "pattern": "^[a-z]+$"}},
-            "required": ["key"],
-            "additionalProperties": False,
-        },
-    },
-]
-
-
-def _params(t):
-    return (t.get("function") or t)["parameters"]
-
-
-def _names(tools):
-    return [(t.get("function") or t)["name"] for t in tools]
+TESTS = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(TESTS))
+from tool_call_fixtures import ORACLE_TOOLS as TOOLS  # noqa: E402
+from tool_call_fixtures import names as _names  # noqa: E402
+from tool_call_fixtures import params as _params  # noqa: E402
 
 
 def _call_regex(fmt: str, tools) -> str:
