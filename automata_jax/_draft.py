@@ -16,6 +16,13 @@ from the vocabulary's bytes, at prompt-preparation time); a slot matches an n-gr
 that equals either its id or its key, and the draft is the slots' own ids that follow
 (`` Lovelace``), as the value continues.
 
+**Where a copy stops** (`STOP`). A copied span ends where the document starts a new clause:
+`bare_twins` marks tokens whose first byte after leading spaces is punctuation or a line
+break (`CLAUSE_START`: ``, . ; : ! ? ( ) [ ] { } "``, ``\n``, ``\r``) with the key `STOP`
+instead of a twin, and `prompt_lookup` returns the first draft position copied from such a
+slot. Speculative decoding ends the draft there with the constraint's *exit* token and the
+forced run after it (`automata_jax._speculative`), so a draft can close a value.
+
 Everything is a fixed-shape array operation on the device (``n`` shifted compares of
 ``[B, L]`` per n-gram size, one max, one gather), with no host round trip.
 """
@@ -33,6 +40,8 @@ from jaxtyping import Array, Bool, Int
 from automata_jax._errors import RuntimeShapeError
 
 _NOT_IN_A_STRING = frozenset(b'"\\') | frozenset(range(0x20))
+CLAUSE_START = frozenset(b',.;:!?()[]{}"\n\r')
+STOP = -2  # a draft key: a copy stops before this slot (its token starts a new clause)
 
 
 def bare_twins(tokens: Sequence[bytes | None]) -> np.ndarray:
@@ -45,16 +54,20 @@ def bare_twins(tokens: Sequence[bytes | None]) -> np.ndarray:
     Returns:
       int32[V]: ``twins[id]`` is the id whose bytes are ``tokens[id]`` without its leading
       space, where such a token exists and its bytes need no escape inside a JSON string
-      (no quote, backslash or control byte); else -1.
+      (no quote, backslash or control byte); `STOP` (-2) where the token starts a new
+      clause (its first byte after leading spaces is in `CLAUSE_START`); else -1.
 
     Example:
-      >>> bare_twins([b"Ada", b" Ada", b" Lovelace", None, b' "']).tolist()
-      [-1, 0, -1, -1, -1]
+      >>> bare_twins([b"Ada", b" Ada", b" Lovelace", None, b' "', b",", b"\\n"]).tolist()
+      [-1, 0, -1, -1, -2, -2, -2]
     """
     ids = {t: i for i, t in enumerate(tokens) if t is not None}
     twins = np.full(len(tokens), -1, np.int32)
     for i, t in enumerate(tokens):
-        if t is not None and len(t) > 1 and t[:1] == b" ":
+        lead = None if t is None else t.lstrip(b" ")[:1]
+        if lead and lead[0] in CLAUSE_START:
+            twins[i] = STOP
+        elif t is not None and len(t) > 1 and t[:1] == b" ":
             bare = t[1:]
             if bare in ids and not _NOT_IN_A_STRING.intersection(bare):
                 twins[i] = ids[bare]
@@ -103,17 +116,19 @@ def prompt_lookup(
       end: int32[B], the number of known slots of each row (slots ``>= end`` are ignored).
       ngram_sizes: static, the n-gram lengths to try, longest first.
       draft_len: static K, the most tokens drafted per row.
-      keys: optional int32[B, L], each slot's alternate spelling (-1: none; see
-        `draft_keys`): a slot matches a token equal to its id or its key.
+      keys: optional int32[B, L], each slot's alternate spelling (-1: none; `STOP`: the
+        slot starts a new clause; see `draft_keys`): a slot matches a token equal to its
+        id or its key.
 
     Returns:
-      ``(drafts int32[B, K], count int32[B])``: row b's draft is ``drafts[b, :count[b]]``
-      (the slots after it hold arbitrary ids).
+      ``(drafts int32[B, K], count int32[B], stop int32[B])``: row b's draft is
+      ``drafts[b, :count[b]]`` (the slots after it hold arbitrary ids); ``stop[b]`` is its
+      first position copied from a `STOP` slot (K where none, or without ``keys``).
 
     Example:
       >>> import jax.numpy as jnp
       >>> h = jnp.asarray([[5, 6, 7, 8, 5, 6]])
-      >>> d, n = prompt_lookup(h, h >= 0, jnp.asarray([6]), ngram_sizes=(2, 1), draft_len=3)
+      >>> d, n, _ = prompt_lookup(h, h >= 0, jnp.asarray([6]), ngram_sizes=(2, 1), draft_len=3)
       >>> d[0, : int(n[0])].tolist()
       [7, 8, 5]
     """
@@ -141,4 +156,8 @@ def prompt_lookup(
     ok = (best >= 0)[:, None] & (offsets < rows_end[:, None])
     ok = ok & jnp.take_along_axis(valid, at, axis=1)
     count = jnp.sum(jnp.cumprod(ok.astype(jnp.int32), axis=1), axis=1)
-    return drafts.astype(jnp.int32), count.astype(jnp.int32)
+    stop = jnp.full((b,), draft_len, jnp.int32)
+    if keys is not None:
+        go_on = jnp.take_along_axis(keys, at, axis=1) != STOP
+        stop = jnp.sum(jnp.cumprod(go_on.astype(jnp.int32), axis=1), axis=1)
+    return drafts.astype(jnp.int32), count.astype(jnp.int32), stop.astype(jnp.int32)

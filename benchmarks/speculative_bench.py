@@ -139,7 +139,7 @@ def main(argv=None) -> int:
     parser.add_argument("--limit", type=int, default=0, help="at most this many records per set")
     parser.add_argument(
         "--loops",
-        default="ff,ff+spec,ff+spec_eager,ff+spec+keys,ff+spec_eager+keys",
+        default="ff,ff+copy+keys,ff+spec+keys,ff+spec_eager+keys",
         help="the loops to compare (ff, the baseline, always)",
     )
     parser.add_argument("--output", default=str(ROOT / "benchmarks/results/speculative.json"))
@@ -151,8 +151,12 @@ def main(argv=None) -> int:
     model = Gemma3(config)
     cache_fn = functools.partial(model.init_cache, dtype=params["embed_tokens"].dtype)
     eager = aj.Speculate(slot_cost=0.0, logit_cost=0.0)  # drafts whenever a row has one
+    no_exits = aj.Speculate(exit_drafts=False)  # drafts that only copy (before exit drafts)
+    eager_no_exits = aj.Speculate(slot_cost=0.0, logit_cost=0.0, exit_drafts=False)
     loops = {
         "ff": dict(fast_forward=True),
+        "ff+copy+keys": dict(fast_forward=True, speculate=no_exits, keys=True),
+        "ff+copy_eager+keys": dict(fast_forward=True, speculate=eager_no_exits, keys=True),
         "ff+spec": dict(fast_forward=True, speculate=True),
         "ff+spec_eager": dict(fast_forward=True, speculate=eager),
         "ff+spec+keys": dict(fast_forward=True, speculate=True, keys=True),
