@@ -161,6 +161,8 @@ def main(argv=None) -> int:
         "ff+spec_eager": dict(fast_forward=True, speculate=eager),
         "ff+spec+keys": dict(fast_forward=True, speculate=True, keys=True),
         "ff+spec_eager+keys": dict(fast_forward=True, speculate=eager, keys=True),
+        "ff+spec+lckeys": dict(fast_forward=True, speculate=True, keys="lowercase"),
+        "ff+spec_eager+lckeys": dict(fast_forward=True, speculate=eager, keys="lowercase"),
     }
     chosen = [k for k in args.loops.split(",") if k]
     unknown = sorted(set(chosen) - set(loops))
@@ -168,6 +170,7 @@ def main(argv=None) -> int:
         parser.error(f"--loops: expected ff and some of {sorted(loops)}, got {args.loops!r}")
     loops = {k: loops[k] for k in chosen}
     twins = aj.bare_twins(vocab.tokens)  # the draft lookup's alternate spellings (host side)
+    twins_lc = aj.bare_twins(vocab.tokens, lowercase_stops=True)  # + stops before a lowercase word
     sets = load_sets(args.sets.split(","), vocab, args.bfcl_cases)
     if args.limit:
         sets = {k: (p[: args.limit], i[: args.limit], d) for k, (p, i, d) in sets.items()}
@@ -196,8 +199,9 @@ def main(argv=None) -> int:
             for loop in order:
                 start = time.perf_counter()
                 kw = dict(loops[loop])
-                if kw.pop("keys", False):  # built on the host with the prompts, as the job does
-                    kw["draft_keys"] = aj.draft_keys(tokens, twins)
+                keyed = kw.pop("keys", False)
+                if keyed:  # built on the host with the prompts, as the job does
+                    kw["draft_keys"] = aj.draft_keys(tokens, twins_lc if keyed == "lowercase" else twins)
                 out = aj.generate(
                     model.apply_step, params, tokens, tables, cids, sampler=aj.Greedy(),
                     max_new_tokens=args.max_new_tokens, rng=jax.random.key(0), prompt_mask=mask,

@@ -22,7 +22,7 @@ def _oracle(history, valid, end, sizes, k, keys=None):
     def matches(p, suffix):
         slots = range(p - len(suffix) + 1, p + 1)
         return all(
-            known[s] is not None and w in (known[s], keys[s])
+            known[s] is not None and w in (known[s], -3 - keys[s] if keys[s] <= -3 else keys[s])
             for s, w in zip(slots, suffix, strict=True)
         )
 
@@ -38,7 +38,7 @@ def _oracle(history, valid, end, sizes, k, keys=None):
                 for i, t in enumerate(known[p + 1 : p + 1 + k]):
                     if t is None:
                         break
-                    if stop is None and keys[p + 1 + i] == STOP:
+                    if stop is None and keys[p + 1 + i] <= STOP:
                         stop = i
                     draft.append(t)
                 return draft, len(draft) if stop is None else stop
@@ -73,7 +73,7 @@ def test_matches_a_brute_force(rows, sizes, k, key_seed):
         end[b] = pads + len(tokens)
     keys = None  # alternate spellings: random ids (-1: none), also on unknown slots
     if key_seed is not None:
-        keys = np.random.default_rng(key_seed).integers(-2, 4, size=(4, length)).astype(np.int32)
+        keys = np.random.default_rng(key_seed).integers(-6, 4, size=(4, length)).astype(np.int32)
     drafts, count, stop = prompt_lookup(
         jnp.asarray(history), jnp.asarray(valid), jnp.asarray(end), ngram_sizes=sizes, draft_len=k,
         keys=None if keys is None else jnp.asarray(keys),
@@ -129,6 +129,24 @@ def test_a_copy_stops_at_a_new_clause():
     assert int(stop[0]) == 1
     _, _, stop = prompt_lookup(history, history >= 0, jnp.asarray([6]), **args)
     assert int(stop[0]) == 4  # without keys, no stop
+
+
+def test_a_lowercase_word_can_stop_a_copy_and_keep_its_twin():
+    # "Sophie Martin turned 24": with lowercase stops, the copy after "Sophie" stops before
+    # " turned"; "turned" in the output still matches " turned" (its twin is kept).
+    tokens = [b"Sophie", b" Martin", b" turned", b"turned", b" 24"]
+    twins = bare_twins(tokens, lowercase_stops=True)
+    assert twins.tolist() == [-1, -1, -3 - 3, -1, -1]
+    assert bare_twins(tokens).tolist() == [-1, -1, 3, -1, -1]
+    prompt = [0, 1, 2, 4]
+    keys = jnp.asarray(np.concatenate([draft_keys([prompt], twins), [[-1]]], axis=1))
+    args = dict(ngram_sizes=(1,), draft_len=3, keys=keys)
+    history = jnp.asarray([prompt + [0]])
+    drafts, count, stop = prompt_lookup(history, history >= 0, jnp.asarray([5]), **args)
+    assert drafts[0, : int(count[0])].tolist() == [1, 2, 4] and int(stop[0]) == 1
+    history = jnp.asarray([prompt + [3]])  # the output spells "turned"
+    drafts, count, _ = prompt_lookup(history, history >= 0, jnp.asarray([5]), **args)
+    assert drafts[0, : int(count[0])].tolist() == [4, 3]  # " 24", then the output itself
 
 
 def test_draft_keys_rejects_ids_outside_the_vocabulary():

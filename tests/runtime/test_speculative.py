@@ -355,8 +355,8 @@ def test_exit_drafts_change_the_drafts_not_the_outputs():
     ids = [0, 1, 2, -1, 0, 0, 2, 1]
     tokens = aj.pad_prompts(prompts, pad_id=PAD)[0]
     rng = np.random.default_rng(3)
-    clause = aj.draft_keys(tokens, aj.bare_twins(vocab.tokens))
-    adversarial = rng.integers(-2, v, size=tokens.shape).astype(np.int32)
+    clause = aj.draft_keys(tokens, aj.bare_twins(vocab.tokens, lowercase_stops=True))
+    adversarial = rng.integers(-3 - v, v, size=tokens.shape).astype(np.int32)  # twins, stops
     no_exits = Speculate(slot_cost=0.0, logit_cost=0.0, exit_drafts=False)
     kw = dict(model=model, fast_forward=True)
     off = _run(mparams, tables, ids, prompts, 32, **kw)
