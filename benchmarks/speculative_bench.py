@@ -201,7 +201,9 @@ def main(argv=None) -> int:
                 kw = dict(loops[loop])
                 keyed = kw.pop("keys", False)
                 if keyed:  # built on the host with the prompts, as the job does
-                    kw["draft_keys"] = aj.draft_keys(tokens, twins_lc if keyed == "lowercase" else twins)
+                    kw["draft_keys"] = aj.draft_keys(
+                        tokens, twins_lc if keyed == "lowercase" else twins
+                    )
                 out = aj.generate(
                     model.apply_step, params, tokens, tables, cids, sampler=aj.Greedy(),
                     max_new_tokens=args.max_new_tokens, rng=jax.random.key(0), prompt_mask=mask,
