@@ -204,7 +204,7 @@ class Runner:
         keys = None  # the document's words as a JSON string spells them (drafts only)
         if self.speculate:
             if self.twins is None:
-                self.twins = bare_twins(self.vocab.tokens)
+                self.twins = bare_twins(self.vocab.tokens, lowercase_stops=True)
             keys = draft_keys(tokens, self.twins)
         out = generate_sharded(
             self.mesh,
