@@ -6,15 +6,20 @@ iteration, every active row feeds one model call with
 * its **head**: the token chosen for it (``x``) then the forced run of the state after
   ``x`` (fast-forward), or the forced run of its state, which needs no choice; then
 * its **draft**: up to ``K`` tokens from an n-gram lookup in its own prompt and output
-  (`automata_jax._draft`), taken after the head.
+  (`automata_jax._draft`), taken after the head; with fast-forward and
+  `Speculate.exit_drafts`, a copy that *stops* (its first token copied from a clause-start
+  slot, see `_draft.STOP`, or its first token the constraint rejects) goes on instead with
+  the state's exit token (`ConstraintTables.exit_tokens`) and the forced run after it, so
+  one draft can finish a value and reach the next choice (up to ``D = K + 1 + F`` tokens).
 
 Before the call, the constraint state is advanced over the draft on the device and the
 draft is cut at its first token that leaves the language (or is EOS), so a draft never
-feeds the model a token the constraint forbids. The call returns logits at the ``J =
-1 + K`` slots from the head's last token on. At each such slot ``j`` the row's token is
-*chosen* exactly as the loop without drafts would choose it after the same prefix: the
-first forced token where the state after ``head + draft[:j]`` forces a run (with
-fast-forward), else a sample from the logits masked by that state. Drafts are accepted
+feeds the model a token the constraint forbids. The call returns logits at up to ``J =
+1 + K`` slots: those of the draft prefixes ``head + draft[:j]`` (j = 0..d) whose state
+does not force a run, in order (a forced token needs no logits). After each prefix ``j``
+the row's token is *chosen* exactly as the loop without drafts would choose it after the
+same prefix: the first forced token where that state forces a run (with fast-forward),
+else a sample from its logits masked by that state. Drafts are accepted
 while the chosen token equals the draft; the first chosen token that differs (or the
 one after the last draft) is the row's ``x`` for the next iteration. The KV cache's
 slots of rejected drafts are marked invalid and its ``end_index`` set to the longest
