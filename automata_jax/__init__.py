@@ -30,7 +30,7 @@ from automata_jax._errors import (
 )
 from automata_jax._fast_forward import FastForward
 from automata_jax._flax_adapters import LinenStep, NnxStep, nnx_step
-from automata_jax._generate import GenerateOutput, generate, pad_prompts
+from automata_jax._generate import GenerateOutput, cache_length, generate, pad_prompts
 from automata_jax._healing import TokenHealing, heal_prompts, strip_healed
 from automata_jax._sampling import Greedy, MinP, Sampler, Temperature, TopK, TopP
 from automata_jax._sharding import (
@@ -69,6 +69,7 @@ __all__ = [
     "allowed_mask",
     "bare_twins",
     "batch_sharding",
+    "cache_length",
     "canonical_mask",
     "canonical_tables",
     "draft_keys",

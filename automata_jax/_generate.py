@@ -563,6 +563,40 @@ def _heal_first(step_fn, params, tables, state, logits, healing, sampler, rng, p
 _generate_jit = jax.jit(_generate_loop, static_argnames=("config",))
 
 
+def cache_length(
+    prompt_length: int,
+    max_new_tokens: int,
+    tables: ConstraintTables,
+    *,
+    fast_forward=False,
+    speculate=False,
+    buffer_length: int | None = None,
+) -> int:
+    """The cache slots `generate` gives a ``cache=`` init function for these sizes: the
+    prompt, the output buffer and the slack of chunked calls (fast-forward, speculation).
+    A cache built ahead (e.g. from a shared prompt prefix) with this many slots past its
+    prefix fits the same call.
+
+    Example:
+      >>> import numpy as np
+      >>> from automata_compile import TokenDFA
+      >>> dfa = TokenDFA(token_class=np.array([1, 0], np.int32),
+      ...                next_state=np.array([[-1, 0]], np.int32),
+      ...                accepting=np.array([True]), start=0, eos_ids=(1,),
+      ...                vocab_fingerprint="toy")
+      >>> tables = ConstraintTables.from_dfas(dfa, vocab_size=4)
+      >>> cache_length(64, 20, tables), cache_length(64, 20, tables, speculate=True)
+      (96, 128)
+    """
+    capacity = bucket(max_new_tokens, MIN_BUFFER) if buffer_length is None else buffer_length
+    fast_forward = _fast_forward.policy(fast_forward, tables)
+    speculate = _speculative.policy(speculate)
+    if speculate is not None:
+        forced = _fast_forward.chunk_width(tables) - 1 if fast_forward else 0
+        speculate = speculate.resolve(forced=forced)
+    return int(prompt_length) + capacity + _cache_slack(capacity, tables, fast_forward, speculate)
+
+
 def _cache_slack(capacity, tables, fast_forward, speculate) -> int:
     """Extra cache slots for chunked calls (fast-forward's and speculation's)."""
     if speculate:

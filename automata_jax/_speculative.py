@@ -6,15 +6,20 @@ iteration, every active row feeds one model call with
 * its **head**: the token chosen for it (``x``) then the forced run of the state after
   ``x`` (fast-forward), or the forced run of its state, which needs no choice; then
 * its **draft**: up to ``K`` tokens from an n-gram lookup in its own prompt and output
-  (`automata_jax._draft`), taken after the head.
+  (`automata_jax._draft`), taken after the head; with fast-forward and
+  `Speculate.exit_drafts`, a copy that *stops* (its first token copied from a clause-start
+  slot, see `_draft.STOP`, or its first token the constraint rejects) goes on instead with
+  the state's exit token (`ConstraintTables.exit_tokens`) and the forced run after it, so
+  one draft can finish a value and reach the next choice (up to ``D = K + 1 + F`` tokens).
 
 Before the call, the constraint state is advanced over the draft on the device and the
 draft is cut at its first token that leaves the language (or is EOS), so a draft never
-feeds the model a token the constraint forbids. The call returns logits at the ``J =
-1 + K`` slots from the head's last token on. At each such slot ``j`` the row's token is
-*chosen* exactly as the loop without drafts would choose it after the same prefix: the
-first forced token where the state after ``head + draft[:j]`` forces a run (with
-fast-forward), else a sample from the logits masked by that state. Drafts are accepted
+feeds the model a token the constraint forbids. The call returns logits at up to ``J =
+1 + K`` slots: those of the draft prefixes ``head + draft[:j]`` (j = 0..d) whose state
+does not force a run, in order (a forced token needs no logits). After each prefix ``j``
+the row's token is *chosen* exactly as the loop without drafts would choose it after the
+same prefix: the first forced token where that state forces a run (with fast-forward),
+else a sample from its logits masked by that state. Drafts are accepted
 while the chosen token equals the draft; the first chosen token that differs (or the
 one after the last draft) is the row's ``x`` for the next iteration. The KV cache's
 slots of rejected drafts are marked invalid and its ``end_index`` set to the longest
@@ -83,10 +88,15 @@ class Speculate:
         Gemma-3 270M's 262k vocabulary it is most of a decode step's arithmetic).
       prior_accepted, prior_drafted: the acceptance rate's prior, as pseudo-counts: a
         row's rate is ``(accepted + prior_accepted) / (drafted + prior_drafted)``.
+      exit_drafts: with fast-forward, a copy that stops (a new clause in the prompt, or a
+        token the constraint rejects) goes on with the state's exit token and the forced
+        run after it (`ConstraintTables.exit_tokens`), so a draft can end a value and
+        reach the next choice; up to ``K + 1 + F`` drafted tokens, of which at most K + 1
+        need logits (forced ones are verified without).
 
     Example:
       >>> Speculate(draft_len=3).resolve(forced=0)
-      Speculate(draft_len=3, ngram_sizes=(3, 2, 1), widths=(4,), slot_cost=0.05, logit_cost=0.1, prior_accepted=1.0, prior_drafted=2.0)
+      Speculate(draft_len=3, ngram_sizes=(3, 2, 1), widths=(4,), slot_cost=0.05, logit_cost=0.1, prior_accepted=1.0, prior_drafted=2.0, exit_drafts=True)
     """
 
     draft_len: int = 4
@@ -96,12 +106,18 @@ class Speculate:
     logit_cost: float = 0.1
     prior_accepted: float = 1.0
     prior_drafted: float = 2.0
+    exit_drafts: bool = True
 
     def __post_init__(self):
         k = self.draft_len
         if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
             raise RuntimeShapeError(f"Speculate.draft_len: expected an int >= 1, got {k!r}")
         object.__setattr__(self, "draft_len", int(k))
+        if not isinstance(self.exit_drafts, bool | np.bool_):
+            raise RuntimeShapeError(
+                f"Speculate.exit_drafts: expected a bool, got {self.exit_drafts!r}"
+            )
+        object.__setattr__(self, "exit_drafts", bool(self.exit_drafts))
         sizes = tuple(int(n) for n in self.ngram_sizes)
         if not sizes or min(sizes) < 1:
             raise RuntimeShapeError(
@@ -210,7 +226,7 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
     b, t = prompt_tokens.shape
     v = tables.vocab_size
     k_max = spec.draft_len
-    j_max = 1 + k_max
+    j_max = 1 + k_max  # logit slots per call
     calls_of = branches(spec, ff)
     width_array = jnp.asarray([w for w, _ in calls_of], jnp.int32)
     logit_array = jnp.asarray([j for _, j in calls_of], jnp.int32)
@@ -225,6 +241,8 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
     w_max = max_width(spec, ff)
     use_ff = ff is not None and tables.forced_tokens is not None
     f = chunk_width(tables) - 1 if use_ff else 0
+    use_exits = use_ff and spec.exit_drafts and tables.exit_tokens is not None
+    d_max = k_max + (1 + f if use_exits else 0)  # draft slots: a copy, an exit, its run
     num_k, num_q, _ = tables.next_state.shape
     slots = jnp.arange(w_max, dtype=jnp.int32)
     rows = jnp.arange(b)
@@ -246,6 +264,22 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
         n = jnp.where((st.constraint >= 0) & ~st.done, tables.forced_len[k, q], 0)
         return tables.forced_tokens[k, q], n, tables.forced_states[k, q]
 
+    def forces(st):
+        """Whether each state (any shape) forces a run: its next token needs no logits."""
+        if not use_ff:
+            return jnp.zeros(st.state.shape, bool)
+        k = jnp.clip(st.constraint, 0, num_k - 1)
+        q = jnp.clip(st.state, 0, num_q - 1)
+        return (st.constraint >= 0) & ~st.done & (tables.forced_len[k, q] > 0)
+
+    def first_forced(st):
+        """The first token of each state's forced run (any shape; meaningful where `forces`)."""
+        if not use_ff:
+            return jnp.zeros(st.state.shape, jnp.int32)
+        k = jnp.clip(st.constraint, 0, num_k - 1)
+        q = jnp.clip(st.state, 0, num_q - 1)
+        return tables.forced_tokens[k, q, 0]
+
     def choose(key, st, row_logits):
         """The token the loop without drafts would emit next: the forced one, or a sample."""
         x = sampler(mask_logits(tables, st, row_logits), key).astype(jnp.int32)
@@ -257,15 +291,43 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
         return jax.tree.map(lambda leaf: leaf[idx, rows], tree)
 
     def walk(st, tokens, count):
-        """States after ``tokens[:, :j]`` for j = 0..K (rows stop at ``count``): [K+1, B]."""
+        """States after ``tokens[:, :j]`` for j = 0..D (rows stop at ``count``): [D+1, B]."""
 
         def one(s, j):
             moved = advance(tables, s, tokens[:, j])
             s = jax.tree.map(lambda new, old: jnp.where(_rows(j < count, new), new, old), moved, s)
             return s, s
 
-        _, after = jax.lax.scan(one, st, jnp.arange(k_max))
+        _, after = jax.lax.scan(one, st, jnp.arange(tokens.shape[1]))
         return jax.tree.map(lambda s0, rest: jnp.concatenate([s0[None], rest]), st, after)
+
+    def in_language(st, drafts, k):
+        """The draft cut at its first token that leaves the language (or is EOS)."""
+        states = walk(st, drafts, k)
+        ok = ~states.done[1:] & ~states.error[1:]  # [D, B]
+        return drafts, jnp.minimum(k, jnp.sum(jnp.cumprod(ok.astype(jnp.int32), axis=0), axis=0))
+
+    def end_the_copy(st, drafts, k_cut, k_lang, stop, room):
+        """The draft after a copy that stops: where the lookup's copy starts a new clause
+        (``stop``) or has a token the constraint rejects (``k_lang < k_cut``), it goes on
+        with the state's exit token (`ConstraintTables.exit_tokens`) and the forced run
+        after it, up to ``room`` tokens; then it is cut to the language again. Elsewhere it
+        is the copy (``k_lang`` tokens). Returns (drafts int32[B, D], count [B])."""
+        ends = (stop < k_cut) | (k_lang < k_cut)
+        copied = jnp.minimum(stop, k_lang)  # < K where the copy ends
+        at = select(walk(st, drafts, copied), copied)  # the state where the copy stops
+        kk = jnp.clip(at.constraint, 0, num_k - 1)
+        exit_token = tables.exit_tokens[kk, jnp.clip(at.state, 0, num_q - 1)]
+        ok = ends & (at.constraint >= 0) & ~at.done & (exit_token >= 0) & ~forces(at)
+        run, n, _ = run_of(advance(tables, at, jnp.maximum(exit_token, 0)))
+        pos = jnp.arange(d_max, dtype=jnp.int32)[None, :]
+        copy = jnp.concatenate([drafts, jnp.zeros((b, d_max - k_max), jnp.int32)], axis=1)
+        after = jnp.take_along_axis(run, jnp.clip(pos - copied[:, None] - 1, 0, f - 1), axis=1)
+        ended = jnp.where(pos < copied[:, None], copy, after)
+        ended = jnp.where(pos == copied[:, None], exit_token[:, None], ended)
+        drafts = jnp.where(ok[:, None], ended, copy)
+        count = jnp.where(ok, jnp.minimum(copied + 1 + n, jnp.maximum(room, 0)), k_lang)
+        return in_language(st, drafts, count)
 
     def emit(x, st, written, accepted_rate, buffer, room):
         """The next call's tokens per row: the head (written to the buffer now) + a draft.
@@ -311,7 +373,7 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
         looked = buffer.at[rows[:, None], idx].set(head_tok, mode="drop")
         history = jnp.concatenate([prompt_tokens, looked], axis=1)
         known = jnp.arange(capacity, dtype=jnp.int32)[None, :] < (written + head_n)[:, None]
-        drafts, k = _draft.prompt_lookup(
+        drafts, k, stop = _draft.prompt_lookup(
             history,
             jnp.concatenate([prompt_mask, known], axis=1),
             t + written + head_n,
@@ -320,21 +382,30 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
             keys=keys,
         )
         full_head = head_state(head_n)
-        k = jnp.where(active & ~full_head.done, jnp.minimum(k, budget - head_n), 0)
-        states = walk(full_head, drafts, k)
-        ok = ~states.done[1:] & ~states.error[1:]  # [K, B]: the draft stays in the language
-        k = jnp.minimum(k, jnp.sum(jnp.cumprod(ok.astype(jnp.int32), axis=0), axis=0))
+        k_cut = jnp.where(active & ~full_head.done, jnp.minimum(k, budget - head_n), 0)
+        drafts, k = in_language(full_head, drafts, k_cut)
+        if use_exits:
+            drafts, k = end_the_copy(full_head, drafts, k_cut, k, stop, budget - head_n)
+        need = ~forces(walk(full_head, drafts, k))  # [D+1, B]: slot j's choice needs logits
+        need_upto = jnp.cumsum(need.astype(jnp.int32), axis=0).T  # [B, D+1]
 
         # The width: expected saved row calls against the branch's extra cost.
         n_head = jnp.minimum(head_n[None, :], width_array[:, None])  # [nB, B]
         room_left = jnp.maximum(width_array[:, None] - n_head, 0)
-        n_draft = jnp.where(
+        cap = jnp.where(
             (logit_array[:, None] > 1) & (n_head == head_n[None, :]),
-            jnp.minimum(jnp.minimum(k[None, :], room_left), logit_array[:, None] - 1),
+            jnp.minimum(k[None, :], room_left),
             0,
-        )
-        a = accepted_rate[None, :]
-        expected = a * (1 - a ** n_draft.astype(jnp.float32)) / jnp.maximum(1 - a, 1e-6)
+        )  # [nB, B]
+        lengths = jnp.arange(1, d_max + 1, dtype=jnp.int32)  # a draft of i tokens
+        fits_logits = need_upto[None, :, 1:] <= logit_array[:, None, None]  # [nB, B, D]
+        kept_len = (lengths[None, None, :] <= cap[:, :, None]) & fits_logits
+        n_draft = jnp.sum(kept_len, axis=2).astype(jnp.int32)
+        # E[kept] = sum over draft tokens i of a^(choices among the first i): forced tokens
+        # in a draft are kept whenever the choices before them are.
+        a = accepted_rate[:, None]
+        p_kept = a ** need_upto[:, :-1].astype(jnp.float32)  # [B, D]
+        expected = jnp.sum(jnp.where(kept_len, p_kept[None], 0.0), axis=2)
         gain = jnp.sum(jnp.maximum(n_head - 1, 0) + expected, axis=1)
         n_active = jnp.sum(active).astype(jnp.float32)
         score = gain - n_active * cost_array
@@ -348,7 +419,7 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
 
         after_head = head_state(h)
         padded_head = jnp.concatenate([head_tok, jnp.full((b, w_max), pad_id, jnp.int32)], 1)
-        at_draft = jnp.clip(slots[None, :] - h[:, None], 0, k_max - 1)
+        at_draft = jnp.clip(slots[None, :] - h[:, None], 0, d_max - 1)
         tokens = jnp.where(
             slots[None, :] < h[:, None],
             padded_head[:, :w_max],
@@ -364,10 +435,9 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
         feed = jnp.where(~after_head.done & (written < num_steps), h + d, 0)
         return tokens, h, on_batch(after_head), counted, feed, choice, buffer, written
 
-    def call(tokens, head, feed, positions, cache, choice):
-        """Feeds each row's ``feed`` tokens in branch ``choice``; the logits at slots
-        ``head - 1 + j`` (j < J) as float32[B, J, V] and the cache before rewinding."""
-        at = jnp.maximum(head - 1, 0)[:, None] + jnp.arange(j_max, dtype=jnp.int32)[None, :]
+    def call(tokens, at, feed, positions, cache, choice):
+        """Feeds each row's ``feed`` tokens in branch ``choice``; the logits at slots ``at``
+        (int32[B, J]) as float32[B, J, V] and the cache before rewinding."""
 
         def branch(width, n_logits):
             def run(cache):
@@ -396,25 +466,41 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
             return fns[0](cache)
         return jax.lax.switch(choice, fns, cache)
 
-    def verify(i, logits, st, tokens, head, feed):
-        """Chosen tokens at the J slots and the accepted draft length per row."""
+    def fed_drafts(st, tokens, head, feed):
+        """The fed drafts (int32[B, D], count [B]), the states after each prefix of them
+        ([D+1, B]), where those force a run, and the logit slots: ``sel`` (int32[B, J]), the
+        draft prefixes whose next token needs logits (the first J; the rest repeat the
+        last), and ``rank`` ([D+1, B]), the logit slot of each prefix's choice."""
         d = jnp.maximum(feed - head, 0)
-        at_draft = jnp.clip(head[:, None] + jnp.arange(k_max)[None, :], 0, w_max - 1)
-        drafts = jnp.take_along_axis(tokens, at_draft, axis=1)  # [B, K]; valid below d
-        states = walk(st, drafts, d)  # [J, B]
+        at_draft = jnp.clip(head[:, None] + jnp.arange(d_max)[None, :], 0, w_max - 1)
+        drafts = jnp.take_along_axis(tokens, at_draft, axis=1)  # [B, D]; valid below d
+        states = walk(st, drafts, d)  # [D+1, B]
+        forced = forces(states)
+        prefix = jnp.arange(d_max + 1, dtype=jnp.int32)[:, None]
+        need = ~forced & (prefix <= d[None, :])
+        first = jnp.sort(jnp.where(need, prefix, d_max + 1), axis=0)[:j_max]  # [J, B]
+        sel = jnp.where(first > d_max, d[None, :], first).T
+        rank = jnp.clip(jnp.cumsum(need.astype(jnp.int32), axis=0) - 1, 0, j_max - 1)
+        return drafts, d, states, forced, sel, rank
+
+    def verify(i, logits, st, drafts, d, states, forced, sel, rank):
+        """Chosen tokens after each draft prefix and the accepted draft length per row."""
         key = jax.random.fold_in(rng, i)
         keys = jax.vmap(lambda j: jax.random.fold_in(key, j))(jnp.arange(j_max))
 
         def every_slot(_):
-            return jax.vmap(choose)(keys, states, jnp.swapaxes(logits, 0, 1))
+            at_sel = jax.tree.map(lambda leaf: leaf[sel.T, rows[None, :]], states)  # [J, B]
+            by_slot = jax.vmap(choose)(keys, at_sel, jnp.swapaxes(logits, 0, 1))  # [J, B]
+            picked = jnp.take_along_axis(by_slot, rank, axis=0)  # [D+1, B]
+            return jnp.where(forced, first_forced(states), picked)
 
         def first_slot(_):  # no row fed a draft: mask and sample one slot, as fast-forward
-            return jnp.broadcast_to(choose(keys[0], st, logits[:, 0]), (j_max, b))
+            return jnp.broadcast_to(choose(keys[0], st, logits[:, 0]), (d_max + 1, b))
 
-        chosen = jax.lax.cond(jnp.any(d > 0), every_slot, first_slot, None)  # [J, B]
-        same = (chosen[:k_max] == drafts.T) & (jnp.arange(k_max)[:, None] < d[None, :])
+        chosen = jax.lax.cond(jnp.any(d > 0), every_slot, first_slot, None)  # [D+1, B]
+        same = (chosen[:d_max] == drafts.T) & (jnp.arange(d_max)[:, None] < d[None, :])
         m = jnp.sum(jnp.cumprod(same.astype(jnp.int32), axis=0), axis=0)
-        return chosen[m, rows], m, select(states, m), drafts
+        return chosen[m, rows], m, select(states, m)
 
     def room_of(cache):
         return cache_room(cache, cache_length)
@@ -464,16 +550,18 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
 
     def body(c: SpeculativeState) -> SpeculativeState:
         start = None if c.cache is None else c.cache.end_index
-        logits, cache = call(c.tokens, c.head, c.feed, c.position, c.cache, c.choice)
-        x, m, state, drafts = verify(c.step, logits, c.state, c.tokens, c.head, c.feed)
+        drafts, d, states, forced, sel, rank = fed_drafts(c.state, c.tokens, c.head, c.feed)
+        at = jnp.maximum(c.head - 1, 0)[:, None] + sel
+        logits, cache = call(c.tokens, at, c.feed, c.position, c.cache, c.choice)
+        x, m, state = verify(c.step, logits, c.state, drafts, d, states, forced, sel, rank)
         fed = c.feed > 0
         state = jax.tree.map(lambda new, old: jnp.where(_rows(fed, new), new, old), state, c.state)
         m = jnp.where(fed, m, 0)
         keep = jnp.where(fed, c.head + m, 0)
         if cache is not None:
             cache = rewind(cache, start, keep, w_max)
-        idx = c.written[:, None] + jnp.arange(k_max)[None, :]
-        idx = jnp.where(jnp.arange(k_max)[None, :] < m[:, None], idx, capacity)
+        idx = c.written[:, None] + jnp.arange(d_max)[None, :]
+        idx = jnp.where(jnp.arange(d_max)[None, :] < m[:, None], idx, capacity)
         buffer = c.buffer.at[rows[:, None], idx].set(drafts, mode="drop")
         written = c.written + m
         drafted = c.drafted + jnp.maximum(c.feed - c.head, 0) * fed

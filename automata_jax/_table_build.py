@@ -192,6 +192,62 @@ def forced_tables(dfas: Sequence[TokenDFA], kp: int, qp: int, fixed: int | None 
     return dict(forced_tokens=tokens, forced_len=length, forced_states=states)
 
 
+def exit_tables(
+    dfas: Sequence[TokenDFA], token_class: np.ndarray, eos_ids: tuple[int, ...], kp: int, qp: int
+) -> dict:
+    """``exit_tokens`` int32[K, Q]: per state, the token that ends the current stretch of free
+    text and enters the longest forced run (-1: none); speculative decoding drafts it where a
+    copied span stops (`automata_jax._speculative`). Only a proposal: drafts are verified.
+
+    The rule, per state ``q`` (host side, from the DFA arrays only). A *candidate* is an
+    allowed non-EOS token ``t`` (the lowest id of its class) after which the state forces a
+    run, or allows nothing but EOS (the constraint's end). Each candidate reaches a state
+    ``r`` (after its run) in ``1 + run`` tokens. Take the ``r`` reached by the longest such
+    path (ties: the lowest token id); among the candidates that reach that same ``r`` (they
+    spell the same text), take the fewest tokens (a longer token: what a BPE tokenizer
+    writes; ties: the lowest id). E.g. inside a JSON string value followed by a key, ``"``
+    then ``,"``, ``age``, ``":`` and ``","`` then ``age``, ``":`` reach the same state, and
+    ``","`` is the exit.
+    """
+    exits = np.full((kp, qp), -1, np.int32)
+    for i, d in enumerate(dfas):
+        if d.forced_len is None:
+            continue
+        q_n, c_n = d.next_state.shape
+        tc = token_class[i]
+        ids = np.flatnonzero((tc < c_n) & ~np.isin(np.arange(tc.shape[0]), eos_ids))
+        big = np.iinfo(np.int64).max
+        rep = np.full(c_n, big, np.int64)
+        np.minimum.at(rep, tc[ids], ids)
+        has_rep = rep < big
+        dfa_tc = np.asarray(d.token_class)
+        end = np.arange(q_n)  # the state after each state's whole forced run
+        for j in range(d.max_forced):
+            live = d.forced_len > j
+            end = end.copy()
+            end[live] = d.next_state[end[live], dfa_tc[d.forced_tokens[live, j]]]
+        allowed = (d.next_state >= 0) & has_rep[None, :]
+        only_eos = d.accepting & ~allowed.any(axis=1)
+        to = np.maximum(d.next_state, 0)
+        run = np.asarray(d.forced_len)[to]
+        cand = allowed & ((run > 0) | only_eos[to])
+        if not cand.any():
+            continue
+        reach = np.where(run > 0, end[to], to)
+        total = 1 + run.astype(np.int64)
+        token = np.where(has_rep, rep, 0)[None, :].repeat(q_n, 0)
+        scale = np.int64(1 << 40)  # lexicographic keys: (run, then token id)
+        longest = np.where(cand, total * scale - token, -big)
+        far = np.argmax(longest, axis=1)
+        target = reach[np.arange(q_n), far]
+        same = cand & (reach == target[:, None])
+        fewest = np.where(same, total * scale + token, big)
+        best = np.argmin(fewest, axis=1)
+        found = cand.any(axis=1)
+        exits[i, :q_n] = np.where(found, token[np.arange(q_n), best], -1)
+    return {"exit_tokens": exits}
+
+
 def _pda_block(
     dfas: list[TokenDFA], kp: int, qp: int, cp: int, capacity: TableCapacity | None = None
 ) -> dict[str, np.ndarray]:

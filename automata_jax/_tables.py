@@ -86,6 +86,9 @@ class ConstraintTables:
         longest run of all constraints, rounded up to a power of two.
       forced_len: int32[K, Q] or None, the length of each run (0 = none).
       forced_states: int32[K, Q, F] or None, the state after each token of each run.
+      exit_tokens: int32[K, Q] or None (with the forced runs), each state's *exit*: the
+        token that leaves it into its longest forced run (-1: none), which speculative
+        decoding drafts where a copied span ends (see `_table_build.exit_tables`).
     """
 
     token_class: Int[Array, "K V"]
@@ -113,6 +116,7 @@ class ConstraintTables:
     forced_tokens: Int[Array, "K Q F"] | None = None
     forced_len: Int[Array, "K Q"] | None = None
     forced_states: Int[Array, "K Q F"] | None = None
+    exit_tokens: Int[Array, "K Q"] | None = None
 
     # -- sizes ----------------------------------------------------------------------------------
 
@@ -254,6 +258,8 @@ class ConstraintTables:
         arrays = build.dfa_arrays(dfas, vocab_size, eos_ids, sizes)
         fixed_forced = None if capacity is None else capacity.forced
         forced = build.forced_tables(dfas, sizes[0], sizes[1], fixed_forced)
+        if forced:
+            forced |= build.exit_tables(dfas, arrays["token_class"], eos_ids, *sizes[:2])
         stack_size = build.resolve_stack_size(
             dfas, stack_size, fixed=capacity is not None, bitmask=bitmask
         )

@@ -147,7 +147,10 @@ def fixed_forced_width(tables, f: int):
     if tables.forced_tokens is None:
         zeros = jnp.zeros((k, q, f), jnp.int32)
         return tables.replace(
-            forced_tokens=zeros, forced_len=jnp.zeros((k, q), jnp.int32), forced_states=zeros
+            forced_tokens=zeros,
+            forced_len=jnp.zeros((k, q), jnp.int32),
+            forced_states=zeros,
+            exit_tokens=jnp.full((k, q), -1, jnp.int32),  # one tree with tables that force
         )
     pad = ((0, 0), (0, 0), (0, f - tables.forced_tokens.shape[2]))
     return tables.replace(

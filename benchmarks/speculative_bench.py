@@ -139,7 +139,7 @@ def main(argv=None) -> int:
     parser.add_argument("--limit", type=int, default=0, help="at most this many records per set")
     parser.add_argument(
         "--loops",
-        default="ff,ff+spec,ff+spec_eager,ff+spec+keys,ff+spec_eager+keys",
+        default="ff,ff+copy+keys,ff+spec+keys,ff+spec_eager+keys",
         help="the loops to compare (ff, the baseline, always)",
     )
     parser.add_argument("--output", default=str(ROOT / "benchmarks/results/speculative.json"))
@@ -151,12 +151,18 @@ def main(argv=None) -> int:
     model = Gemma3(config)
     cache_fn = functools.partial(model.init_cache, dtype=params["embed_tokens"].dtype)
     eager = aj.Speculate(slot_cost=0.0, logit_cost=0.0)  # drafts whenever a row has one
+    no_exits = aj.Speculate(exit_drafts=False)  # drafts that only copy (before exit drafts)
+    eager_no_exits = aj.Speculate(slot_cost=0.0, logit_cost=0.0, exit_drafts=False)
     loops = {
         "ff": dict(fast_forward=True),
+        "ff+copy+keys": dict(fast_forward=True, speculate=no_exits, keys=True),
+        "ff+copy_eager+keys": dict(fast_forward=True, speculate=eager_no_exits, keys=True),
         "ff+spec": dict(fast_forward=True, speculate=True),
         "ff+spec_eager": dict(fast_forward=True, speculate=eager),
         "ff+spec+keys": dict(fast_forward=True, speculate=True, keys=True),
         "ff+spec_eager+keys": dict(fast_forward=True, speculate=eager, keys=True),
+        "ff+spec+lckeys": dict(fast_forward=True, speculate=True, keys="lowercase"),
+        "ff+spec_eager+lckeys": dict(fast_forward=True, speculate=eager, keys="lowercase"),
     }
     chosen = [k for k in args.loops.split(",") if k]
     unknown = sorted(set(chosen) - set(loops))
@@ -164,6 +170,7 @@ def main(argv=None) -> int:
         parser.error(f"--loops: expected ff and some of {sorted(loops)}, got {args.loops!r}")
     loops = {k: loops[k] for k in chosen}
     twins = aj.bare_twins(vocab.tokens)  # the draft lookup's alternate spellings (host side)
+    twins_lc = aj.bare_twins(vocab.tokens, lowercase_stops=True)  # + stops before a lowercase word
     sets = load_sets(args.sets.split(","), vocab, args.bfcl_cases)
     if args.limit:
         sets = {k: (p[: args.limit], i[: args.limit], d) for k, (p, i, d) in sets.items()}
@@ -192,8 +199,11 @@ def main(argv=None) -> int:
             for loop in order:
                 start = time.perf_counter()
                 kw = dict(loops[loop])
-                if kw.pop("keys", False):  # built on the host with the prompts, as the job does
-                    kw["draft_keys"] = aj.draft_keys(tokens, twins)
+                keyed = kw.pop("keys", False)
+                if keyed:  # built on the host with the prompts, as the job does
+                    kw["draft_keys"] = aj.draft_keys(
+                        tokens, twins_lc if keyed == "lowercase" else twins
+                    )
                 out = aj.generate(
                     model.apply_step, params, tokens, tables, cids, sampler=aj.Greedy(),
                     max_new_tokens=args.max_new_tokens, rng=jax.random.key(0), prompt_mask=mask,

@@ -38,14 +38,15 @@ from jax.sharding import Mesh
 
 from automata_jax._draft import bare_twins, draft_keys
 from automata_jax._errors import ExtractError
-from automata_jax._generate import MIN_BUFFER, pad_prompts
+from automata_jax._generate import cache_length, pad_prompts
 from automata_jax._sampling import Greedy, Temperature
-from automata_jax._sharding import DATA_AXIS, generate_sharded, replicate, shard_batch
+from automata_jax._sharding import generate_sharded, replicate, shard_batch
 from automata_jax._tables import ConstraintTables, bucket
 
 __all__ = ["RowOutput", "Runner", "is_gguf", "load_vocabulary", "resolve_checkpoint"]
 
 MIN_PROMPT_BUCKET = 32
+BATCH_AXIS = "data"  # the job's one mesh axis: the batch, split across the local devices
 MIN_PREFIX = 16  # shorter shared prefixes are not worth a separate cache
 INTERNAL_ERROR = (
     "the constraint reached a state with no continuation (an internal error: please report it)"
@@ -126,7 +127,7 @@ class Runner:
         n_dev = devices.size
         batch = -(-args.batch_size // n_dev) * n_dev
         cache_dtype = params["embed_tokens"].dtype
-        mesh = Mesh(devices, (DATA_AXIS,))
+        mesh = Mesh(devices, (BATCH_AXIS,))
         sampler = Greedy() if args.temperature == 0 else Temperature(args.temperature)
         return cls(
             vocab=vocab,
@@ -190,9 +191,12 @@ class Runner:
             cached = [max(0, len(p) - length) for p in rows]  # c_i (see the module doc)
             rows = [p[c:] for p, c in zip(rows, cached, strict=True)]
             # Room as `generate` gives an init_cache: the prompt, the buffer and its slack.
-            room = length + 2 * bucket(self.max_new_tokens, MIN_BUFFER)
+            room = cache_length(
+                length, self.max_new_tokens, self.tables, fast_forward=self.fast_forward,
+                speculate=self.speculate,
+            )  # fmt: skip
             cache = _expand_prefix(self.prefix_cache, np.asarray(cached, np.int32), start + room)
-            cache = shard_batch(self.mesh, cache)
+            cache = shard_batch(self.mesh, cache, axis=BATCH_AXIS)
             step = _PrefixStep(self.model, start)
         else:
             length = bucket(max(len(p) for p in rows), MIN_PROMPT_BUCKET)
@@ -200,7 +204,7 @@ class Runner:
         keys = None  # the document's words as a JSON string spells them (drafts only)
         if self.speculate:
             if self.twins is None:
-                self.twins = bare_twins(self.vocab.tokens)
+                self.twins = bare_twins(self.vocab.tokens, lowercase_stops=True)
             keys = draft_keys(tokens, self.twins)
         out = generate_sharded(
             self.mesh,
@@ -218,6 +222,7 @@ class Runner:
             fast_forward=self.fast_forward,
             speculate=self.speculate,
             draft_keys=keys,
+            axis=BATCH_AXIS,
         )
         out_tokens, lengths, accepted, error, calls, drafted, kept = jax.device_get(
             (out.tokens, out.lengths, out.accepted, out.states.error, out.model_calls,

@@ -9,19 +9,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from automata_jax import RuntimeShapeError, bare_twins, draft_keys
-from automata_jax._draft import prompt_lookup
+from automata_jax._draft import STOP, prompt_lookup
 
 
 def _oracle(history, valid, end, sizes, k, keys=None):
     """The draft of one row: longest n first, then the latest match ending before end - 1
-    (a slot matches a token equal to its id or, with ``keys``, to its key)."""
+    (a slot matches a token equal to its id or, with ``keys``, to its key); and the first
+    draft position copied from a STOP slot (len(draft) if none)."""
     known = [(int(t) if ok else None) for t, ok in zip(history[:end], valid[:end], strict=True)]
     keys = [-1] * len(known) if keys is None else [int(x) for x in keys[:end]]
 
     def matches(p, suffix):
         slots = range(p - len(suffix) + 1, p + 1)
         return all(
-            known[s] is not None and w in (known[s], keys[s])
+            known[s] is not None and w in (known[s], -3 - keys[s] if keys[s] <= -3 else keys[s])
             for s, w in zip(slots, suffix, strict=True)
         )
 
@@ -33,13 +34,15 @@ def _oracle(history, valid, end, sizes, k, keys=None):
             continue
         for p in range(end - 2, n - 2, -1):  # p: the last slot of an earlier occurrence
             if matches(p, suffix):
-                draft = []
-                for t in known[p + 1 : p + 1 + k]:
+                draft, stop = [], None
+                for i, t in enumerate(known[p + 1 : p + 1 + k]):
                     if t is None:
                         break
+                    if stop is None and keys[p + 1 + i] <= STOP:
+                        stop = i
                     draft.append(t)
-                return draft
-    return []
+                return draft, len(draft) if stop is None else stop
+    return [], 0
 
 
 @settings(max_examples=60, deadline=None)
@@ -70,23 +73,24 @@ def test_matches_a_brute_force(rows, sizes, k, key_seed):
         end[b] = pads + len(tokens)
     keys = None  # alternate spellings: random ids (-1: none), also on unknown slots
     if key_seed is not None:
-        keys = np.random.default_rng(key_seed).integers(-1, 4, size=(4, length)).astype(np.int32)
-    drafts, count = prompt_lookup(
+        keys = np.random.default_rng(key_seed).integers(-6, 4, size=(4, length)).astype(np.int32)
+    drafts, count, stop = prompt_lookup(
         jnp.asarray(history), jnp.asarray(valid), jnp.asarray(end), ngram_sizes=sizes, draft_len=k,
         keys=None if keys is None else jnp.asarray(keys),
     )  # fmt: skip
     for b in range(len(rows)):
-        want = _oracle(
+        want, want_stop = _oracle(
             history[b], valid[b], int(end[b]), sizes, k, None if keys is None else keys[b]
         )
         assert np.asarray(drafts[b, : int(count[b])]).tolist() == want, (b, rows[b])
+        assert min(int(stop[b]), int(count[b])) == want_stop, (b, rows[b])
 
 
 def test_copies_a_span_of_the_prompt():
     prompt = [7, 1, 2, 3, 4, 5, 6, 8]
     output = [0, 1, 2]  # "... 1 2" was in the prompt: draft what followed it
     history = jnp.asarray([prompt + output])
-    drafts, count = prompt_lookup(
+    drafts, count, stop = prompt_lookup(
         history, history >= 0, jnp.asarray([11]), ngram_sizes=(3, 2, 1), draft_len=4
     )
     assert drafts[0, : int(count[0])].tolist() == [3, 4, 5, 6]
@@ -96,18 +100,53 @@ def test_a_bare_twin_starts_the_draft():
     # " Ada Lovelace was" in the prompt; the output spells the value "Ada" (no space).
     tokens = [b"Ada", b" Ada", b" Lovelace", b" was", b'"', b" b\\", b"b\\"]
     twins = bare_twins(tokens)
-    assert twins.tolist() == [-1, 0, -1, -1, -1, -1, -1]  # no twin needing an escape
+    assert twins.tolist() == [-1, 0, -1, -1, STOP, -1, -1]  # no twin needing an escape
     prompt = [3, 1, 2, 3]
     output = [4, 0]  # '"Ada'
     history = jnp.asarray([prompt + output])
     keys = np.concatenate([draft_keys([prompt], twins), [[-1, -1]]], axis=1)
     args = dict(ngram_sizes=(3, 2, 1), draft_len=2)
-    drafts, count = prompt_lookup(history, history >= 0, jnp.asarray([6]), **args)
+    drafts, count, stop = prompt_lookup(history, history >= 0, jnp.asarray([6]), **args)
     assert int(count[0]) == 0  # token ids alone: "Ada" never occurs in the prompt
-    drafts, count = prompt_lookup(
+    drafts, count, stop = prompt_lookup(
         history, history >= 0, jnp.asarray([6]), keys=jnp.asarray(keys), **args
     )
     assert drafts[0, : int(count[0])].tolist() == [2, 3]  # " Lovelace was"
+
+
+def test_a_copy_stops_at_a_new_clause():
+    # "Ada Lovelace, 36" in the prompt: the draft after "Ada" stops before ","; so does one
+    # after a line break, and every token whose first byte past its spaces is punctuation.
+    tokens = [b"Ada", b" Lovelace", b",", b" 36", b"\n", b" (", b" x", b"-"]
+    twins = bare_twins(tokens)
+    assert twins.tolist() == [-1, -1, STOP, -1, STOP, STOP, -1, -1]
+    prompt = [0, 1, 2, 3, 4]
+    history = jnp.asarray([prompt + [0]])
+    keys = jnp.asarray(np.concatenate([draft_keys([prompt], twins), [[-1]]], axis=1))
+    args = dict(ngram_sizes=(1,), draft_len=4)
+    drafts, count, stop = prompt_lookup(history, history >= 0, jnp.asarray([6]), keys=keys, **args)
+    assert drafts[0, : int(count[0])].tolist() == [1, 2, 3, 4]
+    assert int(stop[0]) == 1
+    _, _, stop = prompt_lookup(history, history >= 0, jnp.asarray([6]), **args)
+    assert int(stop[0]) == 4  # without keys, no stop
+
+
+def test_a_lowercase_word_can_stop_a_copy_and_keep_its_twin():
+    # "Sophie Martin turned 24": with lowercase stops, the copy after "Sophie" stops before
+    # " turned"; "turned" in the output still matches " turned" (its twin is kept).
+    tokens = [b"Sophie", b" Martin", b" turned", b"turned", b" 24"]
+    twins = bare_twins(tokens, lowercase_stops=True)
+    assert twins.tolist() == [-1, -1, -3 - 3, -1, -1]
+    assert bare_twins(tokens).tolist() == [-1, -1, 3, -1, -1]
+    prompt = [0, 1, 2, 4]
+    keys = jnp.asarray(np.concatenate([draft_keys([prompt], twins), [[-1]]], axis=1))
+    args = dict(ngram_sizes=(1,), draft_len=3, keys=keys)
+    history = jnp.asarray([prompt + [0]])
+    drafts, count, stop = prompt_lookup(history, history >= 0, jnp.asarray([5]), **args)
+    assert drafts[0, : int(count[0])].tolist() == [1, 2, 4] and int(stop[0]) == 1
+    history = jnp.asarray([prompt + [3]])  # the output spells "turned"
+    drafts, count, _ = prompt_lookup(history, history >= 0, jnp.asarray([5]), **args)
+    assert drafts[0, : int(count[0])].tolist() == [4, 3]  # " 24", then the output itself
 
 
 def test_draft_keys_rejects_ids_outside_the_vocabulary():

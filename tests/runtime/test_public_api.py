@@ -47,6 +47,7 @@ PUBLIC = [
     "allowed_mask",
     "bare_twins",
     "batch_sharding",
+    "cache_length",
     "canonical_mask",
     "canonical_tables",
     "draft_keys",

@@ -292,6 +292,8 @@ def test_jaxpr_has_no_host_callbacks_and_no_retrace(dfas, params):
 
 
 def test_bad_policies_and_caches():
+    with pytest.raises(aj.RuntimeShapeError, match="exit_drafts"):
+        Speculate(exit_drafts="yes")
     with pytest.raises(aj.RuntimeShapeError, match="draft_len"):
         Speculate(draft_len=0)
     with pytest.raises(aj.RuntimeShapeError, match="ngram_sizes"):
@@ -313,3 +315,82 @@ def test_bad_policies_and_caches():
             MODEL.apply_step, None, tokens, tables, np.zeros(1, np.int32), sampler=Greedy(),
             max_new_tokens=4, rng=jax.random.key(0), cache={"end_index": 0}, speculate=True,
         )  # fmt: skip
+
+
+def test_exit_drafts_change_the_drafts_not_the_outputs():
+    """Exit drafts (a copy that stops goes on with the exit token and its forced run) over
+    JSON Schemas (a DFA and a PDA), a regex and unconstrained rows in one batch, with the
+    job's keys (clause stops) and random adversarial keys: greedy outputs and final states
+    equal decoding without drafts, and without exit drafts."""
+    pieces = [bytes([c]) for c in range(256)] + [b'","', b'",', b'":"', b'"}', b',"', b"ab"]
+    vocab = ac.Vocabulary.from_bytes(pieces + [None, None], eos_ids=[len(pieces)],
+                                     special_ids=[len(pieces), len(pieces) + 1])  # fmt: skip
+    v = vocab.size
+    flat = {
+        "type": "object",
+        "properties": {"a": {"type": "string", "maxLength": 6}, "b": {"type": "integer"},
+                       "c": {"type": "string", "maxLength": 5}},
+        "required": ["a", "b", "c"],
+        "additionalProperties": False,
+    }  # fmt: skip
+    tree = {
+        "type": "object",
+        "properties": {"n": {"type": "string", "maxLength": 4},
+                       "k": {"type": "array", "items": {"$ref": "#"}, "maxItems": 2}},
+        "required": ["n", "k"],
+        "additionalProperties": False,
+    }  # fmt: skip
+    options = dict(whitespace="compact", property_order="declared")
+    dfas = [
+        ac.compile_json_schema(flat, vocab, **options),
+        ac.compile_json_schema(tree, vocab, **options),
+        ac.compile_regex(r"x(ab|c)*,yz(q|r)", vocab),
+    ]
+    tables = ConstraintTables.from_dfas(dfas, vocab_size=v)
+    assert tables.exit_tokens is not None
+    model = FakeModel(vocab_size=v)
+    mparams = model.init_params(7)
+    docs = ["ab, 12, abc ab.", '{"n": "ab", "k": []}', "xabc,yzq ab", "ab ab, ab ab"]
+    prompts = [list(d.encode()) for d in docs] * 2
+    ids = [0, 1, 2, -1, 0, 0, 2, 1]
+    tokens = aj.pad_prompts(prompts, pad_id=PAD)[0]
+    rng = np.random.default_rng(3)
+    clause = aj.draft_keys(tokens, aj.bare_twins(vocab.tokens, lowercase_stops=True))
+    adversarial = rng.integers(-3 - v, v, size=tokens.shape).astype(np.int32)  # twins, stops
+    no_exits = Speculate(slot_cost=0.0, logit_cost=0.0, exit_drafts=False)
+    kw = dict(model=model, fast_forward=True)
+    off = _run(mparams, tables, ids, prompts, 32, **kw)
+    drafted = {}
+    for name, keys in (("clause", clause), ("adversarial", adversarial)):
+        for spec in (EAGER, no_exits):
+            on = _run(mparams, tables, ids, prompts, 32, speculate=spec, draft_keys=keys, **kw)
+            np.testing.assert_array_equal(on.tokens, off.tokens)
+            np.testing.assert_array_equal(on.lengths, off.lengths)
+            for a, b in zip(jax.tree.leaves(on.states), jax.tree.leaves(off.states), strict=True):
+                np.testing.assert_array_equal(a, b)
+            assert (on.drafts_accepted <= on.drafted).all()
+            drafted[name, spec.exit_drafts] = int(on.drafted.sum())
+    assert drafted["clause", True] != drafted["clause", False]  # exits were drafted
+
+
+def test_cache_length_is_what_generate_allocates(dfas, params):
+    """`cache_length` (used by the job to build a prefix cache ahead) equals the length
+    `generate` asks its cache init function for, with and without chunked calls."""
+    tables = ConstraintTables.from_dfas(dfas, vocab_size=V)
+    assert tables.forced_tokens is not None
+    tokens, mask = aj.pad_prompts([[0, 1, 2], [5]], pad_id=PAD)
+    for ff, spec in ((False, False), (True, False), (False, True), (True, EAGER)):
+        for n in (5, 20):
+            asked = []
+
+            def init_cache(b, length, asked=asked):
+                asked.append(length)
+                return MODEL.init_cache(b, length)
+
+            aj.generate(
+                MODEL.apply_step, params, tokens, tables, np.asarray([0, 1], np.int32),
+                sampler=Greedy(), max_new_tokens=n, rng=jax.random.key(0), prompt_mask=mask,
+                pad_id=PAD, cache=init_cache, fast_forward=ff, speculate=spec,
+            )  # fmt: skip
+            want = aj.cache_length(tokens.shape[1], n, tables, fast_forward=ff, speculate=spec)
+            assert asked == [want], (ff, spec, n)

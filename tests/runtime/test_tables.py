@@ -287,3 +287,77 @@ def test_bad_capacity(kwargs, match):
             toy_dfa(), vocab_size=8, min_states=16, capacity=TableCapacity(8, 8)
         )
     hash(TableCapacity(8, 8))
+
+
+# -- exit tokens (issue 22) ---------------------------------------------------------------------
+
+
+def _exit_oracle(dfa: TokenDFA, vocab_size: int) -> list[int]:
+    """Brute force of `_table_build.exit_tables` over every token of every state."""
+    eos = set(dfa.eos_ids)
+    tc = np.asarray(dfa.token_class)
+    ids = [t for t in range(min(vocab_size, tc.shape[0])) if t not in eos]
+
+    def allowed(q):
+        return [t for t in ids if dfa.next_state[q, tc[t]] >= 0]
+
+    def end_of_run(q):
+        for t in dfa.forced_tokens[q, : dfa.forced_len[q]]:
+            q = dfa.next_state[q, tc[t]]
+        return q
+
+    exits = []
+    for q in range(dfa.num_states):
+        cands = []  # (token, tokens to the end of its run, the state there)
+        for t in allowed(q):
+            nxt = dfa.next_state[q, tc[t]]
+            n = int(dfa.forced_len[nxt])
+            if n or (dfa.accepting[nxt] and not allowed(nxt)):
+                cands.append((t, 1 + n, end_of_run(nxt)))
+        if not cands:
+            exits.append(-1)
+            continue
+        _, _, target = max(cands, key=lambda c: (c[1], -c[0]))
+        exits.append(min((n, t) for t, n, end in cands if end == target)[1])
+    return exits
+
+
+def test_exit_tokens_match_a_brute_force():
+    import automata_compile as ac
+    from automata_jax import TableCapacity
+
+    pieces = [bytes([i]) for i in range(256)] + [b'","', b'",', b'":"', b'"}', b',"', b"ab"]
+    vocab = ac.Vocabulary.from_bytes(pieces + [b"<eos>"], eos_ids=[len(pieces)],
+                                     special_ids=[len(pieces)])  # fmt: skip
+    v = vocab.size
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "string", "maxLength": 3}, "b": {"type": "integer"},
+                       "c": {"type": "string", "maxLength": 2}},
+        "required": ["a", "b", "c"],
+        "additionalProperties": False,
+    }  # fmt: skip
+    dfas = [
+        ac.compile_json_schema(schema, vocab, whitespace="compact", property_order="declared"),
+        ac.compile_regex(r"x(ab|c)*,yz(q|r)", vocab),
+        ac.compile_regex(r"[a-c]{0,3}", vocab),  # forces nothing: exits end the text
+    ]
+    tables = ConstraintTables.from_dfas(dfas, vocab_size=v)
+    exits = np.asarray(tables.exit_tokens)
+    assert exits.shape == tables.next_state.shape[:2]
+    for k, dfa in enumerate(dfas):
+        q = dfa.num_states
+        assert exits[k, :q].tolist() == _exit_oracle(dfa, v), k
+        assert (exits[k, q:] == -1).all()
+    assert (exits[len(dfas) :] == -1).all()
+    assert pieces[exits[2, dfas[2].walk([97])]] == b"ab"  # "a" + "ab": nothing but EOS
+    # inside a string value followed by a key, the exit is the merged '","'
+    q = dfas[0].walk(vocab.encode('{"a":"x'))
+    assert pieces[exits[0, q]] == b'","'
+    # a capacity keeps the shape (and drops the array with the forced runs)
+    cap = TableCapacity(states=64, classes=64, constraints=4, forced=8)
+    fixed = ConstraintTables.from_dfas(dfas[1:], vocab_size=v, capacity=cap)
+    assert np.asarray(fixed.exit_tokens).shape == (4, 64)
+    np.testing.assert_array_equal(np.asarray(fixed.exit_tokens)[:2], exits[1:3, :64])
+    none = ConstraintTables.from_dfas(dfas[1], vocab_size=v, capacity=TableCapacity(64, 64))
+    assert none.exit_tokens is None and none.forced_tokens is None
