@@ -12,7 +12,12 @@ Example:
   [[1, 2], [0, 3]]
 """
 
-from automata_jax._canonical import CanonicalTables, canonical_mask, canonical_tables
+from automata_jax._canonical import (
+    CanonicalTables,
+    canonical_mask,
+    canonical_pair_ok,
+    canonical_tables,
+)
 from automata_jax._constraint import (
     UNCONSTRAINED,
     ConstraintState,
@@ -70,6 +75,7 @@ __all__ = [
     "bare_twins",
     "batch_sharding",
     "canonical_mask",
+    "canonical_pair_ok",
     "canonical_tables",
     "draft_keys",
     "generate",

@@ -48,6 +48,7 @@ PUBLIC = [
     "bare_twins",
     "batch_sharding",
     "canonical_mask",
+    "canonical_pair_ok",
     "canonical_tables",
     "draft_keys",
     "generate",
