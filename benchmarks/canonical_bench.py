@@ -31,6 +31,7 @@ import numpy as np
 
 import automata_compile as ac
 import automata_jax as aj
+from automata_jax import models as aj_models
 from automata_jax._canonical import canonical_sample
 
 TOKENIZER = Path(__file__).resolve().parents[2] / "shared/tokenizers/gemma3/tokenizer.json"
@@ -101,13 +102,16 @@ def step_costs(canon, bpe, vocab, tok_ids, b: int, repeats: int) -> None:
         print(f"| {k} | {1e3 * t:.2f} | +{1e3 * (t - base):.2f} ms |")
 
 
-def decode_costs(canon, vocab, b: int, new: int, repeats: int) -> None:
+def decode_costs(tokenizer, vocab, b: int, new: int, repeats: int) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import _bfcl
     import quality_bench as qb
 
     model, params = qb.load_model()
-    v = model.config.vocab_size
+    v = model.config.vocab_size  # the model's width (the tokenizer has one id more)
+    canon = aj.canonical_tables(
+        ac.canonical_bpe(tokenizer, v, cache_dir=aj_models.default_cache_dir())
+    )
     cases = _bfcl.load_cases("simple_python")[:b]  # the tuning split: timing only
     dfas = [
         ac.compile_json_schema(_bfcl.parameters_schema(c.functions[0]), vocab, strict=False)
@@ -184,7 +188,7 @@ def main(argv=None):
     tok_ids = {"he": pieces[b"he"], "llo": pieces[b"llo"]}
     step_costs(canon, bpe, vocab, tok_ids, args.batch, args.repeats)
     if args.decode:
-        decode_costs(canon, vocab, args.batch, args.new, args.decode_repeats)
+        decode_costs(args.tokenizer, vocab, args.batch, args.new, args.decode_repeats)
 
 
 if __name__ == "__main__":
