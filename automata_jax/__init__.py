@@ -12,7 +12,12 @@ Example:
   [[1, 2], [0, 3]]
 """
 
-from automata_jax._canonical import CanonicalTables, canonical_mask, canonical_tables
+from automata_jax._canonical import (
+    CanonicalTables,
+    canonical_mask,
+    canonical_pair_ok,
+    canonical_tables,
+)
 from automata_jax._constraint import (
     UNCONSTRAINED,
     ConstraintState,
@@ -71,6 +76,7 @@ __all__ = [
     "batch_sharding",
     "cache_length",
     "canonical_mask",
+    "canonical_pair_ok",
     "canonical_tables",
     "draft_keys",
     "generate",

@@ -45,7 +45,8 @@ import numpy as np
 from flax import struct
 from jaxtyping import Array, Int
 
-from automata_jax._constraint import ConstraintState, advance, mask_logits
+from automata_jax import _canonical
+from automata_jax._constraint import ConstraintState, advance, allowed_mask, mask_logits
 from automata_jax._errors import RuntimeShapeError
 from automata_jax._loop import LoopConfig, LoopStart, cache_room
 
@@ -162,12 +163,23 @@ def chunk_width(tables) -> int:
     return 1 + int(tables.forced_tokens.shape[2])
 
 
-def ff_loop(config: LoopConfig, start: LoopStart):
+def ff_loop(config: LoopConfig, start: LoopStart, canonical=None, prev0=None, has_prev0=None):
     """The fast-forward `while_loop`, after the prefill (policy: ``config.fast_forward``).
 
+    With ``canonical`` (`CanonicalTables`; ``prev0``/``has_prev0`` [B]: the token before
+    the first, e.g. a healed one) the rows sample as `generate`'s canonical loop does
+    (`automata_jax._canonical.canonical_sample`, after the row's last written token), and
+    a forced run is fed only up to its first token that may not follow the token before
+    it (`canonical_pair_ok`; ``"`` then a forced ``,`` where ``",`` is one token), and
+    never its last token: the text after a run is free, and the tokenizer may merge the
+    run's last token with it (``"`` then ``a`` as `` "a``). The row samples there instead,
+    under the canonical mask, so it may take a token across the run's boundary. Every
+    adjacent pair of the output passes the pair test (outside counted fallbacks); a run
+    of one token saves no call.
+
     Returns:
-      (buffer int32[B, capacity], lengths int32[B], state, model_calls int32[B]); model
-      calls count the prefill.
+      (buffer int32[B, capacity], lengths int32[B], state, model_calls int32[B],
+      canonical_fallbacks int32[B]); model calls count the prefill.
     """
     policy: FastForward = config.fast_forward
     step_fn, sampler, capacity = config.step_fn, config.sampler, config.capacity
@@ -196,7 +208,19 @@ def ff_loop(config: LoopConfig, start: LoopStart):
         n = jnp.where(st.constraint >= 0, tables.forced_len[k, qc], 0)
         return tables.forced_tokens[k, qc], n, tables.forced_states[k, qc]
 
-    def emit(i, last_logits, st, written, room):
+    def canonical_prefix(prev, has_prev, run):
+        """int32[B]: how many leading tokens of ``run`` [B, F] pass the pair test, each
+        after the one before it (the first after ``prev``)."""
+        f = run.shape[1]
+        before = jnp.concatenate([prev[:, None], run[:, :-1]], axis=1)
+        first = jnp.broadcast_to(slots[None, :f] == 0, run.shape)
+        ok = _canonical.canonical_pair_ok(
+            canonical, before.reshape(-1), (has_prev[:, None] | ~first).reshape(-1),
+            run.reshape(-1),
+        ).reshape(run.shape)  # fmt: skip
+        return jnp.min(jnp.where(ok, f, slots[None, :f]), axis=1)
+
+    def emit(i, last_logits, st, written, room, buffer):
         """One iteration's tokens per row.
 
         Returns ([B, W] tokens, count [B], new state, non-EOS count [B], feed [B], the
@@ -208,15 +232,32 @@ def ff_loop(config: LoopConfig, start: LoopStart):
         budget = num_steps - written
         # Rows whose state forces text emit it without sampling.
         pre_tok, pre_n, pre_states = run_of(st, st.state)
+        if canonical is not None:  # the token before, and the run cut at its first bad pair
+            last = buffer[rows, jnp.clip(written - 1, 0, capacity - 1)]
+            prev = jnp.where(written > 0, last, prev0)
+            has_prev = (written > 0) | has_prev0
+            held = jnp.maximum(pre_n - 1, 0)  # the run's last token is sampled (see ff_loop)
+            pre_n = jnp.minimum(held, canonical_prefix(prev, has_prev, pre_tok))
         pre = active & (pre_n > 0)
-        # The others sample, then append the forced run of the state they land in.
-        x = sampler(mask_logits(tables, st, on_batch(last_logits)), jax.random.fold_in(rng, i))
         sampling = active & ~pre
+        # The others sample, then append the forced run of the state they land in.
+        key = jax.random.fold_in(rng, i)
+        if canonical is None:
+            x = sampler(mask_logits(tables, st, on_batch(last_logits)), key)
+            fallback = jnp.zeros((b,), jnp.int32)
+        else:
+            x, fallback = _canonical.canonical_sample(
+                canonical, sampler, allowed_mask(tables, st), on_batch(last_logits), key,
+                prev, has_prev, ~sampling,
+            )  # fmt: skip
         x = jnp.where(sampling, x.astype(jnp.int32), pad_id)
         moved = jax.tree.map(
             lambda new, old: jnp.where(_rows(sampling, new), new, old), advance(tables, st, x), st
         )
         post_tok, post_n, post_states = run_of(moved, moved.state)
+        if canonical is not None:
+            held = jnp.maximum(post_n - 1, 0)
+            post_n = jnp.minimum(held, canonical_prefix(x, jnp.ones((b,), bool), post_tok))
         post_n = jnp.where(sampling & ~moved.done, post_n, 0)
         post_n = jnp.minimum(post_n, jnp.maximum(budget - 1, 0))
         pre_n = jnp.minimum(pre_n, budget)
@@ -238,7 +279,7 @@ def ff_loop(config: LoopConfig, start: LoopStart):
         counted = count - is_eos.astype(jnp.int32)
         # Rows that will sample again feed their tokens; finished or cut-off rows do not.
         feed = jnp.where(~st.done & (written + count < num_steps), count, 0)
-        return tokens, count, on_batch(st), counted, feed, choice
+        return tokens, count, on_batch(st), counted, feed, choice, fallback
 
     def write(buffer, written, tokens, count):
         idx = written[:, None] + slots[None, :]
@@ -285,7 +326,11 @@ def ff_loop(config: LoopConfig, start: LoopStart):
 
     buffer = on_batch(jnp.full((b, capacity), pad_id, jnp.int32))
     written = jnp.zeros((b,), jnp.int32)
-    tokens, count, state, counted, feed, choice = emit(0, logits, state, written, room_of(cache))
+    if canonical is not None and prev0 is None:
+        prev0, has_prev0 = jnp.zeros((b,), jnp.int32), jnp.zeros((b,), bool)
+    tokens, count, state, counted, feed, choice, fallback = emit(
+        0, logits, state, written, room_of(cache), buffer
+    )
     buffer = write(buffer, written, tokens, count)
     carry = FastForwardState(
         step=jnp.int32(1),
@@ -299,6 +344,7 @@ def ff_loop(config: LoopConfig, start: LoopStart):
         cache=cache,
         position=next_position,
         calls=jnp.ones((b,), jnp.int32),
+        fallbacks=fallback,
     )
 
     def cond(c: FastForwardState):
@@ -306,8 +352,8 @@ def ff_loop(config: LoopConfig, start: LoopStart):
 
     def body(c: FastForwardState) -> FastForwardState:
         logits, cache = call(c.tokens, c.feed, c.position, c.cache, c.choice)
-        tokens, count, state, counted, feed, choice = emit(
-            c.step, logits, c.state, c.written, room_of(cache)
+        tokens, count, state, counted, feed, choice, fallback = emit(
+            c.step, logits, c.state, c.written, room_of(cache), c.buffer
         )
         return FastForwardState(
             step=c.step + 1,
@@ -321,10 +367,11 @@ def ff_loop(config: LoopConfig, start: LoopStart):
             cache=cache,
             position=c.position + c.feed,
             calls=c.calls + (c.feed > 0).astype(jnp.int32),
+            fallbacks=c.fallbacks + fallback,
         )
 
     end = jax.lax.while_loop(cond, body, carry)
-    return end.buffer, end.lengths, end.state, end.calls
+    return end.buffer, end.lengths, end.state, end.calls, end.fallbacks
 
 
 @struct.dataclass(kw_only=True)
@@ -343,6 +390,8 @@ class FastForwardState:
       cache: the model's cache.
       position: int32[B], the position of each row's next fed token.
       calls: int32[B], model calls whose logits the row used (the prefill too).
+      fallbacks: int32[B], canonical-mode samples under the constraint mask alone (the
+        fast-forward loop's; None in the speculative loop).
     """
 
     step: Int[Array, ""]
@@ -356,6 +405,7 @@ class FastForwardState:
     cache: Any
     position: Int[Array, " B"]
     calls: Int[Array, " B"]
+    fallbacks: Int[Array, " B"] | None = None
 
 
 def _choose_width(want, active, budget, room, width_array, slot_cost: float):

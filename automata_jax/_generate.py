@@ -276,7 +276,12 @@ def generate(
         encoding of its text (the BPE pair test, see `automata_jax._canonical`; the first
         token is tested alone). Where the constraint allows no canonical token the row
         samples under the constraint alone for that step, counted in
-        ``canonical_fallbacks``. Not combined with ``fast_forward`` or ``speculate``.
+        ``canonical_fallbacks``. With `Greedy` and `Temperature` only the sampled token is
+        tested, and the full mask is computed on steps where some row's token fails (exact;
+        `automata_jax._canonical.canonical_sample`). With ``fast_forward`` a forced run is
+        fed only up to its first token that may not follow the one before it (the row
+        samples there instead; see `automata_jax._fast_forward.ff_loop`). Not combined
+        with ``speculate``.
 
     Returns:
       A `GenerateOutput`.
@@ -328,10 +333,8 @@ def generate(
         draft_keys = jnp.asarray(draft_keys, jnp.int32)
     if canonical is not None:
         _canonical.check(canonical, tables.vocab_size)
-        if fast_forward or speculate:
-            raise RuntimeShapeError(
-                "canonical: not combined with fast_forward or speculate (the plain loop only)"
-            )
+        if speculate:
+            raise RuntimeShapeError("canonical: not combined with speculate")
     if speculate is not None:
         forced = _fast_forward.chunk_width(tables) - 1 if fast_forward else 0
         speculate = speculate.resolve(forced=forced)
@@ -447,14 +450,12 @@ def _generate_loop(config: LoopConfig, inputs: LoopInputs) -> GenerateOutput:
         fallback = jnp.zeros((b,), jnp.int32)
         if canonical is None:
             masked = mask_logits(tables, state, last_logits)
+            tokens = sampler(masked, jax.random.fold_in(rng, i))
         else:  # constraint AND canonical; the constraint alone where that leaves nothing
-            allowed = allowed_mask(tables, state)
-            both = allowed & _canonical.canonical_mask(canonical, prev, has_prev)
-            empty = ~jnp.any(both, axis=-1)
-            fallback = (empty & ~state.done).astype(jnp.int32)
-            keep = jnp.where(empty[:, None], allowed, both)
-            masked = jnp.where(keep, last_logits, jnp.asarray(-jnp.inf, last_logits.dtype))
-        tokens = sampler(masked, jax.random.fold_in(rng, i))
+            tokens, fallback = _canonical.canonical_sample(
+                canonical, sampler, allowed_mask(tables, state), last_logits,
+                jax.random.fold_in(rng, i), prev, has_prev, state.done,
+            )  # fmt: skip
         emitted = ~state.done
         tokens = jnp.where(emitted, tokens.astype(jnp.int32), pad_id)
         is_eos = tables.eos_mask[jnp.clip(tokens, 0, v - 1)]
@@ -491,13 +492,16 @@ def _generate_loop(config: LoopConfig, inputs: LoopInputs) -> GenerateOutput:
         return _output(buffer, lengths, state, calls, healed).replace(
             drafted=drafted, drafts_accepted=kept
         )
-    if fast_forward:
-        buffer, lengths, state, calls = _fast_forward.ff_loop(config, start)
-        return _output(buffer, lengths, state, calls, healed)
     if healed is not None:  # the healed token is the previous one
         prev0, has_prev0 = healed[0], jnp.ones((b,), bool)
     else:
         prev0, has_prev0 = jnp.zeros((b,), jnp.int32), jnp.zeros((b,), bool)
+    if fast_forward:
+        buffer, lengths, state, calls, fallbacks = _fast_forward.ff_loop(
+            config, start, canonical, prev0, has_prev0
+        )
+        out = _output(buffer, lengths, state, calls, healed)
+        return out.replace(canonical_fallbacks=fallbacks)
     token, emitted, state, counted, fallback = sample(0, logits[:, -1], state, prev0, has_prev0)
     buffer = jnp.full((b, capacity), pad_id, jnp.int32).at[:, 0].set(token)
     calls = jnp.ones((b,), jnp.int32)  # the prefill

@@ -120,7 +120,15 @@ def _nucleus_threshold(x: jax.Array, p: float, iterations: int = 32) -> jax.Arra
 
 
 class Sampler:
-    """Base class: ``sampler(logits f32[B, V], rng) -> int32[B]``."""
+    """Base class: ``sampler(logits f32[B, V], rng) -> int32[B]``.
+
+    ``rejection_exact`` (a class attribute): sampling under a smaller mask equals sampling
+    under a larger one and conditioning on the smaller; then `generate(canonical=...)`
+    may sample first and resample only rows whose token is not canonical (True for
+    `Greedy` and `Temperature`; False, the safe default, makes it mask every step).
+    """
+
+    rejection_exact = False
 
     def __call__(self, logits: Float[Array, "B V"], rng: jax.Array) -> Int[Array, " B"]:
         raise NotImplementedError
@@ -130,6 +138,8 @@ class Sampler:
 class Greedy(Sampler):
     """The most likely token (first on ties); ignores ``rng``."""
 
+    rejection_exact = True
+
     def __call__(self, logits: Float[Array, "B V"], rng: jax.Array) -> Int[Array, " B"]:
         _check_logits(logits)
         return _argmax(_scaled(logits, 1.0))
@@ -138,6 +148,8 @@ class Greedy(Sampler):
 @dataclasses.dataclass(frozen=True)
 class Temperature(Sampler):
     """Samples from ``softmax(logits / temperature)``."""
+
+    rejection_exact = True
 
     temperature: float = 1.0
 

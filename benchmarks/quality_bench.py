@@ -91,6 +91,7 @@ VARIANTS = {
         Variant("declared", property_order="declared"),
         Variant("fast_forward", fast_forward=True),
         Variant("canonical", canonical=True),
+        Variant("ff_canonical", fast_forward=True, canonical=True),
         Variant("heal_canonical", prompt_end="Arguments: ", heal=True, canonical=True),
         Variant(
             "heal_ff_declared",
@@ -242,7 +243,10 @@ _CANONICAL: dict = {}  # vocab_size -> CanonicalTables (built once: ~40 s for Ge
 def canonical_for(path, vocab_size: int, log):
     if vocab_size not in _CANONICAL:
         t0 = time.perf_counter()
-        _CANONICAL[vocab_size] = aj.canonical_tables(ac.canonical_bpe(path, vocab_size))
+        from automata_jax import models
+
+        bpe = ac.canonical_bpe(path, vocab_size, cache_dir=models.default_cache_dir())
+        _CANONICAL[vocab_size] = aj.canonical_tables(bpe)
         log(f"  canonical tables built in {time.perf_counter() - t0:.0f} s")
     return _CANONICAL[vocab_size]
 

@@ -49,6 +49,7 @@ PUBLIC = [
     "batch_sharding",
     "cache_length",
     "canonical_mask",
+    "canonical_pair_ok",
     "canonical_tables",
     "draft_keys",
     "generate",

@@ -41,6 +41,7 @@ Special tokens (no text: EOS, ...) are exempt: always allowed, and no pair test 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -117,18 +118,57 @@ def _spine(node, side: int, ids: dict[str, int]) -> list[tuple[int, int]]:
     return out
 
 
-def canonical_bpe(path: str | os.PathLike, vocab_size: int | None = None) -> CanonicalBPE:
+CACHE_FORMAT = "automata_compile/canonical-bpe/v1"  # bump when the arrays' meaning changes
+_FIELDS = ("ok", "exempt", "left_sym", "left_life", "right_sym", "right_life", "merge_left",
+           "merge_right", "merge_time")  # fmt: skip
+
+
+def canonical_bpe(
+    path: str | os.PathLike,
+    vocab_size: int | None = None,
+    *,
+    cache_dir: str | os.PathLike | None = None,
+) -> CanonicalBPE:
     """The pair-test arrays of a ``tokenizer.json`` BPE model (see the module docstring).
 
     Args:
       path: a Hugging Face ``tokenizer.json`` with a BPE model.
       vocab_size: V, the model's logits width (default: the tokenizer's size).
+      cache_dir: optional folder for an on-disk cache (the replay takes about a minute
+        for Gemma-3): ``{cache_dir}/canonical/{stem}-{sha256[:16]}-{V}.npz`` (no pickle),
+        holding `CACHE_FORMAT`, the tokenizer file's full SHA-256 and V; a file that does
+        not match is ignored and rewritten. Written to a temporary name and renamed.
 
     Raises:
       CanonicalError: not a BPE model, a splitting pre-tokenizer, ``ignore_merges``, or a
         kept token whose merges do not apply in increasing rank.
     """
     path = Path(path)
+    if cache_dir is None:
+        return _build(path, vocab_size)
+    raw = path.read_bytes()
+    digest = hashlib.sha256(raw).hexdigest()
+    key = "default" if vocab_size is None else str(int(vocab_size))
+    file = Path(cache_dir) / "canonical" / f"{path.stem}-{digest[:16]}-{key}.npz"
+    meta = np.array([CACHE_FORMAT, digest, key])
+    try:
+        with np.load(file, allow_pickle=False) as z:
+            if z["meta"].tolist() == meta.tolist():
+                return CanonicalBPE(
+                    vocab_size=int(z["ok"].shape[0]), **{f: z[f] for f in _FIELDS}
+                )
+    except (OSError, KeyError, ValueError):
+        pass  # missing, unreadable or of another format: rebuilt below
+    out = _build(path, vocab_size)
+    file.parent.mkdir(parents=True, exist_ok=True)
+    tmp = file.with_name(f".{file.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        np.savez(f, meta=meta, **{k: getattr(out, k) for k in _FIELDS})
+    os.replace(tmp, file)
+    return out
+
+
+def _build(path: Path, vocab_size: int | None) -> CanonicalBPE:
     obj = json.loads(path.read_text(encoding="utf-8"))
     model = obj.get("model") or {}
     if model.get("type") != "BPE" or "merges" not in model:

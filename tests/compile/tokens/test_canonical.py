@@ -70,3 +70,31 @@ def test_not_bpe_is_refused(tmp_path):
     path.write_text(json.dumps({"model": {"type": "WordLevel", "vocab": {"a": 0}}}))
     with pytest.raises(CanonicalError, match="needs a BPE model"):
         canonical_bpe(path)
+
+
+def test_on_disk_cache_round_trips_and_is_keyed_by_content(tmp_path, monkeypatch):
+    from automata_compile.tokens import _canonical
+
+    path, _ = _trained(tmp_path, 0)
+    cache = tmp_path / "cache"
+    first = canonical_bpe(path, cache_dir=cache)
+    files = list((cache / "canonical").glob("*.npz"))
+    assert len(files) == 1
+    with np.load(files[0], allow_pickle=False) as z:  # no pickle inside
+        assert z["meta"][0] == _canonical.CACHE_FORMAT
+    built = []
+    monkeypatch.setattr(_canonical, "_build", lambda *a: built.append(a) or first)
+    again = canonical_bpe(path, cache_dir=cache)  # loaded, not rebuilt
+    assert not built
+    for f in _canonical._FIELDS:
+        assert np.array_equal(getattr(first, f), getattr(again, f)), f
+    assert again.vocab_size == first.vocab_size
+    canonical_bpe(path, 200, cache_dir=cache)  # another V: another file
+    assert len(built) == 1
+    monkeypatch.setattr(_canonical, "CACHE_FORMAT", "automata_compile/canonical-bpe/v0")
+    canonical_bpe(path, cache_dir=cache)  # another format: ignored and rewritten
+    assert len(built) == 2
+    path.write_text(path.read_text().replace('"vocab"', '"vocab" ', 1))  # new content
+    canonical_bpe(path, cache_dir=cache)
+    assert len(built) == 3
+    assert len(list((cache / "canonical").glob("*.npz"))) == 3
