@@ -321,7 +321,7 @@ def generate(
         _healing.check(healing, tables, prompt_tokens.shape[0])
         if n < 2:
             raise RuntimeShapeError(f"max_new_tokens: expected >= 2 with healing, got {n}")
-    speculate = _speculative.policy(speculate)  # None: off
+    speculate = _speculate_policy(speculate, tables, fast_forward)  # None: off
     if draft_keys is not None:
         if speculate is None:
             raise RuntimeShapeError("draft_keys: only used with speculate; pass speculate=True")
@@ -335,9 +335,6 @@ def generate(
         _canonical.check(canonical, tables.vocab_size)
         if speculate:
             raise RuntimeShapeError("canonical: not combined with speculate")
-    if speculate is not None:
-        forced = _fast_forward.chunk_width(tables) - 1 if fast_forward else 0
-        speculate = speculate.resolve(forced=forced)
     slack = _cache_slack(capacity, tables, fast_forward, speculate)
     init_cache = None
     if callable(cache):
@@ -594,11 +591,18 @@ def cache_length(
     """
     capacity = bucket(max_new_tokens, MIN_BUFFER) if buffer_length is None else buffer_length
     fast_forward = _fast_forward.policy(fast_forward, tables)
-    speculate = _speculative.policy(speculate)
-    if speculate is not None:
-        forced = _fast_forward.chunk_width(tables) - 1 if fast_forward else 0
-        speculate = speculate.resolve(forced=forced)
+    speculate = _speculate_policy(speculate, tables, fast_forward)
     return int(prompt_length) + capacity + _cache_slack(capacity, tables, fast_forward, speculate)
+
+
+def _speculate_policy(speculate, tables, fast_forward):
+    """``speculate`` as the loop runs it (None: off): resolved against fast-forward's
+    forced runs, whose width a draft call must also hold."""
+    speculate = _speculative.policy(speculate)
+    if speculate is None:
+        return None
+    forced = _fast_forward.chunk_width(tables) - 1 if fast_forward else 0
+    return speculate.resolve(forced=forced)
 
 
 def _cache_slack(capacity, tables, fast_forward, speculate) -> int:

@@ -40,13 +40,12 @@ from automata_jax._draft import bare_twins, draft_keys
 from automata_jax._errors import ExtractError
 from automata_jax._generate import cache_length, pad_prompts
 from automata_jax._sampling import Greedy, Temperature
-from automata_jax._sharding import generate_sharded, replicate, shard_batch
+from automata_jax._sharding import DATA_AXIS, generate_sharded, replicate, shard_batch
 from automata_jax._tables import ConstraintTables, bucket
 
 __all__ = ["RowOutput", "Runner", "is_gguf", "load_vocabulary", "resolve_checkpoint"]
 
 MIN_PROMPT_BUCKET = 32
-BATCH_AXIS = "data"  # the job's one mesh axis: the batch, split across the local devices
 MIN_PREFIX = 16  # shorter shared prefixes are not worth a separate cache
 INTERNAL_ERROR = (
     "the constraint reached a state with no continuation (an internal error: please report it)"
@@ -127,7 +126,7 @@ class Runner:
         n_dev = devices.size
         batch = -(-args.batch_size // n_dev) * n_dev
         cache_dtype = params["embed_tokens"].dtype
-        mesh = Mesh(devices, (BATCH_AXIS,))
+        mesh = Mesh(devices, (DATA_AXIS,))
         sampler = Greedy() if args.temperature == 0 else Temperature(args.temperature)
         return cls(
             vocab=vocab,
@@ -196,7 +195,7 @@ class Runner:
                 speculate=self.speculate,
             )  # fmt: skip
             cache = _expand_prefix(self.prefix_cache, np.asarray(cached, np.int32), start + room)
-            cache = shard_batch(self.mesh, cache, axis=BATCH_AXIS)
+            cache = shard_batch(self.mesh, cache)
             step = _PrefixStep(self.model, start)
         else:
             length = bucket(max(len(p) for p in rows), MIN_PROMPT_BUCKET)
@@ -222,7 +221,6 @@ class Runner:
             fast_forward=self.fast_forward,
             speculate=self.speculate,
             draft_keys=keys,
-            axis=BATCH_AXIS,
         )
         out_tokens, lengths, accepted, error, calls, drafted, kept = jax.device_get(
             (out.tokens, out.lengths, out.accepted, out.states.error, out.model_calls,
