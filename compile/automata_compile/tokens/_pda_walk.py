@@ -84,7 +84,7 @@ class Walker:
         self.depth = trie.depth
         self.trie = trie
         self.byte_memo: dict[tuple[int, int], tuple] = {}
-        self.memo: dict[tuple, tuple] = {}
+        self.step_memo: dict[tuple, tuple] = {}  # see `step`
         self.own_memo: dict[tuple, object] = {}
         self.subtree_memo: dict[tuple, tuple[list, list]] = {}  # see `walk_subtree`
         self.outcomes: list[tuple] = []
@@ -145,7 +145,7 @@ class Walker:
     def step(self, configs: tuple, b: int) -> tuple:
         """The configurations after byte ``b``: (state, pushed, popped) triples, sorted."""
         key = (configs, b)
-        out = self.memo.get(key)
+        out = self.step_memo.get(key)
         if out is not None:
             return out
         new = []
@@ -169,7 +169,7 @@ class Walker:
                 f"a token reaches more than {MAX_OUTCOMES} stack contexts from one state; the "
                 "grammar's nesting is too ambiguous to enumerate per token"
             )
-        out = self.memo[key] = tuple(sorted(set(new)))
+        out = self.step_memo[key] = tuple(sorted(set(new)))
         return out
 
     def step_own(self, q: int, pushed: tuple, b: int):
