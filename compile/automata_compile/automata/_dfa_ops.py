@@ -176,8 +176,8 @@ def minimize(
     nb = int(block.max()) + 1
     rep = np.zeros(nb, dtype=np.int64)
     rep[block[::-1]] = np.arange(q)[::-1]  # first member of each block
-    out = trans[rep]
-    out = np.where(out >= 0, block[np.maximum(out, 0)], DEAD).astype(np.int32)
+    lut = np.append(block, DEAD).astype(np.int32)  # trans == -1 reads the appended DEAD
+    out = lut[trans[rep]]
     return out, accepting[rep].copy(), int(block[start]), block.astype(np.int32)
 
 
@@ -193,10 +193,13 @@ def _verify_or_refine(trans, accepting, block):
         rep = np.zeros(int(block.max()) + 1, dtype=np.int64)
         rep[block[::-1]] = np.arange(block.shape[0])[::-1]
         block32 = np.append(block, DEAD).astype(np.int32)
-        succ = block32[trans]  # trans == -1 reads the appended DEAD
-        same = (succ == succ[rep[block]]).all(axis=1) & (accepting == accepting[rep[block]])
-        if same.all():
+        # Only states that are not their block's first member can differ from it (a DFA
+        # that minimization leaves as it is has none: nothing to compare).
+        other = np.flatnonzero(rep[block] != np.arange(block.shape[0]))
+        mine, theirs = block32[trans[other]], block32[trans[rep[block[other]]]]
+        if (mine == theirs).all() and (accepting[other] == accepting[rep[block[other]]]).all():
             return block
+        succ = block32[trans]  # trans == -1 reads the appended DEAD
         # pragma: no cover - a 64-bit signature collision; split exactly and check again.
         rows = np.concatenate(
             [block[:, None], accepting[:, None].astype(np.int64), succ.astype(np.int64)], axis=1
