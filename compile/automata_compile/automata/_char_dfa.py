@@ -128,9 +128,16 @@ def _empty(num_symbols: int) -> _fsa.DFA:
     return _fsa.DFA(np.full((1, num_symbols), _fsa.DEAD, np.int32), np.zeros(1, bool), 0)
 
 
-def to_ir(part: Partition, dfa: _fsa.DFA | None):
-    """The minimal automaton of ``dfa`` as an IR node (`NEVER` if its language is empty)."""
-    dfa = None if dfa is None else _fsa.minimize(dfa, _budget("a string constraint"))
+def to_ir(part: Partition, dfa: _fsa.DFA | None, *, is_minimal: bool = False):
+    """The minimal automaton of ``dfa`` as an IR node (`NEVER` if its language is empty).
+
+    ``is_minimal``: ``dfa`` is already `_fsa.minimize`'s output (as `dfas` gives it), which
+    minimizing again returns unchanged, state for state (its numbering follows the blocks'
+    refinement, not the input's): that second pass is skipped."""
+    if is_minimal:
+        dfa = dfa if dfa is not None and dfa.accepting.any() else None
+    elif dfa is not None:
+        dfa = _fsa.minimize(dfa, _budget("a string constraint"))
     if dfa is None:
         return NEVER
     # Number states with the start first (the IR has no dead state).
@@ -172,7 +179,7 @@ def minimal(node, what: str = "a string constraint"):
     if hit is None:
         try:
             part, (dfa,) = dfas(node, what=what)
-            hit = to_ir(part, dfa)
+            hit = to_ir(part, dfa, is_minimal=True)
         except (StateBudgetExceededError, TypeError):
             hit = _AS_IS
         with _MINIMAL_LOCK:

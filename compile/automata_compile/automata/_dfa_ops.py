@@ -15,8 +15,18 @@ class WorkBudgetExceeded(Exception):
     """Internal: `minimize` passed its ``max_work`` (callers name what grew)."""
 
 
-def trim(trans: np.ndarray, accepting: np.ndarray, start: int, *, return_kept: bool = False):
+def trim(
+    trans: np.ndarray,
+    accepting: np.ndarray,
+    start: int,
+    *,
+    return_kept: bool = False,
+    all_reachable: bool = False,
+):
     """Keeps the states reachable from ``start`` that can reach acceptance.
+
+    ``all_reachable``: the caller knows every state is reachable from ``start`` (a subset
+    construction's table): only the states that cannot reach acceptance are looked for.
 
     Returns:
       (trans, accepting, start) restricted and renumbered (kept states in their old
@@ -28,9 +38,8 @@ def trim(trans: np.ndarray, accepting: np.ndarray, start: int, *, return_kept: b
     dst = trans[src, sym]
     pairs = np.unique(src.astype(np.int64) * q + dst)
     src, dst = pairs // q, pairs % q
-    reach = _closure(np.array([start]), src, dst, q)
     coreach = _closure(np.flatnonzero(accepting), dst, src, q)
-    keep = reach & coreach
+    keep = coreach if all_reachable else _closure(np.array([start]), src, dst, q) & coreach
     if not keep[start]:
         return None
     out = restrict(trans, accepting, start, keep)

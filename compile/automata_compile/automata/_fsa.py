@@ -244,7 +244,7 @@ def minimal_dfa(nfa: NFA, start: int, final: int, num_symbols: int) -> DFA | Non
     )
     weights = np.zeros(table.shape[1], np.uint64)
     np.add.at(weights, symbol_class, _dfa_ops.symbol_weights(num_symbols))
-    out = _minimize_table(table, accepting, 0, nfa.budget, weights)
+    out = _minimize_table(table, accepting, 0, nfa.budget, weights, all_reachable=True)
     if out is None:
         return None
     return DFA(np.ascontiguousarray(out.trans[:, symbol_class]), out.accepting, out.start)
@@ -287,10 +287,13 @@ def minimize(dfa: DFA, budget: Budget | None = None) -> DFA | None:
     return _minimize_table(dfa.trans, dfa.accepting, dfa.start, budget)
 
 
-def _minimize_table(trans, accepting, start, budget: Budget | None, weights=None) -> DFA | None:
-    t = trim(DFA(trans, accepting, start))
+def _minimize_table(
+    trans, accepting, start, budget: Budget | None, weights=None, all_reachable: bool = False
+) -> DFA | None:
+    t = _dfa_ops.trim(trans, accepting, start, all_reachable=all_reachable)
     if t is None:
         return None
+    t = DFA(*t)
     cap = None if budget is None else MINIMIZE_WORK_FACTOR * budget.max_work
     try:
         what = "" if budget is None else budget.what

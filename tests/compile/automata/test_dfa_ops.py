@@ -290,3 +290,19 @@ def test_verify_or_refine_repairs_a_wrong_partition(dfa, seed):
     for blk in np.unique(fixed):
         members = np.flatnonzero(fixed == blk)
         assert len({(bool(accepting[m]), *lut[trans[m]].tolist()) for m in members}) == 1
+
+
+@settings(max_examples=150, deadline=None)
+@given(dense_dfas(max_states=7, max_symbols=3))
+def test_trim_of_a_reachable_table_may_skip_the_forward_search(dfa):
+    # a table whose states are all reachable (as a subset construction builds it): the
+    # co-reachable states alone give the same result
+    trans, accepting, start = dfa
+    q = trans.shape[0]
+    reach = _dfa_ops._closure(np.array([start]), *np.nonzero(trans >= 0)[:1], trans[trans >= 0], q)
+    trans, accepting, start = _dfa_ops.restrict(trans, accepting, start, reach)
+    got = _dfa_ops.trim(trans, accepting, start, all_reachable=True)
+    want = _dfa_ops.trim(trans, accepting, start)
+    assert (got is None) == (want is None)
+    if want is not None:
+        assert all(np.array_equal(a, b) for a, b in zip(got, want, strict=True))
