@@ -154,6 +154,20 @@ def to_ir(part: Partition, dfa: _fsa.DFA | None, *, is_minimal: bool = False):
     return Automaton(edges=tuple(edges), start=0, finals=finals)
 
 
+def ascii_states(node) -> int | None:
+    """The states of the minimal byte DFA of ``node``, a minimal automaton as `to_ir` (or
+    `minimal`) returns it, where every character set on its edges is ASCII: its own
+    states (each character is one byte, so its byte DFA is the same automaton, trimmed and
+    minimal: no state to add, none to merge). None for any other node."""
+    if not isinstance(node, Automaton):
+        return None
+    for out in node.edges:
+        for label, _ in out:
+            if not isinstance(label, tuple) or not label or label[-1][1] >= 0x80:
+                return None
+    return len(node.edges)
+
+
 # Memo of `minimal`: at most this many entries (an entry is one IR node, a few kB).
 MINIMAL_ENTRIES = 1024
 _MINIMAL: collections.OrderedDict = collections.OrderedDict()

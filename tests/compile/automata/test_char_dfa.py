@@ -243,3 +243,31 @@ def test_minimizing_a_minimal_dfa_changes_nothing(pattern):
     assert fingerprint(a) == fingerprint(b)  # `Automaton` nodes compare by identity
     empty = _char_dfa._empty(len(part.atoms))
     assert _char_dfa.to_ir(part, empty, is_minimal=True) is NEVER is _char_dfa.to_ir(part, empty)
+
+
+_ascii_regexes = st.recursive(
+    st.sampled_from(["a", "b", "[ab]", "[^a\\x80-\\U0010FFFF]", "[0-9]", '"']),
+    lambda inner: st.one_of(
+        st.tuples(inner, inner).map(lambda t: f"(?:{t[0]}{t[1]})"),
+        st.tuples(inner, inner).map(lambda t: f"(?:{t[0]}|{t[1]})"),
+        st.tuples(inner, st.sampled_from(["*", "?", "{0,3}", "{2}"])).map(
+            lambda t: f"(?:{t[0]}){t[1]}"
+        ),
+    ),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(pattern=st.one_of(_ascii_regexes, _small_regexes))
+def test_ascii_states_is_the_byte_dfa_size(pattern):
+    node = _regex.parse(pattern, None)
+    m = _char_dfa.minimal(node)
+    if m is None or _char_dfa.is_never(m):
+        return
+    n = _char_dfa.ascii_states(m)
+    ascii_only = all(hi < 0x80 for s in _char_dfa.char_sets(m, set()) for _, hi in s)
+    assert (n is not None) == ascii_only
+    if n is not None:
+        assert n == _byte_dfa.build_byte_dfa(node).num_states
+    assert _char_dfa.ascii_states(Chars(((97, 97),))) is None  # not an automaton
