@@ -217,6 +217,10 @@ def _verify_or_refine(trans, accepting, block):
         block = exact.reshape(-1).astype(np.int64)
 
 
+# `unique_columns` hashes this many rows at a time.
+UNIQUE_COLUMNS_BLOCK = 256
+
+
 def unique_columns(mat: np.ndarray):
     """(index of one column per distinct column, id of each column's distinct column).
 
@@ -224,12 +228,17 @@ def unique_columns(mat: np.ndarray):
     sorting on a collision); ids are numbered in order of first appearance.
     """
     weights = np.random.default_rng(0xC01).integers(1, 2**63, size=mat.shape[0], dtype=np.uint64)
-    keys = (weights[:, None] * (mat.astype(np.int64) + 2).astype(np.uint64)).sum(
-        axis=0, dtype=np.uint64
-    )
+    # sum over rows of weight * (entry + 2), mod 2**64, a block of rows at a time (the
+    # temporaries stay small; modular sums do not depend on the order)
+    keys = np.zeros(mat.shape[1], np.uint64)
+    for r in range(0, mat.shape[0], UNIQUE_COLUMNS_BLOCK):
+        blk = mat[r : r + UNIQUE_COLUMNS_BLOCK].astype(np.uint64) + np.uint64(2)  # -1 wraps to 1
+        blk *= weights[r : r + UNIQUE_COLUMNS_BLOCK, None]
+        keys += blk.sum(axis=0, dtype=np.uint64)
     _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
     inverse = inverse.reshape(-1)
-    if not (mat == mat[:, first[inverse]]).all():  # pragma: no cover - a hash collision
+    other = np.flatnonzero(first[inverse] != np.arange(inverse.shape[0]))  # not their own rep
+    if not (mat[:, other] == mat[:, first[inverse[other]]]).all():  # pragma: no cover - collision
         _, first, inverse = np.unique(mat.T, axis=0, return_index=True, return_inverse=True)
         inverse = inverse.reshape(-1)
     # Renumber by first appearance so that column 0 keeps id 0.

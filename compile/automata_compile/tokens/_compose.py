@@ -98,9 +98,9 @@ def compose(dfa: ByteDFA, trie: TokenTrie, predicates=(), *, return_byte_states:
         ns, acc, st, tick=lambda: check_time("the token DFA's minimization")
     )
     # Minimization can make columns equal: merge them, keeping the dead class first.
-    dead = np.full((ns.shape[0], 1), -1, dtype=np.int32)
-    first, col_id = _dfa_ops.unique_columns(np.concatenate([dead, ns], axis=1))
-    new_next = np.ascontiguousarray(np.concatenate([dead, ns], axis=1)[:, first]).astype(np.int32)
+    with_dead = np.concatenate([np.full((ns.shape[0], 1), -1, dtype=np.int32), ns], axis=1)
+    first, col_id = _dfa_ops.unique_columns(with_dead)
+    new_next = with_dead[:, first].astype(np.int32, copy=False)
     token_class = col_id[1:][token_class].astype(np.int32)
     byte_state = np.zeros(ns.shape[0], dtype=np.int32)
     byte_state[block[::-1]] = kept[::-1]  # the first kept byte state of each token state
@@ -137,7 +137,7 @@ def canonical_numbering(token_class, next_state, accepting, start, byte_state):
     class_order = np.argsort(first_token, kind="stable")
     class_id = np.empty(num_classes, dtype=np.int32)
     class_id[class_order] = np.arange(num_classes, dtype=np.int32)
-    new_next = np.ascontiguousarray(state_id[next_state[state_order][:, class_order]])
+    new_next = state_id[next_state[np.ix_(state_order, class_order)]]
     return (
         class_id[token_class],
         new_next,

@@ -217,9 +217,14 @@ def test_minimize_empty_table():
         )
     )
 )
-def test_unique_columns_against_a_dict(mat):
+@pytest.mark.parametrize("block", [256, 2])  # rows hashed a block at a time
+def test_unique_columns_against_a_dict(mat, block):
     m = np.array(mat, np.int32).T  # rows x columns
-    first, ids = _dfa_ops.unique_columns(m)
+    saved, _dfa_ops.UNIQUE_COLUMNS_BLOCK = _dfa_ops.UNIQUE_COLUMNS_BLOCK, block
+    try:
+        first, ids = _dfa_ops.unique_columns(m)
+    finally:
+        _dfa_ops.UNIQUE_COLUMNS_BLOCK = saved
     order: dict[tuple, int] = {}
     for j in range(m.shape[1]):
         order.setdefault(tuple(m[:, j].tolist()), j)
