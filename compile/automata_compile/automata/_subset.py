@@ -84,25 +84,44 @@ def determinize(nfa, start: int, final: int, num_symbols: int, check_time, *, cl
     work = 0
     step = "the subset construction"
     lists = None  # the tables as lists, for `_small_level` (built on first use)
-    while fr_len.shape[0]:
-        f = fr_len.shape[0]
-        m_cnt = move_off[fr_mem + 1] - move_off[fr_mem]
-        work += fr_mem.shape[0] + int(counts[fr_mem].sum())
-        moves = int(m_cnt.sum())
+    small = None  # the frontier as lists (members, sizes) while levels are small
+    while True:
+        if small is not None:  # the level's counts in plain Python, as below
+            mem_l, len_l = small
+            f = len(len_l)
+            if not f:
+                break
+            off_l = lists.move_off
+            work += len(mem_l) + sum([lists.counts[m] for m in mem_l])
+            moves = sum([off_l[m + 1] - off_l[m] for m in mem_l])
+        else:
+            f = fr_len.shape[0]
+            if not f:
+                break
+            m_cnt = move_off[fr_mem + 1] - move_off[fr_mem]
+            work += fr_mem.shape[0] + int(counts[fr_mem].sum())
+            moves = int(m_cnt.sum())
         if work + moves > GUARD * budget.max_work:  # memory guard; budget below
             raise budget.work_exceeded(step)
         if moves <= SMALL_LEVEL:
             if lists is None:
-                lists = _Lists.of(move_off, move_cls, move_tgt, clo_off, clo_len, clo_mem)
-            row, fr_mem, fr_len, acc, work = _small_level(
-                fr_mem.tolist(), fr_len.tolist(), k, lists, ids, budget, final, work, step
+                lists = _Lists.of(move_off, move_cls, move_tgt, clo_off, clo_len, clo_mem, counts)
+            if small is None:
+                small = fr_mem.tolist(), fr_len.tolist()
+            row, new_mem, new_len, acc, work = _small_level(
+                *small, k, lists, ids, budget, final, work, step
             )
+            small = new_mem, new_len
             accepting.extend(acc)
             rows.append(row.reshape(f, k))
             if work > budget.max_work:
                 raise budget.work_exceeded(step)
             check_time(step)
             continue
+        if small is not None:  # back to arrays for a large level
+            fr_mem, fr_len = np.array(small[0], np.int64), np.array(small[1], np.int64)
+            small = None
+            m_cnt = move_off[fr_mem + 1] - move_off[fr_mem]
         idx = _ranges(move_off[fr_mem], m_cnt)
         fc = np.repeat(np.repeat(np.arange(f, dtype=np.int64), fr_len), m_cnt) * k + move_cls[idx]
         key = _sorted_unique(fc * n + move_tgt[idx])
@@ -185,6 +204,7 @@ class _Lists(NamedTuple):
     clo_off: list
     clo_len: list
     clo_mem: list
+    counts: list
 
     @classmethod
     def of(cls, *arrays: np.ndarray) -> _Lists:
@@ -198,10 +218,10 @@ def _small_level(mem, lens, k, lists: _Lists, ids, budget, final, work, step):
     same sets numbered in the same order (first (parent, class)), the same work counted and
     the same budget checks in the same order.
 
-    Returns (row int32[f * k], frontier members, frontier sizes, accepting of the new sets,
-    work).
+    Returns (row int32[f * k], frontier members, frontier sizes (lists), accepting of the
+    new sets, work).
     """
-    move_off, move_cls, move_tgt, clo_off, clo_len, clo_mem = lists
+    move_off, move_cls, move_tgt, clo_off, clo_len, clo_mem, _ = lists
     # Target sets per (parent, class), in (parent, class) order.
     per_pc = []
     pos = 0
@@ -245,7 +265,7 @@ def _small_level(mem, lens, k, lists: _Lists, ids, budget, final, work, step):
         members = targets[ts]
         if members:
             row[at] = set_id[members]
-    return row, np.array(new_mem, np.int64), np.array(new_len, np.int64), acc, work
+    return row, new_mem, new_len, acc, work
 
 
 def _sorted_unique(a: np.ndarray) -> np.ndarray:
