@@ -381,14 +381,14 @@ def _classes(num_states: int, trie: TokenTrie, walk: _Walk):
     if walk.xtok.size:
         x = np.searchsorted(hashed, walk.xtok)
         h = h + _sum_by(x, a[walk.xstart] * b[walk.xend], hashed.shape[0])
-    token_class = np.zeros(vsize, dtype=np.int64)
-    # Tokens without pairs: by row id (counting).
+    # Tokens without pairs: by row id (counting: class k + 1 for the k-th distinct nonzero
+    # row id, 0 for none).
     plain = dense_id.copy()
     plain[hashed] = 0
-    live = np.flatnonzero(plain)
-    ids, plain_class = unique_small(plain[live], int(plain.max(initial=0)) + 1)
-    num_plain = ids.shape[0]
-    token_class[live] = plain_class + 1
+    present = np.bincount(plain, minlength=1) > 0
+    present[0] = False
+    num_plain = int(present.sum())
+    token_class = (np.cumsum(present) * present)[plain]
     # Tokens with pairs: one sort of one 64-bit key (a SIMD sort; `np.lexsort` of the
     # pair is 20x slower); the row ids are checked exactly below.
     d = dense_id[hashed].astype(np.uint64)
@@ -416,9 +416,9 @@ def _classes(num_states: int, trie: TokenTrie, walk: _Walk):
     used = np.zeros(num_plain + int(new.sum()) + 1, dtype=bool)
     used[: num_plain + 1] = True
     used[inverse[pair_live] + 1 + num_plain] = True
-    rank = np.cumsum(used) - 1
+    rank = np.cumsum(used) - 1  # rank[0] = 0: the dead class stays 0
+    token_class = rank[token_class]
     nonzero = np.flatnonzero(token_class)
-    token_class[nonzero] = rank[token_class[nonzero]]
     rep = np.full(int(used.sum()), -1, dtype=np.int64)
     rep[token_class[nonzero[::-1]]] = nonzero[::-1]
     return token_class, rep
