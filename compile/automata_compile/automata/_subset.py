@@ -334,6 +334,9 @@ def _closures(eps, targets: np.ndarray, important: np.ndarray, n: int):
     length = np.zeros(n, np.int64)
     off[at] = ends[:-1]
     length[at] = np.diff(ends)
+    # `important_reach` refers to itself (a cycle the paused collector would keep): let go
+    # of the memo now rather than at the next collection
+    memo.clear()
     return off, length, np.array(out, np.int64)
 
 
