@@ -13,7 +13,9 @@ checkout numbers its states and classes.
 
 Run: ``python benchmarks/first_mask_ab.py --baseline /tmp/perf-base [--suite-limit N]``.
 Writes ``benchmarks/results/first_mask_ab.json`` (or ``--out``) and prints a summary. The
-tables' digest covers the PDA block too.
+tables' digest covers the PDA block too. The summary also gives each side's compile CPU time
+(``compile_cpu``: the worker's `time.process_time`, steadier than wall time when other jobs
+share the machine).
 """
 
 from __future__ import annotations
@@ -88,6 +90,14 @@ def main(argv=None) -> int:
             "outcome_differs": [n for n, r in rows.items()
                                 if ("first_mask_s" in r["before"]) != ("first_mask_s" in r["after"])],
         }  # fmt: skip
+        # The compile's CPU time (the worker process's), steadier than wall time on a shared
+        # machine; the table build (JAX) is not in it.
+        if both and all("compile_cpu_s" in r[w] for r in both for w in ("before", "after")):
+            cpu = {w: scb.stats([r[w]["compile_cpu_s"] for r in both]) for w in ("before", "after")}
+            summary[corpus]["compile_cpu"] = cpu
+            summary[corpus]["compile_cpu_median_per_schema_speedup"] = statistics.median(
+                r["before"]["compile_cpu_s"] / r["after"]["compile_cpu_s"] for r in both
+            )
     results["summary"] = summary
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -128,9 +128,16 @@ def _empty(num_symbols: int) -> _fsa.DFA:
     return _fsa.DFA(np.full((1, num_symbols), _fsa.DEAD, np.int32), np.zeros(1, bool), 0)
 
 
-def to_ir(part: Partition, dfa: _fsa.DFA | None):
-    """The minimal automaton of ``dfa`` as an IR node (`NEVER` if its language is empty)."""
-    dfa = None if dfa is None else _fsa.minimize(dfa, _budget("a string constraint"))
+def to_ir(part: Partition, dfa: _fsa.DFA | None, *, is_minimal: bool = False):
+    """The minimal automaton of ``dfa`` as an IR node (`NEVER` if its language is empty).
+
+    ``is_minimal``: ``dfa`` is already `_fsa.minimize`'s output (as `dfas` gives it), which
+    minimizing again returns unchanged, state for state (its numbering follows the blocks'
+    refinement, not the input's): that second pass is skipped."""
+    if is_minimal:
+        dfa = dfa if dfa is not None and dfa.accepting.any() else None
+    elif dfa is not None:
+        dfa = _fsa.minimize(dfa, _budget("a string constraint"))
     if dfa is None:
         return NEVER
     # Number states with the start first (the IR has no dead state).
@@ -145,6 +152,20 @@ def to_ir(part: Partition, dfa: _fsa.DFA | None):
         edges.append(tuple((cs.normalize(r), new[t]) for t, r in sorted(by_target.items())))
     finals = frozenset(new[q] for q in np.flatnonzero(dfa.accepting).tolist())
     return Automaton(edges=tuple(edges), start=0, finals=finals)
+
+
+def ascii_states(node) -> int | None:
+    """The states of the minimal byte DFA of ``node``, a minimal automaton as `to_ir` (or
+    `minimal`) returns it, where every character set on its edges is ASCII: its own
+    states (each character is one byte, so its byte DFA is the same automaton, trimmed and
+    minimal: no state to add, none to merge). None for any other node."""
+    if not isinstance(node, Automaton):
+        return None
+    for out in node.edges:
+        for label, _ in out:
+            if not isinstance(label, tuple) or not label or label[-1][1] >= 0x80:
+                return None
+    return len(node.edges)
 
 
 # Memo of `minimal`: at most this many entries (an entry is one IR node, a few kB).
@@ -172,7 +193,7 @@ def minimal(node, what: str = "a string constraint"):
     if hit is None:
         try:
             part, (dfa,) = dfas(node, what=what)
-            hit = to_ir(part, dfa)
+            hit = to_ir(part, dfa, is_minimal=True)
         except (StateBudgetExceededError, TypeError):
             hit = _AS_IS
         with _MINIMAL_LOCK:

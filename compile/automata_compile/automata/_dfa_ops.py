@@ -15,8 +15,18 @@ class WorkBudgetExceeded(Exception):
     """Internal: `minimize` passed its ``max_work`` (callers name what grew)."""
 
 
-def trim(trans: np.ndarray, accepting: np.ndarray, start: int, *, return_kept: bool = False):
+def trim(
+    trans: np.ndarray,
+    accepting: np.ndarray,
+    start: int,
+    *,
+    return_kept: bool = False,
+    all_reachable: bool = False,
+):
     """Keeps the states reachable from ``start`` that can reach acceptance.
+
+    ``all_reachable``: the caller knows every state is reachable from ``start`` (a subset
+    construction's table): only the states that cannot reach acceptance are looked for.
 
     Returns:
       (trans, accepting, start) restricted and renumbered (kept states in their old
@@ -28,9 +38,8 @@ def trim(trans: np.ndarray, accepting: np.ndarray, start: int, *, return_kept: b
     dst = trans[src, sym]
     pairs = np.unique(src.astype(np.int64) * q + dst)
     src, dst = pairs // q, pairs % q
-    reach = _closure(np.array([start]), src, dst, q)
     coreach = _closure(np.flatnonzero(accepting), dst, src, q)
-    keep = reach & coreach
+    keep = coreach if all_reachable else _closure(np.array([start]), src, dst, q) & coreach
     if not keep[start]:
         return None
     out = restrict(trans, accepting, start, keep)
@@ -176,8 +185,8 @@ def minimize(
     nb = int(block.max()) + 1
     rep = np.zeros(nb, dtype=np.int64)
     rep[block[::-1]] = np.arange(q)[::-1]  # first member of each block
-    out = trans[rep]
-    out = np.where(out >= 0, block[np.maximum(out, 0)], DEAD).astype(np.int32)
+    lut = np.append(block, DEAD).astype(np.int32)  # trans == -1 reads the appended DEAD
+    out = lut[trans[rep]]
     return out, accepting[rep].copy(), int(block[start]), block.astype(np.int32)
 
 
@@ -193,16 +202,23 @@ def _verify_or_refine(trans, accepting, block):
         rep = np.zeros(int(block.max()) + 1, dtype=np.int64)
         rep[block[::-1]] = np.arange(block.shape[0])[::-1]
         block32 = np.append(block, DEAD).astype(np.int32)
-        succ = block32[trans]  # trans == -1 reads the appended DEAD
-        same = (succ == succ[rep[block]]).all(axis=1) & (accepting == accepting[rep[block]])
-        if same.all():
+        # Only states that are not their block's first member can differ from it (a DFA
+        # that minimization leaves as it is has none: nothing to compare).
+        other = np.flatnonzero(rep[block] != np.arange(block.shape[0]))
+        mine, theirs = block32[trans[other]], block32[trans[rep[block[other]]]]
+        if (mine == theirs).all() and (accepting[other] == accepting[rep[block[other]]]).all():
             return block
+        succ = block32[trans]  # trans == -1 reads the appended DEAD
         # pragma: no cover - a 64-bit signature collision; split exactly and check again.
         rows = np.concatenate(
             [block[:, None], accepting[:, None].astype(np.int64), succ.astype(np.int64)], axis=1
         )
         _, exact = np.unique(rows, axis=0, return_inverse=True)
         block = exact.reshape(-1).astype(np.int64)
+
+
+# `unique_columns` hashes this many rows at a time.
+UNIQUE_COLUMNS_BLOCK = 256
 
 
 def unique_columns(mat: np.ndarray):
@@ -212,12 +228,17 @@ def unique_columns(mat: np.ndarray):
     sorting on a collision); ids are numbered in order of first appearance.
     """
     weights = np.random.default_rng(0xC01).integers(1, 2**63, size=mat.shape[0], dtype=np.uint64)
-    keys = (weights[:, None] * (mat.astype(np.int64) + 2).astype(np.uint64)).sum(
-        axis=0, dtype=np.uint64
-    )
+    # sum over rows of weight * (entry + 2), mod 2**64, a block of rows at a time (the
+    # temporaries stay small; modular sums do not depend on the order)
+    keys = np.zeros(mat.shape[1], np.uint64)
+    for r in range(0, mat.shape[0], UNIQUE_COLUMNS_BLOCK):
+        blk = mat[r : r + UNIQUE_COLUMNS_BLOCK].astype(np.uint64) + np.uint64(2)  # -1 wraps to 1
+        blk *= weights[r : r + UNIQUE_COLUMNS_BLOCK, None]
+        keys += blk.sum(axis=0, dtype=np.uint64)
     _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
     inverse = inverse.reshape(-1)
-    if not (mat == mat[:, first[inverse]]).all():  # pragma: no cover - a hash collision
+    other = np.flatnonzero(first[inverse] != np.arange(inverse.shape[0]))  # not their own rep
+    if not (mat[:, other] == mat[:, first[inverse[other]]]).all():  # pragma: no cover - collision
         _, first, inverse = np.unique(mat.T, axis=0, return_index=True, return_inverse=True)
         inverse = inverse.reshape(-1)
     # Renumber by first appearance so that column 0 keeps id 0.

@@ -84,25 +84,44 @@ def determinize(nfa, start: int, final: int, num_symbols: int, check_time, *, cl
     work = 0
     step = "the subset construction"
     lists = None  # the tables as lists, for `_small_level` (built on first use)
-    while fr_len.shape[0]:
-        f = fr_len.shape[0]
-        m_cnt = move_off[fr_mem + 1] - move_off[fr_mem]
-        work += fr_mem.shape[0] + int(counts[fr_mem].sum())
-        moves = int(m_cnt.sum())
+    small = None  # the frontier as lists (members, sizes) while levels are small
+    while True:
+        if small is not None:  # the level's counts in plain Python, as below
+            mem_l, len_l = small
+            f = len(len_l)
+            if not f:
+                break
+            off_l = lists.move_off
+            work += len(mem_l) + sum([lists.counts[m] for m in mem_l])
+            moves = sum([off_l[m + 1] - off_l[m] for m in mem_l])
+        else:
+            f = fr_len.shape[0]
+            if not f:
+                break
+            m_cnt = move_off[fr_mem + 1] - move_off[fr_mem]
+            work += fr_mem.shape[0] + int(counts[fr_mem].sum())
+            moves = int(m_cnt.sum())
         if work + moves > GUARD * budget.max_work:  # memory guard; budget below
             raise budget.work_exceeded(step)
         if moves <= SMALL_LEVEL:
             if lists is None:
-                lists = _Lists.of(move_off, move_cls, move_tgt, clo_off, clo_len, clo_mem)
-            row, fr_mem, fr_len, acc, work = _small_level(
-                fr_mem.tolist(), fr_len.tolist(), k, lists, ids, budget, final, work, step
+                lists = _Lists.of(move_off, move_cls, move_tgt, clo_off, clo_len, clo_mem, counts)
+            if small is None:
+                small = fr_mem.tolist(), fr_len.tolist()
+            row, new_mem, new_len, acc, work = _small_level(
+                *small, k, lists, ids, budget, final, work, step
             )
+            small = new_mem, new_len
             accepting.extend(acc)
             rows.append(row.reshape(f, k))
             if work > budget.max_work:
                 raise budget.work_exceeded(step)
             check_time(step)
             continue
+        if small is not None:  # back to arrays for a large level
+            fr_mem, fr_len = np.array(small[0], np.int64), np.array(small[1], np.int64)
+            small = None
+            m_cnt = move_off[fr_mem + 1] - move_off[fr_mem]
         idx = _ranges(move_off[fr_mem], m_cnt)
         fc = np.repeat(np.repeat(np.arange(f, dtype=np.int64), fr_len), m_cnt) * k + move_cls[idx]
         key = _sorted_unique(fc * n + move_tgt[idx])
@@ -128,14 +147,7 @@ def determinize(nfa, start: int, final: int, num_symbols: int, check_time, *, cl
             if grp.shape[0]:
                 starts, g_len, rep, inv = _distinct_sets(grp, mem, weights)
                 # Number new sets by their first (parent, class), as the FIFO construction does.
-                set_id = np.empty(rep.shape[0], np.int32)
-                new = []
-                for j in np.argsort(rep, kind="stable").tolist():
-                    s = int(starts[rep[j]])
-                    b = mem[s : s + int(g_len[rep[j]])].tobytes()
-                    set_id[j], is_new = budget.number(ids, b, step)
-                    if is_new:
-                        new.append(j)
+                set_id, new = _number_sets(rep, starts, g_len, mem, ids, budget, step)
                 set_of[grp[starts]] = set_id[inv]
                 new = np.array(new, np.int64)
                 fr_len = g_len[rep[new]]
@@ -158,6 +170,31 @@ def determinize(nfa, start: int, final: int, num_symbols: int, check_time, *, cl
     return np.ascontiguousarray(table[:, symbol_class]), np.array(accepting, bool)
 
 
+def _number_sets(rep, starts, g_len, mem, ids, budget, step):
+    """Numbers the distinct sets of a level (``rep``: each one's first group) in the order
+    of their first group, as `_fsa.Budget.number` does one at a time (a new set gets the
+    next id; past ``max_states``, the same error at the same set), keyed by their member
+    bytes. Returns (set_id int32[R], the indices of the new sets, in that order)."""
+    order = np.argsort(rep, kind="stable")
+    first = rep[order]
+    buf = mem.astype(np.int64, copy=False).tobytes()  # 8 bytes a member, as `tobytes` keys
+    get, max_states = ids.get, budget.max_states
+    got, new = [], []
+    for j, s, m in zip(order.tolist(), starts[first].tolist(), g_len[first].tolist(), strict=True):
+        b = buf[8 * s : 8 * (s + m)]
+        d = get(b)
+        if d is None:
+            d = len(ids)
+            if d >= max_states:
+                raise budget.states_exceeded(step)
+            ids[b] = d
+            new.append(j)
+        got.append(d)
+    set_id = np.empty(rep.shape[0], np.int32)
+    set_id[order] = got
+    return set_id, new
+
+
 class _Lists(NamedTuple):
     """The move and closure tables as Python lists (`_small_level` reads them per item)."""
 
@@ -167,6 +204,7 @@ class _Lists(NamedTuple):
     clo_off: list
     clo_len: list
     clo_mem: list
+    counts: list
 
     @classmethod
     def of(cls, *arrays: np.ndarray) -> _Lists:
@@ -180,10 +218,10 @@ def _small_level(mem, lens, k, lists: _Lists, ids, budget, final, work, step):
     same sets numbered in the same order (first (parent, class)), the same work counted and
     the same budget checks in the same order.
 
-    Returns (row int32[f * k], frontier members, frontier sizes, accepting of the new sets,
-    work).
+    Returns (row int32[f * k], frontier members, frontier sizes (lists), accepting of the
+    new sets, work).
     """
-    move_off, move_cls, move_tgt, clo_off, clo_len, clo_mem = lists
+    move_off, move_cls, move_tgt, clo_off, clo_len, clo_mem, _ = lists
     # Target sets per (parent, class), in (parent, class) order.
     per_pc = []
     pos = 0
@@ -227,7 +265,7 @@ def _small_level(mem, lens, k, lists: _Lists, ids, budget, final, work, step):
         members = targets[ts]
         if members:
             row[at] = set_id[members]
-    return row, np.array(new_mem, np.int64), np.array(new_len, np.int64), acc, work
+    return row, new_mem, new_len, acc, work
 
 
 def _sorted_unique(a: np.ndarray) -> np.ndarray:
@@ -242,29 +280,63 @@ def _ranges(lo: np.ndarray, counts: np.ndarray) -> np.ndarray:
     return np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(total)
 
 
+# `_closures` keeps the closure of an epsilon fan-out (a state with several epsilon
+# successors: an alternation's or a loop's entry, which many targets reach) once computed,
+# computing it first where it is met less than this deep in such nested computations.
+MEMO_DEPTH = 32
+
+
 def _closures(eps, targets: np.ndarray, important: np.ndarray, n: int):
     """CSR epsilon closures (important states only, sorted) of ``targets``: (off, len, mem)
-    indexed by NFA state; states not in ``targets`` have length 0."""
+    indexed by NFA state; states not in ``targets`` have length 0.
+
+    A search stops at a fan-out state whose closure is known and takes that closure whole
+    (`MEMO_DEPTH`): the same sets as searching every state, without walking the members
+    of an alternation again for every target that reaches it."""
     imp = important.tolist()
-    off = np.zeros(n, np.int64)
-    length = np.zeros(n, np.int64)
+    memo: dict[int, frozenset] = {}
+    busy: set[int] = set()  # fan-outs whose closure is being computed (a cycle: search on)
+
+    def important_reach(t: int, depth: int) -> set:
+        seen, stack, known = {t}, [t], []
+        while stack:
+            for z in eps[stack.pop()]:
+                if z in seen:
+                    continue
+                seen.add(z)
+                m = memo.get(z)
+                if m is None and depth < MEMO_DEPTH and len(eps[z]) > 1 and z not in busy:
+                    busy.add(z)
+                    m = memo[z] = frozenset(important_reach(z, depth + 1))
+                    busy.discard(z)
+                if m is None:
+                    stack.append(z)
+                else:
+                    known.append(m)
+        out = {y for y in seen if imp[y]}
+        for m in known:
+            out.update(m)
+        return out
+
+    tlist = np.unique(targets).tolist()
+    bounds = [0]  # the closures' ends in ``out``, in ``tlist`` order
     out: list[int] = []
-    for t in np.unique(targets).tolist():
-        off[t] = len(out)
+    for t in tlist:
         if not eps[t]:
             if imp[t]:
                 out.append(t)
-                length[t] = 1
-            continue
-        seen, stack = {t}, [t]
-        while stack:
-            for z in eps[stack.pop()]:
-                if z not in seen:
-                    seen.add(z)
-                    stack.append(z)
-        members = sorted(y for y in seen if imp[y])
-        out.extend(members)
-        length[t] = len(members)
+        else:
+            out.extend(sorted(important_reach(t, 0)))
+        bounds.append(len(out))
+    at = np.asarray(tlist, np.int64)
+    ends = np.asarray(bounds, np.int64)
+    off = np.zeros(n, np.int64)
+    length = np.zeros(n, np.int64)
+    off[at] = ends[:-1]
+    length[at] = np.diff(ends)
+    # `important_reach` refers to itself (a cycle the paused collector would keep): let go
+    # of the memo now rather than at the next collection
+    memo.clear()
     return off, length, np.array(out, np.int64)
 
 

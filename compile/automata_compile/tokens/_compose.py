@@ -98,9 +98,9 @@ def compose(dfa: ByteDFA, trie: TokenTrie, predicates=(), *, return_byte_states:
         ns, acc, st, tick=lambda: check_time("the token DFA's minimization")
     )
     # Minimization can make columns equal: merge them, keeping the dead class first.
-    dead = np.full((ns.shape[0], 1), -1, dtype=np.int32)
-    first, col_id = _dfa_ops.unique_columns(np.concatenate([dead, ns], axis=1))
-    new_next = np.ascontiguousarray(np.concatenate([dead, ns], axis=1)[:, first]).astype(np.int32)
+    with_dead = np.concatenate([np.full((ns.shape[0], 1), -1, dtype=np.int32), ns], axis=1)
+    first, col_id = _dfa_ops.unique_columns(with_dead)
+    new_next = with_dead[:, first].astype(np.int32, copy=False)
     token_class = col_id[1:][token_class].astype(np.int32)
     byte_state = np.zeros(ns.shape[0], dtype=np.int32)
     byte_state[block[::-1]] = kept[::-1]  # the first kept byte state of each token state
@@ -137,7 +137,7 @@ def canonical_numbering(token_class, next_state, accepting, start, byte_state):
     class_order = np.argsort(first_token, kind="stable")
     class_id = np.empty(num_classes, dtype=np.int32)
     class_id[class_order] = np.arange(num_classes, dtype=np.int32)
-    new_next = np.ascontiguousarray(state_id[next_state[state_order][:, class_order]])
+    new_next = state_id[next_state[np.ix_(state_order, class_order)]]
     return (
         class_id[token_class],
         new_next,
@@ -381,14 +381,14 @@ def _classes(num_states: int, trie: TokenTrie, walk: _Walk):
     if walk.xtok.size:
         x = np.searchsorted(hashed, walk.xtok)
         h = h + _sum_by(x, a[walk.xstart] * b[walk.xend], hashed.shape[0])
-    token_class = np.zeros(vsize, dtype=np.int64)
-    # Tokens without pairs: by row id (counting).
+    # Tokens without pairs: by row id (counting: class k + 1 for the k-th distinct nonzero
+    # row id, 0 for none).
     plain = dense_id.copy()
     plain[hashed] = 0
-    live = np.flatnonzero(plain)
-    ids, plain_class = unique_small(plain[live], int(plain.max(initial=0)) + 1)
-    num_plain = ids.shape[0]
-    token_class[live] = plain_class + 1
+    present = np.bincount(plain, minlength=1) > 0
+    present[0] = False
+    num_plain = int(present.sum())
+    token_class = (np.cumsum(present) * present)[plain]
     # Tokens with pairs: one sort of one 64-bit key (a SIMD sort; `np.lexsort` of the
     # pair is 20x slower); the row ids are checked exactly below.
     d = dense_id[hashed].astype(np.uint64)
@@ -416,9 +416,9 @@ def _classes(num_states: int, trie: TokenTrie, walk: _Walk):
     used = np.zeros(num_plain + int(new.sum()) + 1, dtype=bool)
     used[: num_plain + 1] = True
     used[inverse[pair_live] + 1 + num_plain] = True
-    rank = np.cumsum(used) - 1
+    rank = np.cumsum(used) - 1  # rank[0] = 0: the dead class stays 0
+    token_class = rank[token_class]
     nonzero = np.flatnonzero(token_class)
-    token_class[nonzero] = rank[token_class[nonzero]]
     rep = np.full(int(used.sum()), -1, dtype=np.int64)
     rep[token_class[nonzero[::-1]]] = nonzero[::-1]
     return token_class, rep

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from automata_compile.automata import _byte_dfa, _char_dfa
 from automata_compile.automata import _charsets as cs
-from automata_compile.automata._ir import NEVER, Automaton, Chars
+from automata_compile.automata._ir import NEVER, Automaton, Chars, fingerprint
 from automata_compile.frontends import _regex
 
 PATTERNS = [
@@ -212,3 +212,62 @@ def test_minimal_is_memoized_by_structure_across_calls(monkeypatch):
     monkeypatch.setattr(_char_dfa, "MAX_STATES", 2)
     long = Seq(tuple(Chars(((c, c),)) for c in b"abcdef"))
     assert _char_dfa.minimal(long) is None  # past the state budget: as is
+
+
+_small_regexes = st.recursive(
+    st.sampled_from(["a", "b", "[ab]", "[^a]", "\u00e9", "."]),
+    lambda inner: st.one_of(
+        st.tuples(inner, inner).map(lambda t: f"(?:{t[0]}{t[1]})"),
+        st.tuples(inner, inner).map(lambda t: f"(?:{t[0]}|{t[1]})"),
+        st.tuples(inner, st.sampled_from(["*", "?", "+", "{0,2}", "{2,3}"])).map(
+            lambda t: f"(?:{t[0]}){t[1]}"
+        ),
+    ),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(pattern=st.one_of(st.sampled_from(PATTERNS + ["", "a|ab|abc"]), _small_regexes))
+def test_minimizing_a_minimal_dfa_changes_nothing(pattern):
+    # `minimal` skips `to_ir`'s second minimization on `dfas`' output: it must be the same
+    # table, state for state, and the same IR node.
+    part, (dfa,) = _char_dfa.dfas(_regex.parse(pattern, None))
+    again = _char_dfa._fsa.minimize(dfa, _char_dfa._budget("x"))
+    if again is None:  # the empty language: `dfas` gives a DFA with no accepting state
+        assert not dfa.accepting.any()
+    else:
+        assert (again.trans == dfa.trans).all() and (again.accepting == dfa.accepting).all()
+        assert again.start == dfa.start
+    a, b = _char_dfa.to_ir(part, dfa, is_minimal=True), _char_dfa.to_ir(part, dfa)
+    assert fingerprint(a) == fingerprint(b)  # `Automaton` nodes compare by identity
+    empty = _char_dfa._empty(len(part.atoms))
+    assert _char_dfa.to_ir(part, empty, is_minimal=True) is NEVER is _char_dfa.to_ir(part, empty)
+
+
+_ascii_regexes = st.recursive(
+    st.sampled_from(["a", "b", "[ab]", "[^a\\x80-\\U0010FFFF]", "[0-9]", '"']),
+    lambda inner: st.one_of(
+        st.tuples(inner, inner).map(lambda t: f"(?:{t[0]}{t[1]})"),
+        st.tuples(inner, inner).map(lambda t: f"(?:{t[0]}|{t[1]})"),
+        st.tuples(inner, st.sampled_from(["*", "?", "{0,3}", "{2}"])).map(
+            lambda t: f"(?:{t[0]}){t[1]}"
+        ),
+    ),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(pattern=st.one_of(_ascii_regexes, _small_regexes))
+def test_ascii_states_is_the_byte_dfa_size(pattern):
+    node = _regex.parse(pattern, None)
+    m = _char_dfa.minimal(node)
+    if m is None or _char_dfa.is_never(m):
+        return
+    n = _char_dfa.ascii_states(m)
+    ascii_only = all(hi < 0x80 for s in _char_dfa.char_sets(m, set()) for _, hi in s)
+    assert (n is not None) == ascii_only
+    if n is not None:
+        assert n == _byte_dfa.build_byte_dfa(node).num_states
+    assert _char_dfa.ascii_states(Chars(((97, 97),))) is None  # not an automaton

@@ -217,9 +217,14 @@ def test_minimize_empty_table():
         )
     )
 )
-def test_unique_columns_against_a_dict(mat):
+@pytest.mark.parametrize("block", [256, 2])  # rows hashed a block at a time
+def test_unique_columns_against_a_dict(mat, block):
     m = np.array(mat, np.int32).T  # rows x columns
-    first, ids = _dfa_ops.unique_columns(m)
+    saved, _dfa_ops.UNIQUE_COLUMNS_BLOCK = _dfa_ops.UNIQUE_COLUMNS_BLOCK, block
+    try:
+        first, ids = _dfa_ops.unique_columns(m)
+    finally:
+        _dfa_ops.UNIQUE_COLUMNS_BLOCK = saved
     order: dict[tuple, int] = {}
     for j in range(m.shape[1]):
         order.setdefault(tuple(m[:, j].tolist()), j)
@@ -261,3 +266,48 @@ def test_closure_in_python_equals_the_vectorized_bfs(case):
     finally:
         _dfa_ops.SMALL_GRAPH = saved
     np.testing.assert_array_equal(small, big)
+
+
+@settings(max_examples=150, deadline=None)
+@given(dense_dfas(max_states=7, max_symbols=3), st.integers(0, 2**32 - 1))
+def test_verify_or_refine_repairs_a_wrong_partition(dfa, seed):
+    # As if a hash had collided: any coarser (or wrong) block assignment is refined to the
+    # coarsest congruence below it, and a congruence is returned as it is.
+    trans, accepting, start = dfa
+    t = _dfa_ops.trim(trans, accepting, start)
+    if t is None:
+        return
+    trans, accepting, start = t
+    q = trans.shape[0]
+    *_, exact = _dfa_ops.minimize(trans, accepting, start)
+    assert np.array_equal(
+        _dfa_ops._verify_or_refine(trans, accepting, exact.astype(np.int64)), exact
+    )
+    wrong = np.random.default_rng(seed).integers(0, 2, q).astype(np.int64)
+    fixed = _dfa_ops._verify_or_refine(trans, accepting, wrong)
+    # it refines ``wrong`` and the minimal partition: each block lies within one block of both
+    for blk in np.unique(fixed):
+        members = np.flatnonzero(fixed == blk)
+        assert len(set(wrong[members].tolist())) == 1
+        assert len(set(exact[members].tolist())) == 1
+    # ... and the result is a congruence: members agree on acceptance and successor blocks
+    lut = np.append(fixed, -1)
+    for blk in np.unique(fixed):
+        members = np.flatnonzero(fixed == blk)
+        assert len({(bool(accepting[m]), *lut[trans[m]].tolist()) for m in members}) == 1
+
+
+@settings(max_examples=150, deadline=None)
+@given(dense_dfas(max_states=7, max_symbols=3))
+def test_trim_of_a_reachable_table_may_skip_the_forward_search(dfa):
+    # a table whose states are all reachable (as a subset construction builds it): the
+    # co-reachable states alone give the same result
+    trans, accepting, start = dfa
+    q = trans.shape[0]
+    reach = _dfa_ops._closure(np.array([start]), *np.nonzero(trans >= 0)[:1], trans[trans >= 0], q)
+    trans, accepting, start = _dfa_ops.restrict(trans, accepting, start, reach)
+    got = _dfa_ops.trim(trans, accepting, start, all_reachable=True)
+    want = _dfa_ops.trim(trans, accepting, start)
+    assert (got is None) == (want is None)
+    if want is not None:
+        assert all(np.array_equal(a, b) for a, b in zip(got, want, strict=True))

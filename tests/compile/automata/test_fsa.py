@@ -205,3 +205,48 @@ def test_character_intersection_budget(monkeypatch):
 def test_dense_tables_are_int32():
     d = _dense("a|bc")
     assert d.trans.dtype == np.int32 and d.accepting.dtype == bool
+
+
+def test_limits_pause_the_garbage_collector_and_restore_it():
+    import gc
+    import threading
+
+    assert gc.isenabled()
+    with _fsa.limits(5.0, "x"):
+        assert not gc.isenabled()
+        with _fsa.limits(None, "y"):  # nested: still paused, and after the inner block too
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    # Overlapping blocks in two threads: the last to close re-enables it.
+    inside, leave = threading.Event(), threading.Event()
+
+    def other():
+        with _fsa.gc_paused():
+            inside.set()
+            leave.wait(5)
+
+    t = threading.Thread(target=other)
+    t.start()
+    inside.wait(5)
+    with _fsa.gc_paused():
+        leave.set()
+        t.join()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    # A collector the caller had disabled stays disabled.
+    gc.disable()
+    try:
+        with _fsa.limits(5.0, "x"):
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_limits_restore_the_collector_after_an_error():
+    import gc
+
+    with pytest.raises(StateBudgetExceededError), _fsa.limits(5.0, "x"):
+        raise StateBudgetExceededError("boom")
+    assert gc.isenabled()

@@ -135,3 +135,41 @@ def test_budgets_stop_both_kinds_of_level_alike(max_states, max_work, monkeypatc
         monkeypatch.setattr(_subset, "SMALL_LEVEL", small)
         msgs.add(_budget_error("(a|b)*a(a|b){3}x[0-9]{2,5}", max_states, max_work))
     assert len(msgs) == 1, msgs
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(1, 12).flatmap(
+        lambda n: st.tuples(
+            st.just(n),
+            st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=30),
+            st.lists(st.booleans(), min_size=n, max_size=n),
+            st.lists(st.integers(0, n - 1), min_size=1, max_size=8),
+            st.sampled_from([0, 1, 2, _subset.MEMO_DEPTH]),
+        )
+    )
+)
+def test_closures_against_a_search_per_target(case):
+    # Epsilon graphs with cycles and fan-outs: the memoized closures are each target's
+    # important reachable states, sorted, whatever the memo depth.
+    n, edges, important, targets, depth = case
+    eps = [[] for _ in range(n)]
+    for a, b in edges:
+        eps[a].append(b)
+    saved, _subset.MEMO_DEPTH = _subset.MEMO_DEPTH, depth
+    try:
+        off, length, mem = _subset._closures(eps, np.array(targets), np.array(important), n)
+    finally:
+        _subset.MEMO_DEPTH = saved
+    for t in range(n):
+        if t not in targets:
+            assert length[t] == 0
+            continue
+        seen, stack = {t}, [t]
+        while stack:
+            for z in eps[stack.pop()]:
+                if z not in seen:
+                    seen.add(z)
+                    stack.append(z)
+        want = sorted(y for y in seen if important[y])
+        assert mem[off[t] : off[t] + length[t]].tolist() == want

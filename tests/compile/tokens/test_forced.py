@@ -236,3 +236,33 @@ def test_batched_runs_match_one_pair_at_a_time(request, which):
     texts = [(c + w).decode("utf-8") for c, w in pairs]
     if which == "llama3_vocab":
         assert vocab.encode_many(texts) == [vocab.encode(t) for t in texts]
+
+
+@pytest.mark.parametrize("which", ["toy_vocab", "llama3_vocab"])
+def test_encodings_are_memoized_per_vocabulary(request, which, monkeypatch):
+    vocab = request.getfixturevalue(which)
+
+    def one(t):
+        try:
+            return vocab.encode(t)
+        except ac.VocabularyError:
+            return None
+
+    texts = ['{"name": "', "ab", "ab", "日本", '"}', "zz"] + [f"k{i}" for i in range(40)]
+    want = [one(t) for t in texts]
+    _forced._ENCODINGS.pop(vocab, None)
+    calls = []
+    real = _forced._encode_uncached
+    monkeypatch.setattr(
+        _forced, "_encode_uncached", lambda v, ts: calls.append(list(ts)) or real(v, ts)
+    )
+    got = _forced._encode_many(vocab, texts)
+    assert [None if g is None else list(g) for g in got] == want
+    assert calls == [list(dict.fromkeys(texts))]  # each distinct text once
+    assert _forced._encode_many(vocab, texts[::-1]) == got[::-1]
+    assert len(calls) == 1  # all from the memo (failures too)
+    # Bounded: the least recently used texts go first.
+    monkeypatch.setattr(_forced, "ENCODE_CACHE_ENTRIES", 4)
+    _forced._encode_many(vocab, ["x1", "x2", "ab"])
+    assert len(_forced._ENCODINGS[vocab]) == 4
+    assert set(list(_forced._ENCODINGS[vocab])[-3:]) == {"x1", "x2", "ab"}

@@ -80,6 +80,7 @@ class _Emitter:
         # id(label) -> (label, its minimal automaton / its minimal byte DFA's states)
         self.minimal: dict = {}
         self.dfa_sizes: dict = {}
+        self.minimal_ids: set = set()  # ids of `_minimal`'s minimal automata (kept in .minimal)
         self.order_states = 0  # estimated states any order added, over the schema's objects
 
     def string(self, content):
@@ -411,6 +412,8 @@ class _Emitter:
             if not sf.is_never(label):
                 m = _char_dfa.minimal(label, what="a property")
                 out = label if m is None else m
+                if m is not None:
+                    self.minimal_ids.add(id(m))
             hit = self.minimal[id(label)] = (label, out)
         return hit[1]
 
@@ -419,11 +422,19 @@ class _Emitter:
         is one edge there, as in the byte PDA."""
         hit = self.dfa_sizes.get(id(label))
         if hit is None:
-            calls = 1 + max(rule_calls(label, set()), default=-1)
-            try:
-                n = 0 if sf.is_never(label) else _byte_dfa.cached_byte_dfa(label, calls).num_states
-            except EmptyLanguageError:
-                n = 0
+            n = None
+            if id(label) in self.minimal_ids:  # a minimal automaton over ASCII: its own size
+                n = _char_dfa.ascii_states(label)
+            if n is None:
+                calls = 1 + max(rule_calls(label, set()), default=-1)
+                try:
+                    n = (
+                        0
+                        if sf.is_never(label)
+                        else _byte_dfa.cached_byte_dfa(label, calls).num_states
+                    )
+                except EmptyLanguageError:
+                    n = 0
             hit = self.dfa_sizes[id(label)] = (label, n)
         return hit[1]
 
