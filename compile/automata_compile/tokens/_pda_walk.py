@@ -56,7 +56,12 @@ class Walk:
       wide: int64[W], the wide start states.
       rows: int32[U, W], distinct rows of end states over the wide starts (``sink`` =
         dead); a row entry stands for the outcome (end state, nothing pushed or popped).
-      group_row: int64[G], each group's row, -1 if dead from every wide start.
+      live_group: int32[L], ascending, the groups with a row (alive from some wide start);
+        every other group is dead from every wide start. Stored sparsely: a walk's rows
+        cover a few thousand of a vocabulary's groups at most, except free text's, and a
+        dense int64[G] per walk made a tool-call constraint's walks (and their cache)
+        18x larger (207 MB of 219 at 100 BFCL tools on Llama-3).
+      live_row: int32[L], the row of each group of ``live_group``.
       sink: the dead marker in ``rows``.
       exits: with ``truncate``, int64[E, 5] rows (start, level, child node, state, context
         id): the lane at ``state`` pops below its own pushes on the child's byte.
@@ -67,9 +72,16 @@ class Walk:
     oid: np.ndarray
     wide: np.ndarray
     rows: np.ndarray
-    group_row: np.ndarray
+    live_group: np.ndarray
+    live_row: np.ndarray
     sink: int
     exits: np.ndarray
+
+    def group_rows(self, num_groups: int) -> np.ndarray:
+        """int64[G]: each group's row, -1 if dead from every wide start (the dense view)."""
+        out = np.full(num_groups, -1, np.int64)
+        out[self.live_group] = self.live_row
+        return out
 
 
 class Walker:
@@ -282,11 +294,11 @@ class Walker:
         if dense is None:
             wide = np.zeros(0, np.int64)
             rows = np.zeros((0, 0), np.int32)
-            group_row = np.full(trie.num_groups, -1, np.int64)
+            live_group = live_row = np.zeros(0, np.int32)
         else:
-            wide, (rows, group_row) = dense.wide, dense.finish()
+            wide, (rows, live_group, live_row) = dense.wide, dense.finish()
         ex = np.array(exits, np.int64).reshape(-1, 5)
-        return Walk(src, group, oid, wide, rows, group_row, q_count, ex)
+        return Walk(src, group, oid, wide, rows, live_group, live_row, q_count, ex)
 
     def wide(self, q0s: np.ndarray) -> np.ndarray:
         """bool per state of ``q0s``: walked with rows (the trie nodes below the bytes it
@@ -547,10 +559,10 @@ class _Dense:
         byte = self.walker.trie.byte[d][child].astype(np.int64)
         return [child.astype(np.int64), state, np.zeros_like(state), self.wide[w], byte]
 
-    def finish(self) -> tuple[np.ndarray, np.ndarray]:
-        """(canonical rows, group_row): equal rows across levels get one id."""
+    def finish(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(canonical rows, live groups, their rows): equal rows across levels get one id."""
+        live = np.flatnonzero(self.group_row >= 0).astype(np.int32)
         if not self.levels:
-            return np.zeros((0, self.wide.shape[0]), np.int32), self.group_row
+            return np.zeros((0, self.wide.shape[0]), np.int32), live, live
         canon, canon_of = unique_rows(np.concatenate(self.levels))
-        g = self.group_row
-        return canon.astype(np.int32), np.where(g >= 0, canon_of[np.maximum(g, 0)], -1)
+        return canon.astype(np.int32), live, canon_of[self.group_row[live]].astype(np.int32)

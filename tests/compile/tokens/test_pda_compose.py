@@ -260,3 +260,65 @@ def test_tool_call_pdas_match_the_reference(request, vocab_name, fmt, flags):
     trie = trie_for(vocab)
     pda = _tool_call_pda([*ORACLE_TOOLS, DEVICE_TOOLS[2]], fmt, **flags)
     _assert_same(compose_pda(pda, trie, vocab), reference_compose(pda, trie))
+
+
+# -- a walk's rows are stored sparsely (live groups only): edits against their meaning ---------
+
+
+def _ends(walk) -> dict:
+    """{group: end state per wide start} for every live group of ``walk``: what its rows mean."""
+    assert np.all(np.diff(walk.live_group) > 0), "live groups ascending, each once"
+    assert walk.live_group.dtype == walk.live_row.dtype == np.int32
+    out = {}
+    for g, r in zip(walk.live_group.tolist(), walk.live_row.tolist(), strict=True):
+        row = tuple(walk.rows[r].tolist())
+        assert any(t != walk.sink for t in row), "a live group's row is not all dead"
+        out[g] = row
+    return out
+
+
+def _json_walk(byte_vocab, monkeypatch):
+    from automata_compile.tokens import _pda_walk
+
+    monkeypatch.setattr(_pda_walk, "WIDE_SHARE", 0.0)  # every state walked with rows
+    pda = _pda(builtin_grammar("json"), byte_vocab)
+    walker = Walker(pda, trie_for(byte_vocab))
+    walk = walker.walk(np.flatnonzero((pda.kind != 0).any(axis=1)))
+    assert walk.wide.size > 2 and walk.live_group.size > 2
+    return walk, walker.trie.num_groups
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_row_edits_on_sparse_rows_mean_what_they_say(byte_vocab, seed, monkeypatch):
+    """`_with_entries` (set entry w of group g's row, a dead group starting from the dead
+    row) and `_restricted` (drop wide starts; a row left all dead kills its group) give the
+    rows they mean, on a real walk, with the dense view agreeing."""
+    walk, num_groups = _json_walk(byte_vocab, monkeypatch)
+    rng = np.random.default_rng(seed)
+    ends = _ends(walk)
+    width = walk.wide.shape[0]
+    n = int(rng.integers(1, 12))
+    cells = rng.choice(num_groups * width, size=n, replace=False)
+    g, w = cells // width, cells % width
+    t = rng.integers(0, walk.sink, size=n)
+    want = dict(ends)
+    for gi, wi, ti in zip(g.tolist(), w.tolist(), t.tolist(), strict=True):
+        row = list(want.get(gi, (walk.sink,) * width))
+        row[wi] = ti
+        want[gi] = tuple(row)
+    edited = _pda_compose._with_entries(walk, g, w, t)
+    assert _ends(edited) == want
+    dense = edited.group_rows(num_groups)
+    assert [g for g in range(num_groups) if dense[g] >= 0] == sorted(want)
+
+    keep = np.ones(walk.sink, bool)
+    keep[rng.choice(walk.wide, size=int(rng.integers(1, width)), replace=False)] = False
+    kept = keep[edited.wide]
+    want_r = {}
+    for gi, row in want.items():
+        sub = tuple(x for x, k in zip(row, kept.tolist(), strict=True) if k)
+        if any(x != walk.sink for x in sub):
+            want_r[gi] = sub
+    restricted = _pda_compose._restricted(edited, keep)
+    assert _ends(restricted) == want_r
+    assert keep[restricted.src].all() and np.array_equal(restricted.wide, edited.wide[kept])
