@@ -115,9 +115,11 @@ def _normalized(parts: list, plain: np.ndarray, q_count: int) -> list:
     out = []
     for p in parts:
         move = (owner[p.src] >= 0) & (plain[p.oid] >= 0)
-        for k in np.unique(owner[p.src[move]]).tolist():
-            m = move & (owner[p.src] == k)
-            moved[k].append((p.group[m], col[p.src[m]], plain[p.oid[m]]))
+        at = np.flatnonzero(move)
+        at = at[np.argsort(owner[p.src[at]], kind="stable")]  # by owner, in entry order
+        own = owner[p.src[at]]
+        for m in np.split(at, np.flatnonzero(np.diff(own)) + 1) if at.size else ():
+            moved[int(owner[p.src[m[0]]])].append((p.group[m], col[p.src[m]], plain[p.oid[m]]))
         keep = ~move
         out.append(dataclasses.replace(p, src=p.src[keep], group=p.group[keep], oid=p.oid[keep]))
     for k, p in enumerate(out):
