@@ -138,33 +138,44 @@ def _with_entries(p: Walk, g: np.ndarray, w: np.ndarray, t: np.ndarray) -> Walk:
     new = base[np.where(old >= 0, old, p.rows.shape[0])]
     new[gi.reshape(-1), w] = t
     rows, row_of = unique_rows(np.concatenate([p.rows, new]))
-    new_ids = row_of[p.rows.shape[0] :]
-    live_row = row_of[p.live_row]
-    had = old >= 0  # groups with a row already: their entry changes in place
-    live_row[np.searchsorted(p.live_group, ug[had])] = new_ids[had]
-    live_group = np.concatenate([p.live_group, ug[~had]])
-    order = np.argsort(live_group, kind="stable")
-    live_row = np.concatenate([live_row, new_ids[~had]])[order]
+    row_of = np.append(row_of, -1)  # row -1 (dead) stays dead
+    new_ids = row_of[p.rows.shape[0] : -1]
+    other_row = row_of[p.other_row]
+    pos = np.searchsorted(p.other_group, ug)
+    had = pos < p.other_group.shape[0]
+    had[had] = p.other_group[pos[had]] == ug[had]  # already an exception: changed in place
+    other_row[pos[had]] = new_ids[had]
+    group = np.concatenate([p.other_group, ug[~had]])
+    order = np.argsort(group, kind="stable")
+    row = np.concatenate([other_row, new_ids[~had]])[order]
     return dataclasses.replace(
-        p,
-        rows=rows,
-        live_group=live_group[order].astype(np.int32),
-        live_row=live_row.astype(np.int32),
+        p, rows=rows, **_exceptions(int(row_of[p.default_row]), group[order], row)
     )
+
+
+def _exceptions(default: int, group: np.ndarray, row: np.ndarray) -> dict:
+    """`Walk`'s default_row / other_group / other_row fields, without the groups whose row
+    became the default one."""
+    keep = row != default
+    return {
+        "default_row": default,
+        "other_group": group[keep].astype(np.int32),
+        "other_row": row[keep].astype(np.int32),
+    }
 
 
 def _rows_of(p: Walk, groups: np.ndarray) -> np.ndarray:
     """int64: the row of each of ``groups`` in walk ``p`` (-1: dead from its wide starts)."""
-    n = p.live_group.shape[0]
+    n = p.other_group.shape[0]
     if n == 0:
-        return np.full(groups.shape[0], -1, np.int64)
-    pos = np.minimum(np.searchsorted(p.live_group, groups), n - 1)
-    return np.where(p.live_group[pos] == groups, p.live_row[pos].astype(np.int64), -1)
+        return np.full(groups.shape[0], p.default_row, np.int64)
+    pos = np.minimum(np.searchsorted(p.other_group, groups), n - 1)
+    return np.where(p.other_group[pos] == groups, p.other_row[pos].astype(np.int64), p.default_row)
 
 
 def _reached(parts: list, walker: Walker, start: int) -> np.ndarray:
     """bool[Q]: the states reached from ``start`` through token outcomes (the boundary)."""
-    q_count = walker.pda.num_states
+    q_count, num_groups = walker.pda.num_states, walker.trie.num_groups
     n_out = len(walker.outcomes)
     lens = np.array([len(o) for o in walker.outcomes], np.int64).reshape(-1)
     tgt = np.array([c[0] for o in walker.outcomes for c in o], np.int64)
@@ -177,9 +188,10 @@ def _reached(parts: list, walker: Walker, start: int) -> np.ndarray:
         srcs.append(np.repeat(s, k))
         tgts.append(tgt[np.repeat(offs[o] - np.cumsum(k) + k, k) + np.arange(k.sum())])
         if p.wide.size:
-            used = np.zeros(p.rows.shape[0], bool)
-            used[p.live_row] = True  # the rows some group ends in
-            ends = p.rows[np.flatnonzero(used)]
+            used = np.zeros(p.rows.shape[0] + 1, bool)
+            used[p.other_row] = True  # the rows some group ends in (-1, dead: the last entry)
+            used[p.default_row] |= p.other_group.shape[0] < num_groups
+            ends = p.rows[np.flatnonzero(used[:-1])]
             r, w = np.nonzero(ends != p.sink)
             srcs.append(p.wide[w])
             tgts.append(ends[r, w].astype(np.int64))
@@ -202,15 +214,14 @@ def _restricted(p: Walk, keep: np.ndarray) -> Walk:
     """``p`` without the start states outside ``keep``."""
     s = keep[p.src]
     w = keep[p.wide]
-    rows, live_group, live_row = p.rows[:, w], p.live_group, p.live_row  # no rows: none live
+    rows, rest = p.rows[:, w], {}  # no rows: every group dead
     if not w.all() and p.rows.shape[0]:
         rows, row_of = unique_rows(p.rows[:, w])
         dead = (rows == p.sink).all(axis=1)
-        ids = np.where(dead[row_of], -1, row_of)[live_row]
-        alive = ids >= 0
-        live_group, live_row = live_group[alive], ids[alive].astype(np.int32)
-    return Walk(
-        p.src[s], p.group[s], p.oid[s], p.wide[w], rows, live_group, live_row, p.sink, p.exits
+        ids = np.append(np.where(dead[row_of], -1, row_of), -1)  # row -1 (dead) stays dead
+        rest = _exceptions(int(ids[p.default_row]), p.other_group, ids[p.other_row])
+    return dataclasses.replace(
+        p, src=p.src[s], group=p.group[s], oid=p.oid[s], wide=p.wide[w], rows=rows, **rest
     )
 
 
@@ -228,18 +239,28 @@ def _sparse(parts: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return tuple(np.concatenate([getattr(p, f) for p in parts]) for f in ("src", "group", "oid"))
 
 
-def _signature(parts: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(src, group, oid) int64: every walk's sparse entries, then walk k's rows as pairs
-    (``base + k``, group, row id), ``base`` past every start state: a group's class
-    signature, as pairs with one entry per (state or walk, group). Only live groups have
-    row pairs (a group dead from every start has no pairs at all, as the dead class)."""
+def _others(p: Walk, num_groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """(groups, rows) of walk ``p``'s groups whose row is not its default one, with the
+    virtual all-dead group ``num_groups`` (row -1) where the default row is not dead."""
+    if p.default_row < 0:
+        return p.other_group, p.other_row
+    return np.append(p.other_group, num_groups), np.append(p.other_row, -1)
+
+
+def _signature(parts: list, num_groups: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(src, group, oid) int64: every walk's sparse entries, then walk k's rows that are not
+    its default row as pairs (``base + k``, group, row id), ``base`` past every start
+    state: a group's class signature, with one entry per (state or walk, group). Groups
+    with the same pairs have the same rows in every walk (the default where they have
+    none); a group dead from every start has no pairs where dead is the default."""
     src, group, oid = _sparse(parts)
     base = int(src.max(initial=-1)) + 1
-    walk = [np.full(p.live_group.shape[0], base + k, np.int64) for k, p in enumerate(parts)]
+    others = [_others(p, num_groups) for p in parts]
+    walk = [np.full(g.shape[0], base + k, np.int64) for k, (g, _) in enumerate(others)]
     return (
         np.concatenate([src, *walk]),
-        np.concatenate([group, *(p.live_group.astype(np.int64) for p in parts)]),
-        np.concatenate([oid, *(p.live_row.astype(np.int64) for p in parts)]),
+        np.concatenate([group, *(g.astype(np.int64) for g, _ in others)]),
+        np.concatenate([oid, *(r.astype(np.int64) for _, r in others)]),
     )
 
 
@@ -249,38 +270,42 @@ def _classes_hashed(parts: list, num_groups: int, num_outcomes: int) -> tuple | 
     A group's signature is its sparse (state, outcome) pairs and its row in every walk
     with rows (`_signature`); all of it is hashed, the hashes grouped by one sort of G
     keys, and every group is then checked against its class's first group (the same
-    number of pairs, each sparse pair present in the first group's, the same row in every
-    walk where it has one), so the result is exact. Work and memory follow the live
-    entries, not walks x groups.
+    number of pairs and of rows that are not their walk's default, each sparse pair present
+    in the first group's, the same row wherever it is not the default), so the result is
+    exact. Work and memory follow the sparse pairs and the rows that are not their walk's
+    default, not walks x groups.
 
     Returns:
       (group_class, reps): class per group (0 = dead from every state, others numbered by
       first group) and, ascending, the first group of each class 1.. ; None on a collision.
     """
     src, group, oid = _sparse(parts)
-    g1 = num_groups + 1  # the last, virtual group has no entries: the dead class
+    g1 = num_groups + 1  # the last, virtual group: dead from every state (the dead class)
     q_salt = _mix(np.arange(1, int(src.max(initial=0)) + 2, dtype=np.uint64))
     o_salt = _mix(np.arange(num_outcomes + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15))
     h = np.zeros(g1, np.uint64)
     np.add.at(h, group, _mix(q_salt[src] ^ o_salt[oid]))
     count = np.bincount(group, minlength=g1)
-    for k, p in enumerate(parts):  # a walk's live groups are distinct: a plain += per walk
-        if p.live_group.size:
-            salt = _mix(np.array([k + 1], np.uint64)) * np.uint64(0xD6E8FEB86659FD93)
-            row_hash = _mix(np.arange(p.rows.shape[0], dtype=np.uint64) + salt)
-            h[p.live_group] += row_hash[p.live_row]
-            count[p.live_group] += 1
-    h = _mix(h + count.astype(np.uint64))
+    others = [_others(p, num_groups) for p in parts]
+    defaults = np.zeros(1, np.uint64)  # every group's default rows, added once
+    for k, (p, (og, orow)) in enumerate(zip(parts, others, strict=True)):
+        salt = _mix(np.array([k + 1], np.uint64)) * np.uint64(0xD6E8FEB86659FD93)
+        row_hash = _mix(np.arange(p.rows.shape[0] + 1, dtype=np.uint64) + salt)  # last: dead
+        d = row_hash[p.default_row]
+        defaults += d
+        h[og] += row_hash[orow] - d  # a walk's other groups are distinct: a plain +=
+        count[og] += 1
+    h = _mix(h + defaults + count.astype(np.uint64))
     _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
     inverse = inverse.reshape(-1)
     rep = first[inverse]  # rep[g] <= g: a real group's representative is a real group
     if not np.array_equal(count, count[rep]):
         return None
-    row = np.full(g1, -1, np.int64)  # one walk's rows at a time, reset after it
-    for p in parts:  # with equal counts: the same rows in every walk
-        row[p.live_group] = p.live_row
-        same = np.array_equal(row[rep[p.live_group]], p.live_row)
-        row[p.live_group] = -1
+    row = np.full(g1, -2, np.int64)  # one walk's other rows at a time (-2: the default)
+    for og, orow in others:  # with equal counts: the same rows in every walk
+        row[og] = orow
+        same = np.array_equal(row[rep[og]], orow)
+        row[og] = -2
         if not same:
             return None
     # Every sparse pair of every group is its representative's: look them up by (state, class).
@@ -298,7 +323,7 @@ def _classes_hashed(parts: list, num_groups: int, num_outcomes: int) -> tuple | 
 
 def _classes_exact(parts: list, num_groups: int) -> tuple:
     """`_classes_hashed` keyed by each group's exact signature (bytes), without hashing."""
-    src, group, oid = _signature(parts)
+    src, group, oid = _signature(parts, num_groups)
     order = np.lexsort((oid, src, group))
     pairs = np.stack([src[order], oid[order]], axis=1)
     cuts = np.searchsorted(group[order], np.arange(num_groups + 2))

@@ -259,8 +259,8 @@ def _mapped(w: Walk, pw: _PartWalk, copies: list, walker: Walker) -> Walk:
         rows.append(np.append(states, q_count)[w.rows])  # the local sink: last state + 1
     return Walk(
         np.concatenate(src), np.tile(w.group, len(copies)), np.concatenate(oid),
-        np.concatenate(wide), np.concatenate(rows, axis=1).astype(np.int32), w.live_group,
-        w.live_row, q_count, np.zeros((0, 5), np.int64),
+        np.concatenate(wide), np.concatenate(rows, axis=1).astype(np.int32), w.default_row,
+        w.other_group, w.other_row, q_count, np.zeros((0, 5), np.int64),
     )  # fmt: skip
 
 

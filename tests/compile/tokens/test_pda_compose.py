@@ -7,6 +7,7 @@ per state (a dict, no hashing tricks) and assembles the tables with plain loops.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import numpy as np
@@ -262,18 +263,21 @@ def test_tool_call_pdas_match_the_reference(request, vocab_name, fmt, flags):
     _assert_same(compose_pda(pda, trie, vocab), reference_compose(pda, trie))
 
 
-# -- a walk's rows are stored sparsely (live groups only): edits against their meaning ---------
+# -- a walk's rows are stored as exceptions to a default row: edits against their meaning -----
 
 
-def _ends(walk) -> dict:
-    """{group: end state per wide start} for every live group of ``walk``: what its rows mean."""
-    assert np.all(np.diff(walk.live_group) > 0), "live groups ascending, each once"
-    assert walk.live_group.dtype == walk.live_row.dtype == np.int32
+def _ends(walk, num_groups: int) -> dict:
+    """{group: end state per wide start} for every live group of ``walk``: what its rows
+    mean; and the stored form checked (exceptions to a default row, ascending, each once)."""
+    assert np.all(np.diff(walk.other_group) > 0), "other groups ascending, each once"
+    assert walk.other_group.dtype == walk.other_row.dtype == np.int32
+    assert not np.any(walk.other_row == walk.default_row)
     out = {}
-    for g, r in zip(walk.live_group.tolist(), walk.live_row.tolist(), strict=True):
-        row = tuple(walk.rows[r].tolist())
-        assert any(t != walk.sink for t in row), "a live group's row is not all dead"
-        out[g] = row
+    for g, r in enumerate(walk.group_rows(num_groups).tolist()):
+        if r >= 0:
+            row = tuple(walk.rows[r].tolist())
+            assert any(t != walk.sink for t in row), "a live group's row is not all dead"
+            out[g] = row
     return out
 
 
@@ -284,18 +288,27 @@ def _json_walk(byte_vocab, monkeypatch):
     pda = _pda(builtin_grammar("json"), byte_vocab)
     walker = Walker(pda, trie_for(byte_vocab))
     walk = walker.walk(np.flatnonzero((pda.kind != 0).any(axis=1)))
-    assert walk.wide.size > 2 and walk.live_group.size > 2
+    assert walk.wide.size > 2 and (walk.group_rows(walker.trie.num_groups) >= 0).sum() > 2
     return walk, walker.trie.num_groups
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_row_edits_on_sparse_rows_mean_what_they_say(byte_vocab, seed, monkeypatch):
+@pytest.mark.parametrize("default", ["most common", "live"])
+@pytest.mark.parametrize("seed", range(4))
+def test_row_edits_on_sparse_rows_mean_what_they_say(byte_vocab, seed, default, monkeypatch):
     """`_with_entries` (set entry w of group g's row, a dead group starting from the dead
     row) and `_restricted` (drop wide starts; a row left all dead kills its group) give the
     rows they mean, on a real walk, with the dense view agreeing."""
     walk, num_groups = _json_walk(byte_vocab, monkeypatch)
+    if default == "live":  # the same rows, stored as exceptions to a live row
+        dense = walk.group_rows(num_groups)
+        live = dense[dense >= 0]
+        d = int(np.bincount(live).argmax())
+        other = np.flatnonzero(dense != d).astype(np.int32)
+        walk = dataclasses.replace(
+            walk, default_row=d, other_group=other, other_row=dense[other].astype(np.int32)
+        )
     rng = np.random.default_rng(seed)
-    ends = _ends(walk)
+    ends = _ends(walk, num_groups)
     width = walk.wide.shape[0]
     n = int(rng.integers(1, 12))
     cells = rng.choice(num_groups * width, size=n, replace=False)
@@ -307,7 +320,7 @@ def test_row_edits_on_sparse_rows_mean_what_they_say(byte_vocab, seed, monkeypat
         row[wi] = ti
         want[gi] = tuple(row)
     edited = _pda_compose._with_entries(walk, g, w, t)
-    assert _ends(edited) == want
+    assert _ends(edited, num_groups) == want
     dense = edited.group_rows(num_groups)
     assert [g for g in range(num_groups) if dense[g] >= 0] == sorted(want)
 
@@ -320,5 +333,5 @@ def test_row_edits_on_sparse_rows_mean_what_they_say(byte_vocab, seed, monkeypat
         if any(x != walk.sink for x in sub):
             want_r[gi] = sub
     restricted = _pda_compose._restricted(edited, keep)
-    assert _ends(restricted) == want_r
+    assert _ends(restricted, num_groups) == want_r
     assert keep[restricted.src].all() and np.array_equal(restricted.wide, edited.wide[kept])
