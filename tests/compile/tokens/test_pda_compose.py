@@ -263,6 +263,28 @@ def test_tool_call_pdas_match_the_reference(request, vocab_name, fmt, flags):
     _assert_same(compose_pda(pda, trie, vocab), reference_compose(pda, trie))
 
 
+@pytest.mark.parametrize("chunk", [1, 3])
+def test_tool_call_pdas_walked_in_chunks_match_the_reference(mistral_sp_vocab, chunk, monkeypatch):
+    """The root's wide states (free text, the names) walked with rows a few at a time
+    (`_pda_units.ROW_CHUNK`): still the reference's tables."""
+    import sys
+    from pathlib import Path
+
+    from automata_compile.tokens import _pda_walk
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from tool_call_fixtures import DEVICE_TOOLS, ORACLE_TOOLS
+
+    trie = trie_for(mistral_sp_vocab)
+    flags = {"parallel": True, "require_call": False, "allow_text": True}
+    pda = _tool_call_pda([*ORACLE_TOOLS, DEVICE_TOOLS[2]], "hermes", **flags)
+    want = reference_compose(pda, trie)
+    _pda_units.clear_cache()
+    monkeypatch.setattr(_pda_walk, "WIDE_SHARE", 0.0)
+    monkeypatch.setattr(_pda_units, "ROW_CHUNK", chunk)
+    _assert_same(compose_pda(pda, trie, mistral_sp_vocab), want)
+
+
 # -- a walk's rows are stored as exceptions to a default row: edits against their meaning -----
 
 

@@ -67,6 +67,16 @@ def test_rows_and_lanes_give_the_same_tables(mistral_sp_vocab, share, monkeypatc
     _same(compose_pda(pda, trie, mistral_sp_vocab), want)
 
 
+@pytest.mark.parametrize("chunk", [1, 2, 5])
+def test_wide_states_walked_in_chunks_give_the_same_tables(mistral_sp_vocab, chunk, monkeypatch):
+    pda, trie = _pda(SCHEMAS[1]), trie_for(mistral_sp_vocab)
+    want = compose_pda(pda, trie, mistral_sp_vocab)
+    _pda_units.clear_cache()
+    monkeypatch.setattr(_pda_walk, "WIDE_SHARE", 0.0)  # many wide states: several chunks
+    monkeypatch.setattr(_pda_units, "ROW_CHUNK", chunk)
+    _same(compose_pda(pda, trie, mistral_sp_vocab), want)
+
+
 def test_a_rule_is_keyed_by_its_structure_not_its_numbers():
     """``json_array``'s states are numbered after the root's, whose size differs: one key."""
     keys, firsts = [], []
