@@ -57,7 +57,7 @@ class Walk:
       rows: int32[U, W], distinct rows of end states over the wide starts (``sink`` =
         dead); a row entry stands for the outcome (end state, nothing pushed or popped).
       default_row: the row of every group not in ``other_group`` (-1: dead from every wide
-        start), the most common one.
+        start): the most common one as walked (edits in `_pda_compose` keep it).
       other_group: int32[L], ascending, the groups whose row is not ``default_row``.
       other_row: int32[L], their rows (-1: dead), never ``default_row``. The rows of the
         groups are stored as exceptions to the most common: a dense int64[G] per walk made a
@@ -571,11 +571,11 @@ class _Dense:
         g = self.group_row
         return (
             canon.astype(np.int32),
-            *exceptions(np.where(g >= 0, canon_of[np.maximum(g, 0)], -1)),
+            *_row_exceptions(np.where(g >= 0, canon_of[np.maximum(g, 0)], -1)),
         )
 
 
-def exceptions(row: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
+def _row_exceptions(row: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
     """(the most common value of ``row`` (int[G], -1 = dead), the indices of the others,
     their values): a walk's rows per group as `Walk` stores them."""
     if row.size == 0:
