@@ -320,9 +320,11 @@ def _loops(walker: Walker, q0s: np.ndarray):
     wide = np.flatnonzero(walker.wide(q0s))
     if wide.size == 0:
         return
-    if "loops" not in walker.memo:
-        walker.memo["loops"] = _components(pda)
-    comp = walker.memo["loops"]
+    rules = np.unique(pda.rule_of[q0s])
+    key = ("loops", rules.tobytes())
+    if key not in walker.memo:  # only the rules walked: the frame of 1,000 tools, not its tools
+        walker.memo[key] = _components(pda, np.flatnonzero(np.isin(pda.rule_of, rules)))
+    comp = walker.memo[key]
     size = np.bincount(comp)
     q = q0s[wide]
     q_wide = wide[size[comp[q]] <= MAX_LOOP_STATES]
@@ -338,18 +340,22 @@ def _loops(walker: Walker, q0s: np.ndarray):
         yield q_wide[m], order, _loop_pda(pda, order, q[m])
 
 
-def _components(pda: BytePDA) -> np.ndarray:
+def _components(pda: BytePDA, states: np.ndarray | None = None) -> np.ndarray:
     """int64[Q]: the strongly connected component of each state in the graph of shifts
-    (Tarjan's algorithm, iterative)."""
+    (Tarjan's algorithm, iterative), computed for ``states`` (ascending; default: all).
+    Shifts never leave a rule, so for the states of whole rules these are the whole PDA's
+    components, in the same relative order; every other state is a component of its own."""
     q_count, kind, arg = pda.num_states, pda.kind, pda.arg
-    q, b = np.nonzero(kind == SHIFT)
+    sub = np.arange(q_count) if states is None else np.asarray(states, np.int64)
+    qq, b = np.nonzero(kind[sub] == SHIFT)
+    q = sub[qq]
     pairs = np.unique(q.astype(np.int64) * q_count + arg[q, b])
     offs = np.searchsorted(pairs // q_count, np.arange(q_count + 1)).tolist()
     adj = (pairs % q_count).tolist()
     index, low = [-1] * q_count, [0] * q_count
     on, comp, stack = [False] * q_count, [-1] * q_count, []
     n = c = 0
-    for root in range(q_count):
+    for root in sub.tolist():
         if index[root] >= 0:
             continue
         index[root] = low[root] = n
@@ -383,7 +389,10 @@ def _components(pda: BytePDA) -> np.ndarray:
                     if w == v:
                         break
                 c += 1
-    return np.array(comp, np.int64)
+    out = np.array(comp, np.int64)
+    rest = out < 0  # states outside ``states``: their own components, after the others
+    out[rest] = c + np.arange(int(rest.sum()))
+    return out
 
 
 def _bfs(kind, arg, comp, q: int) -> np.ndarray:

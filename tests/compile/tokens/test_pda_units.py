@@ -138,3 +138,19 @@ def test_a_free_string_is_one_loop_for_all_its_states(mistral_sp_vocab):
     loops = list(_pda_units._loops(walker, live))
     assert len(loops) >= 3
     assert len({digest for _, _, (_, _, digest) in loops}) < len(loops)
+
+
+@pytest.mark.parametrize("schema", SCHEMAS, ids=["free-value", "object", "recursive"])
+def test_components_of_some_rules_are_the_whole_pdas(schema):
+    """Shifts never leave a rule: the loops found among whole rules' states are the whole
+    PDA's, numbered in the same relative order (what `_loops` reads)."""
+    pda = _pda(schema)
+    full = _pda_units._components(pda)
+    for rules in [[0], [len(pda.names) - 1], list(range(len(pda.names)))]:
+        states = np.flatnonzero(np.isin(pda.rule_of, rules))
+        part = _pda_units._components(pda, states)
+        assert np.array_equal(
+            np.unique(full[states], return_inverse=True)[1].reshape(-1),
+            np.unique(part[states], return_inverse=True)[1].reshape(-1),
+        )
+        assert np.bincount(part)[part[states]].tolist() == np.bincount(full)[full[states]].tolist()
