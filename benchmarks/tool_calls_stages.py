@@ -2,7 +2,12 @@
 token composition (`tokens._pda_compose`), timed by wrapping them, for n BFCL tools, cold
 (every compile cache emptied) and warm (the same tools again). Medians of ``--repeat``.
 
+``--no-tables`` stops before the dense ``[states, classes]`` tables are written (1,000 tools'
+would not fit in memory): it times everything before them and reports the states and
+classes those tables would have (``cells_M``: their entries, in millions).
+
     python benchmarks/tool_calls_stages.py --tools 100 --repeat 3
+    python benchmarks/tool_calls_stages.py --tools 1000 --repeat 1 --no-tables
 """
 
 from __future__ import annotations
@@ -29,11 +34,16 @@ STEPS = [
 ]
 
 
+class _Stop(Exception):
+    """Raised in place of the dense tables (``--no-tables``)."""
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--tools", type=int, default=100)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--tokenizer", default="../shared/tokenizers/llama3/tokenizer.json")
+    p.add_argument("--no-tables", action="store_true", help="stop before the dense tables")
     args = p.parse_args()
     vocab = ac.Vocabulary.from_file(args.tokenizer)
     ac.compile_tool_calls([{"name": "warmup"}], vocab)  # trie, imports
@@ -51,6 +61,14 @@ def main() -> None:
         setattr(module, name, g)
 
     timed(pipeline, "tool_calls_pda", "units + link")
+    sizes = {}
+    if args.no_tables:
+
+        def no_tables(pda, trie, walker, parts, group_class, reps):
+            sizes.update(num_states=pda.num_states, num_classes=reps.shape[0] + 1)
+            raise _Stop
+
+        _pda_compose._tables = no_tables
     for name, label in STEPS:
         timed(_pda_compose, name, label)
     tools = bench.bfcl_tools(args.tools)[: args.tools]
@@ -60,13 +78,19 @@ def main() -> None:
         for kind in runs:
             spent.clear()
             t = time.perf_counter()
-            dfa = ac.compile_tool_calls(tools, vocab)
+            try:
+                dfa = ac.compile_tool_calls(tools, vocab)
+                sizes.update(num_states=dfa.num_states, num_classes=dfa.num_classes)
+                del dfa
+            except _Stop:
+                pass
             spent["total"] = time.perf_counter() - t
-            del dfa
             runs[kind].append(dict(spent))
     for kind, rs in runs.items():
         row = {k: round(statistics.median(r[k] for r in rs), 3) for k in rs[0]}
-        print(json.dumps({"tools": args.tools, "run": kind, **row}), flush=True)
+        cells = round(sizes["num_states"] * sizes["num_classes"] / 1e6, 1)
+        print(json.dumps({"tools": args.tools, "run": kind, **row, **sizes, "cells_M": cells}),
+              flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -115,9 +115,11 @@ def _normalized(parts: list, plain: np.ndarray, q_count: int) -> list:
     out = []
     for p in parts:
         move = (owner[p.src] >= 0) & (plain[p.oid] >= 0)
-        for k in np.unique(owner[p.src[move]]).tolist():
-            m = move & (owner[p.src] == k)
-            moved[k].append((p.group[m], col[p.src[m]], plain[p.oid[m]]))
+        at = np.flatnonzero(move)
+        at = at[np.argsort(owner[p.src[at]], kind="stable")]  # by owner, in entry order
+        own = owner[p.src[at]]
+        for m in np.split(at, np.flatnonzero(np.diff(own)) + 1) if at.size else ():
+            moved[int(owner[p.src[m[0]]])].append((p.group[m], col[p.src[m]], plain[p.oid[m]]))
         keep = ~move
         out.append(dataclasses.replace(p, src=p.src[keep], group=p.group[keep], oid=p.oid[keep]))
     for k, p in enumerate(out):
@@ -130,19 +132,50 @@ def _normalized(parts: list, plain: np.ndarray, q_count: int) -> list:
 def _with_entries(p: Walk, g: np.ndarray, w: np.ndarray, t: np.ndarray) -> Walk:
     """``p`` with row entry ``w`` of group ``g``'s row set to end state ``t``."""
     ug, gi = np.unique(g, return_inverse=True)
+    old = _rows_of(p, ug)
     sink_row = np.full((1, p.wide.shape[0]), p.sink, p.rows.dtype)
     base = np.concatenate([p.rows, sink_row])
-    new = base[np.where(p.group_row[ug] >= 0, p.group_row[ug], p.rows.shape[0])]
-    new[gi, w] = t
+    new = base[np.where(old >= 0, old, p.rows.shape[0])]
+    new[gi.reshape(-1), w] = t
     rows, row_of = unique_rows(np.concatenate([p.rows, new]))
-    group_row = np.where(p.group_row >= 0, row_of[np.maximum(p.group_row, 0)], -1)
-    group_row[ug] = row_of[p.rows.shape[0] :]
-    return dataclasses.replace(p, rows=rows, group_row=group_row)
+    row_of = np.append(row_of, -1)  # row -1 (dead) stays dead
+    new_ids = row_of[p.rows.shape[0] : -1]
+    other_row = row_of[p.other_row]
+    pos = np.searchsorted(p.other_group, ug)
+    had = pos < p.other_group.shape[0]
+    had[had] = p.other_group[pos[had]] == ug[had]  # already an exception: changed in place
+    other_row[pos[had]] = new_ids[had]
+    group = np.concatenate([p.other_group, ug[~had]])
+    order = np.argsort(group, kind="stable")
+    row = np.concatenate([other_row, new_ids[~had]])[order]
+    return dataclasses.replace(
+        p, rows=rows, **_exceptions(int(row_of[p.default_row]), group[order], row)
+    )
+
+
+def _exceptions(default: int, group: np.ndarray, row: np.ndarray) -> dict:
+    """`Walk`'s default_row / other_group / other_row fields, without the groups whose row
+    became the default one."""
+    keep = row != default
+    return {
+        "default_row": default,
+        "other_group": group[keep].astype(np.int32),
+        "other_row": row[keep].astype(np.int32),
+    }
+
+
+def _rows_of(p: Walk, groups: np.ndarray) -> np.ndarray:
+    """int64: the row of each of ``groups`` in walk ``p`` (-1: dead from its wide starts)."""
+    n = p.other_group.shape[0]
+    if n == 0:
+        return np.full(groups.shape[0], p.default_row, np.int64)
+    pos = np.minimum(np.searchsorted(p.other_group, groups), n - 1)
+    return np.where(p.other_group[pos] == groups, p.other_row[pos].astype(np.int64), p.default_row)
 
 
 def _reached(parts: list, walker: Walker, start: int) -> np.ndarray:
     """bool[Q]: the states reached from ``start`` through token outcomes (the boundary)."""
-    q_count = walker.pda.num_states
+    q_count, num_groups = walker.pda.num_states, walker.trie.num_groups
     n_out = len(walker.outcomes)
     lens = np.array([len(o) for o in walker.outcomes], np.int64).reshape(-1)
     tgt = np.array([c[0] for o in walker.outcomes for c in o], np.int64)
@@ -156,7 +189,8 @@ def _reached(parts: list, walker: Walker, start: int) -> np.ndarray:
         tgts.append(tgt[np.repeat(offs[o] - np.cumsum(k) + k, k) + np.arange(k.sum())])
         if p.wide.size:
             used = np.zeros(p.rows.shape[0] + 1, bool)
-            used[p.group_row] = True  # the rows some group ends in (-1, dead: the last entry)
+            used[p.other_row] = True  # the rows some group ends in (-1, dead: the last entry)
+            used[p.default_row] |= p.other_group.shape[0] < num_groups
             ends = p.rows[np.flatnonzero(used[:-1])]
             r, w = np.nonzero(ends != p.sink)
             srcs.append(p.wide[w])
@@ -180,13 +214,15 @@ def _restricted(p: Walk, keep: np.ndarray) -> Walk:
     """``p`` without the start states outside ``keep``."""
     s = keep[p.src]
     w = keep[p.wide]
-    rows, group_row = p.rows[:, w], p.group_row  # no rows: every group_row is -1
+    rows, rest = p.rows[:, w], {}  # no rows: every group dead
     if not w.all() and p.rows.shape[0]:
         rows, row_of = unique_rows(p.rows[:, w])
         dead = (rows == p.sink).all(axis=1)
-        ids = np.where(dead[row_of], -1, row_of)
-        group_row = np.where(group_row >= 0, ids[np.maximum(group_row, 0)], -1)
-    return Walk(p.src[s], p.group[s], p.oid[s], p.wide[w], rows, group_row, p.sink, p.exits)
+        ids = np.append(np.where(dead[row_of], -1, row_of), -1)  # row -1 (dead) stays dead
+        rest = _exceptions(int(ids[p.default_row]), p.other_group, ids[p.other_row])
+    return dataclasses.replace(
+        p, src=p.src[s], group=p.group[s], oid=p.oid[s], wide=p.wide[w], rows=rows, **rest
+    )
 
 
 # -- token classes --------------------------------------------------------------------------------
@@ -203,52 +239,76 @@ def _sparse(parts: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return tuple(np.concatenate([getattr(p, f) for p in parts]) for f in ("src", "group", "oid"))
 
 
-def _group_rows(parts: list) -> list:
-    """Each walk's row id per group (-1 dead) for the walks with a dense part, with one more
-    entry for a virtual all-dead group, so the dead class always exists."""
-    return [np.append(p.group_row, -1) for p in parts if p.wide.size]
+def _others(p: Walk, num_groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """(groups, rows) of walk ``p``'s groups whose row is not its default one, with the
+    virtual all-dead group ``num_groups`` (row -1) where the default row is not dead."""
+    if p.default_row < 0:
+        return p.other_group, p.other_row
+    return np.append(p.other_group, num_groups), np.append(p.other_row, -1)
+
+
+def _signature(parts: list, num_groups: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(src, group, oid) int64: every walk's sparse entries, then walk k's rows that are not
+    its default row as pairs (``base + k``, group, row id), ``base`` past every start
+    state: a group's class signature, with one entry per (state or walk, group). Groups
+    with the same pairs have the same rows in every walk (the default where they have
+    none); a group dead from every start has no pairs where dead is the default."""
+    src, group, oid = _sparse(parts)
+    base = int(src.max(initial=-1)) + 1
+    others = [_others(p, num_groups) for p in parts]
+    walk = [np.full(g.shape[0], base + k, np.int64) for k, (g, _) in enumerate(others)]
+    return (
+        np.concatenate([src, *walk]),
+        np.concatenate([group, *(g.astype(np.int64) for g, _ in others)]),
+        np.concatenate([oid, *(r.astype(np.int64) for _, r in others)]),
+    )
 
 
 def _classes_hashed(parts: list, num_groups: int, num_outcomes: int) -> tuple | None:
     """Token-group classes: equal outcomes from every boundary state.
 
-    A group's signature is its row id in every walk's dense part (exact) and its sparse
-    (state, outcome) pairs; all of it is hashed, the hashes grouped by one sort of G keys,
-    and every group is then checked against its class's first group (same row ids, same
-    number of pairs, each pair present in the first group's), so the result is exact.
+    A group's signature is its sparse (state, outcome) pairs and its row in every walk
+    with rows (`_signature`); all of it is hashed, the hashes grouped by one sort of G
+    keys, and every group is then checked against its class's first group (the same
+    number of pairs and of rows that are not their walk's default, each sparse pair present
+    in the first group's, the same row wherever it is not the default), so the result is
+    exact. Work and memory follow the sparse pairs and the rows that are not their walk's
+    default, not walks x groups.
 
     Returns:
       (group_class, reps): class per group (0 = dead from every state, others numbered by
       first group) and, ascending, the first group of each class 1.. ; None on a collision.
     """
     src, group, oid = _sparse(parts)
-    # Each walk's row id per group (-1 dead), read in place: the virtual all-dead group G
-    # (the last entry of ``h``) has row -1 in every walk, which ``row_hash[-1]`` spells.
-    rows = [p.group_row for p in parts if p.wide.size]
-    g1 = num_groups + 1
+    g1 = num_groups + 1  # the last, virtual group: dead from every state (the dead class)
     q_salt = _mix(np.arange(1, int(src.max(initial=0)) + 2, dtype=np.uint64))
     o_salt = _mix(np.arange(num_outcomes + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15))
     h = np.zeros(g1, np.uint64)
     np.add.at(h, group, _mix(q_salt[src] ^ o_salt[oid]))
     count = np.bincount(group, minlength=g1)
-    for k, gr in enumerate(rows):
+    others = [_others(p, num_groups) for p in parts]
+    defaults = np.zeros(1, np.uint64)  # every group's default rows, added once
+    for k, (p, (og, orow)) in enumerate(zip(parts, others, strict=True)):
         salt = _mix(np.array([k + 1], np.uint64)) * np.uint64(0xD6E8FEB86659FD93)
-        row_hash = _mix(np.arange(int(gr.max(initial=-1)) + 2, dtype=np.uint64) + salt)
-        h[:-1] += row_hash[gr]  # row -1 (dead) is row_hash's last entry
-        h[-1:] += row_hash[-1:]
-    h = _mix(h + count.astype(np.uint64))
+        row_hash = _mix(np.arange(p.rows.shape[0] + 1, dtype=np.uint64) + salt)  # last: dead
+        d = row_hash[p.default_row]
+        defaults += d
+        h[og] += row_hash[orow] - d  # a walk's other groups are distinct: a plain +=
+        count[og] += 1
+    h = _mix(h + defaults + count.astype(np.uint64))
     _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
     inverse = inverse.reshape(-1)
     rep = first[inverse]  # rep[g] <= g: a real group's representative is a real group
     if not np.array_equal(count, count[rep]):
         return None
-    dead_rep = int(rep[-1])
-    for gr in rows:
-        if not np.array_equal(gr, gr[rep[:-1]]):
+    row = np.full(g1, -2, np.int64)  # one walk's other rows at a time (-2: the default)
+    for og, orow in others:  # with equal counts: the same rows in every walk
+        row[og] = orow
+        same = np.array_equal(row[rep[og]], orow)
+        row[og] = -2
+        if not same:
             return None
-        if dead_rep < num_groups and gr[dead_rep] != -1:
-            return None
-    # Every pair of every group is its representative's: look the pairs up by (state, class).
+    # Every sparse pair of every group is its representative's: look them up by (state, class).
     n_cls = first.shape[0]
     key = src * n_cls + inverse[group]
     is_rep = rep[group] == group
@@ -263,16 +323,14 @@ def _classes_hashed(parts: list, num_groups: int, num_outcomes: int) -> tuple | 
 
 def _classes_exact(parts: list, num_groups: int) -> tuple:
     """`_classes_hashed` keyed by each group's exact signature (bytes), without hashing."""
-    src, group, oid = _sparse(parts)
-    rows = _group_rows(parts)
-    dense = np.stack(rows, axis=1) if rows else np.zeros((num_groups + 1, 0), np.int64)
+    src, group, oid = _signature(parts, num_groups)
     order = np.lexsort((oid, src, group))
     pairs = np.stack([src[order], oid[order]], axis=1)
     cuts = np.searchsorted(group[order], np.arange(num_groups + 2))
     seen: dict[bytes, int] = {}
     first, inverse = [], np.empty(num_groups + 1, np.int64)
     for g in range(num_groups + 1):
-        sig = dense[g].tobytes() + pairs[cuts[g] : cuts[g + 1]].tobytes()
+        sig = pairs[cuts[g] : cuts[g + 1]].tobytes()
         c = seen.setdefault(sig, len(seen))
         if c == len(first):
             first.append(g)
@@ -303,7 +361,7 @@ def _tables(pda, trie, walker, parts, group_class, reps) -> dict:
     next_state = np.full((q_count, c_count), -1, np.int32)
     edge_push = np.zeros((q_count, c_count), np.int32)
     for p in parts:  # dense entries: plain edges, nothing pushed
-        row = p.group_row[reps] if p.wide.size else np.zeros(0, np.int64)
+        row = _rows_of(p, reps) if p.wide.size else np.zeros(0, np.int64)
         ok = np.flatnonzero(row >= 0)
         ends = p.rows[row[ok]]
         r, w = np.nonzero(ends != p.sink)

@@ -7,6 +7,7 @@ per state (a dict, no hashing tricks) and assembles the tables with plain loops.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import numpy as np
@@ -260,3 +261,99 @@ def test_tool_call_pdas_match_the_reference(request, vocab_name, fmt, flags):
     trie = trie_for(vocab)
     pda = _tool_call_pda([*ORACLE_TOOLS, DEVICE_TOOLS[2]], fmt, **flags)
     _assert_same(compose_pda(pda, trie, vocab), reference_compose(pda, trie))
+
+
+@pytest.mark.parametrize("chunk", [1, 3])
+def test_tool_call_pdas_walked_in_chunks_match_the_reference(mistral_sp_vocab, chunk, monkeypatch):
+    """The root's wide states (free text, the names) walked with rows a few at a time
+    (`_pda_units.ROW_CHUNK`): still the reference's tables."""
+    import sys
+    from pathlib import Path
+
+    from automata_compile.tokens import _pda_walk
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from tool_call_fixtures import DEVICE_TOOLS, ORACLE_TOOLS
+
+    trie = trie_for(mistral_sp_vocab)
+    flags = {"parallel": True, "require_call": False, "allow_text": True}
+    pda = _tool_call_pda([*ORACLE_TOOLS, DEVICE_TOOLS[2]], "hermes", **flags)
+    want = reference_compose(pda, trie)
+    _pda_units.clear_cache()
+    monkeypatch.setattr(_pda_walk, "WIDE_SHARE", 0.0)
+    monkeypatch.setattr(_pda_units, "ROW_CHUNK", chunk)
+    _assert_same(compose_pda(pda, trie, mistral_sp_vocab), want)
+
+
+# -- a walk's rows are stored as exceptions to a default row: edits against their meaning -----
+
+
+def _ends(walk, num_groups: int) -> dict:
+    """{group: end state per wide start} for every live group of ``walk``: what its rows
+    mean; and the stored form checked (exceptions to a default row, ascending, each once)."""
+    assert np.all(np.diff(walk.other_group) > 0), "other groups ascending, each once"
+    assert walk.other_group.dtype == walk.other_row.dtype == np.int32
+    assert not np.any(walk.other_row == walk.default_row)
+    out = {}
+    for g, r in enumerate(walk.group_rows(num_groups).tolist()):
+        if r >= 0:
+            row = tuple(walk.rows[r].tolist())
+            assert any(t != walk.sink for t in row), "a live group's row is not all dead"
+            out[g] = row
+    return out
+
+
+def _json_walk(byte_vocab, monkeypatch):
+    from automata_compile.tokens import _pda_walk
+
+    monkeypatch.setattr(_pda_walk, "WIDE_SHARE", 0.0)  # every state walked with rows
+    pda = _pda(builtin_grammar("json"), byte_vocab)
+    walker = Walker(pda, trie_for(byte_vocab))
+    walk = walker.walk(np.flatnonzero((pda.kind != 0).any(axis=1)))
+    assert walk.wide.size > 2 and (walk.group_rows(walker.trie.num_groups) >= 0).sum() > 2
+    return walk, walker.trie.num_groups
+
+
+@pytest.mark.parametrize("default", ["most common", "live"])
+@pytest.mark.parametrize("seed", range(4))
+def test_row_edits_on_sparse_rows_mean_what_they_say(byte_vocab, seed, default, monkeypatch):
+    """`_with_entries` (set entry w of group g's row, a dead group starting from the dead
+    row) and `_restricted` (drop wide starts; a row left all dead kills its group) give the
+    rows they mean, on a real walk, with the dense view agreeing."""
+    walk, num_groups = _json_walk(byte_vocab, monkeypatch)
+    if default == "live":  # the same rows, stored as exceptions to a live row
+        dense = walk.group_rows(num_groups)
+        live = dense[dense >= 0]
+        d = int(np.bincount(live).argmax())
+        other = np.flatnonzero(dense != d).astype(np.int32)
+        walk = dataclasses.replace(
+            walk, default_row=d, other_group=other, other_row=dense[other].astype(np.int32)
+        )
+    rng = np.random.default_rng(seed)
+    ends = _ends(walk, num_groups)
+    width = walk.wide.shape[0]
+    n = int(rng.integers(1, 12))
+    cells = rng.choice(num_groups * width, size=n, replace=False)
+    g, w = cells // width, cells % width
+    t = rng.integers(0, walk.sink, size=n)
+    want = dict(ends)
+    for gi, wi, ti in zip(g.tolist(), w.tolist(), t.tolist(), strict=True):
+        row = list(want.get(gi, (walk.sink,) * width))
+        row[wi] = ti
+        want[gi] = tuple(row)
+    edited = _pda_compose._with_entries(walk, g, w, t)
+    assert _ends(edited, num_groups) == want
+    dense = edited.group_rows(num_groups)
+    assert [g for g in range(num_groups) if dense[g] >= 0] == sorted(want)
+
+    keep = np.ones(walk.sink, bool)
+    keep[rng.choice(walk.wide, size=int(rng.integers(1, width)), replace=False)] = False
+    kept = keep[edited.wide]
+    want_r = {}
+    for gi, row in want.items():
+        sub = tuple(x for x, k in zip(row, kept.tolist(), strict=True) if k)
+        if any(x != walk.sink for x in sub):
+            want_r[gi] = sub
+    restricted = _pda_compose._restricted(edited, keep)
+    assert _ends(restricted, num_groups) == want_r
+    assert keep[restricted.src].all() and np.array_equal(restricted.wide, edited.wide[kept])

@@ -67,6 +67,16 @@ def test_rows_and_lanes_give_the_same_tables(mistral_sp_vocab, share, monkeypatc
     _same(compose_pda(pda, trie, mistral_sp_vocab), want)
 
 
+@pytest.mark.parametrize("chunk", [1, 2, 5])
+def test_wide_states_walked_in_chunks_give_the_same_tables(mistral_sp_vocab, chunk, monkeypatch):
+    pda, trie = _pda(SCHEMAS[1]), trie_for(mistral_sp_vocab)
+    want = compose_pda(pda, trie, mistral_sp_vocab)
+    _pda_units.clear_cache()
+    monkeypatch.setattr(_pda_walk, "WIDE_SHARE", 0.0)  # many wide states: several chunks
+    monkeypatch.setattr(_pda_units, "ROW_CHUNK", chunk)
+    _same(compose_pda(pda, trie, mistral_sp_vocab), want)
+
+
 def test_a_rule_is_keyed_by_its_structure_not_its_numbers():
     """``json_array``'s states are numbered after the root's, whose size differs: one key."""
     keys, firsts = [], []
@@ -128,3 +138,19 @@ def test_a_free_string_is_one_loop_for_all_its_states(mistral_sp_vocab):
     loops = list(_pda_units._loops(walker, live))
     assert len(loops) >= 3
     assert len({digest for _, _, (_, _, digest) in loops}) < len(loops)
+
+
+@pytest.mark.parametrize("schema", SCHEMAS, ids=["free-value", "object", "recursive"])
+def test_components_of_some_rules_are_the_whole_pdas(schema):
+    """Shifts never leave a rule: the loops found among whole rules' states are the whole
+    PDA's, numbered in the same relative order (what `_loops` reads)."""
+    pda = _pda(schema)
+    full = _pda_units._components(pda)
+    for rules in [[0], [len(pda.names) - 1], list(range(len(pda.names)))]:
+        states = np.flatnonzero(np.isin(pda.rule_of, rules))
+        part = _pda_units._components(pda, states)
+        assert np.array_equal(
+            np.unique(full[states], return_inverse=True)[1].reshape(-1),
+            np.unique(part[states], return_inverse=True)[1].reshape(-1),
+        )
+        assert np.bincount(part)[part[states]].tolist() == np.bincount(full)[full[states]].tolist()

@@ -103,7 +103,7 @@ def outcomes_by_walk(walker, walk) -> dict:
     out: dict = {}
     for src, g, oid in zip(walk.src.tolist(), walk.group.tolist(), walk.oid.tolist(), strict=True):
         out.setdefault((src, g), set()).update(walker.outcomes[oid])
-    for g, r in enumerate(walk.group_row.tolist()):
+    for g, r in enumerate(walk.group_rows(walker.trie.num_groups).tolist()):
         if r < 0:
             continue
         for i, q in enumerate(walk.wide.tolist()):
