@@ -508,6 +508,11 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
     buffer = on_batch(jnp.full((b, capacity), pad_id, jnp.int32))
     written = jnp.zeros((b,), jnp.int32)
     zeros = jnp.zeros((b,), jnp.int32)
+    if start.lead_tokens is not None:  # the start's forced run, fed with the prompt
+        lead = jnp.arange(start.lead_tokens.shape[1], dtype=jnp.int32)[None, :]
+        idx = jnp.where(lead < start.lead_len[:, None], lead, capacity)
+        buffer = buffer.at[rows[:, None], idx].set(start.lead_tokens, mode="drop")
+        written = start.lead_len
     rate0 = spec.prior_accepted / spec.prior_drafted
     x = choose(jax.random.fold_in(rng, 0), state, logits)
     rates = jnp.full((b,), rate0, jnp.float32)
@@ -537,7 +542,7 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
         rates,
         buffer,
         cache,
-        zeros,
+        written,  # the lead's tokens count (none is EOS)
         step=jnp.int32(1),
         position=next_position,
         calls=jnp.ones((b,), jnp.int32),

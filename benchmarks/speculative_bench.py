@@ -64,7 +64,7 @@ FREE_PROMPTS = [
 TURN = "<start_of_turn>user\n{}<end_of_turn>\n<start_of_turn>model\n"
 CATEGORIES = {
     "prefill": "the prompt's call",
-    "start_run": "feeds only the start state's forced run (e.g. `{\"name\":\"`)",
+    "start_run": 'feeds only the start state\'s forced run (e.g. `{"name":"`)',
     "forced_run": "feeds only a forced run elsewhere (one that did not fit the previous call)",
     "no_draft": "a chosen token and its forced run, nothing drafted after it",
     "rejected_first": "a draft whose first token the model rejected",
@@ -152,7 +152,7 @@ def breakdown(model, tables, tokens, mask, cids, out, kw, n, max_new_tokens, voc
         seq = out.tokens[r][: lengths[r]]
         forced = np.append(forced_flags(tables, int(cids[r]), seq), False)
         for fed_tokens, fed_pos, fed_mask in model.sink:
-            if fed_tokens.shape[1] == t and fed_mask[r].sum() == prompt_len[r] and fed_pos[r, -1] == prompt_len[r] - 1:
+            if fed_tokens.shape[1] >= t:  # the prompt (and the start's run, fed with it)
                 counts["prefill"] += 1
                 continue
             cols = np.flatnonzero(fed_mask[r])
@@ -413,15 +413,19 @@ def main(argv=None) -> int:
                 f"{s['accepted_per_call']:.2f} | {r['identical_records']}/{r['records']} |"
             )
     if args.breakdown:
-        print("\nWhere the calls go, per record (" + "; ".join(
-            f"{c}: {d}" for c, d in CATEGORIES.items()) + ")")
+        print(
+            "\nWhere the calls go, per record ("
+            + "; ".join(f"{c}: {d}" for c, d in CATEGORIES.items())
+            + ")"
+        )
         print("| set | loop | " + " | ".join(CATEGORIES) + " | total | replay |")
         print("|---|---|" + "---:|" * (len(CATEGORIES) + 2))
         for name, r in results.items():
             for loop, s in r["loops"].items():
                 kinds = s["calls_by_kind"]
                 print(
-                    f"| {name} | {loop} | " + " | ".join(f"{kinds[c]:.2f}" for c in CATEGORIES)
+                    f"| {name} | {loop} | "
+                    + " | ".join(f"{kinds[c]:.2f}" for c in CATEGORIES)
                     + f" | {sum(kinds.values()):.2f} | {'ok' if r['replay_matches'] else 'DIFFERS'} |"
                 )
     return 0
