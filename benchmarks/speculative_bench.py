@@ -29,12 +29,14 @@ Writes ``benchmarks/results/speculative.json`` (or ``--output``) and prints a Ma
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import functools
 import json
 import sys
 import time
 from pathlib import Path
+from unittest import mock
 
 import jax
 import jax.numpy as jnp
@@ -46,6 +48,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "compile")]
 
 import automata_compile as ac  # noqa: E402
 import automata_jax as aj  # noqa: E402
+from automata_jax import _generate  # noqa: E402
 from automata_jax._tables import bucket  # noqa: E402
 from automata_jax.extract._prep import PromptTemplate  # noqa: E402
 from automata_jax.models import Gemma3, default_cache_dir, default_gguf_path, load_gguf  # noqa: E402
@@ -113,6 +116,14 @@ class OracleModel:
         return logits, cache.replace(valid=valid, end_index=cache.end_index + tokens.shape[1])
 
 
+def _lead(on: bool):
+    """A context in which `generate` feeds the start's forced run with the prompt (``on``, the
+    default) or, as before it did, in a call of its own (the bench patches the width)."""
+    if on:
+        return contextlib.nullcontext()
+    return mock.patch.object(_generate, "_lead_width", lambda *args: 0)
+
+
 def forced_flags(tables, cid, out):
     """bool per output token: whether the state before it forces a run (host walk; DFAs)."""
     if cid < 0 or tables.forced_len is None:
@@ -138,12 +149,14 @@ def breakdown(model, tables, tokens, mask, cids, out, kw, n, max_new_tokens, voc
         seq = list(tokens[r][mask[r]]) + list(out.tokens[r][: lengths[r]])
         target[r, : len(seq)] = seq
     model.sink.clear()
-    replay = aj.generate(
-        model.apply_step, {"target": jnp.asarray(target)}, tokens, tables, cids,
-        sampler=aj.Greedy(), max_new_tokens=max_new_tokens, rng=jax.random.key(0),
-        prompt_mask=mask, cache=model.init_cache, **kw,
-    )  # fmt: skip
-    replay = jax.device_get(replay)
+    kw, lead = kw
+    with _lead(lead):
+        replay = aj.generate(
+            model.apply_step, {"target": jnp.asarray(target)}, tokens, tables, cids,
+            sampler=aj.Greedy(), max_new_tokens=max_new_tokens, rng=jax.random.key(0),
+            prompt_mask=mask, cache=model.init_cache, **kw,
+        )  # fmt: skip
+        replay = jax.device_get(replay)
     same = bool(
         (replay.tokens == out.tokens).all() and (replay.model_calls == out.model_calls).all()
     )
@@ -291,6 +304,8 @@ def main(argv=None) -> int:
     eager = aj.Speculate(slot_cost=0.0, logit_cost=0.0)  # drafts whenever a row has one
     no_exits = aj.Speculate(exit_drafts=False)  # drafts that only copy (before exit drafts)
     eager_no_exits = aj.Speculate(slot_cost=0.0, logit_cost=0.0, exit_drafts=False)
+    no_lone = aj.Speculate(lone_exits=False)  # exits only where a copy stops
+    eager_no_lone = aj.Speculate(slot_cost=0.0, logit_cost=0.0, lone_exits=False)
     loops = {
         "ff": dict(fast_forward=True),
         "ff+copy+keys": dict(fast_forward=True, speculate=no_exits, keys=True),
@@ -300,6 +315,15 @@ def main(argv=None) -> int:
         "ff+spec+keys": dict(fast_forward=True, speculate=True, keys=True),
         "ff+spec_eager+keys": dict(fast_forward=True, speculate=eager, keys=True),
         "ff+spec+lckeys": dict(fast_forward=True, speculate=True, keys="lowercase"),
+        "ff+spec_nolone+lckeys": dict(fast_forward=True, speculate=no_lone, keys="lowercase"),
+        "ff+spec_eager_nolone+lckeys": dict(
+            fast_forward=True, speculate=eager_no_lone, keys="lowercase"
+        ),
+        # As before the start's forced run went in with the prompt (its own call):
+        "ff_own_lead": dict(fast_forward=True, lead=False),
+        "ff+spec_eager+lckeys_own_lead": dict(
+            fast_forward=True, speculate=eager, keys="lowercase", lead=False
+        ),
         "ff+spec_eager+lckeys": dict(fast_forward=True, speculate=eager, keys="lowercase"),
     }
     chosen = [k for k in args.loops.split(",") if k]
@@ -341,18 +365,20 @@ def main(argv=None) -> int:
             for loop in order:
                 start = time.perf_counter()
                 kw = dict(loops[loop])
+                lead = kw.pop("lead", True)
                 keyed = kw.pop("keys", False)
                 if keyed:  # built on the host with the prompts, as the job does
                     kw["draft_keys"] = aj.draft_keys(
                         tokens, twins_lc if keyed == "lowercase" else twins
                     )
-                kws[loop] = kw
-                out = aj.generate(
-                    model.apply_step, params, tokens, tables, cids, sampler=aj.Greedy(),
-                    max_new_tokens=args.max_new_tokens, rng=jax.random.key(0), prompt_mask=mask,
-                    cache=cache_fn, **kw,
-                )  # fmt: skip
-                out = jax.device_get(out)
+                kws[loop] = kw, lead
+                with _lead(lead):
+                    out = aj.generate(
+                        model.apply_step, params, tokens, tables, cids, sampler=aj.Greedy(),
+                        max_new_tokens=args.max_new_tokens, rng=jax.random.key(0),
+                        prompt_mask=mask, cache=cache_fn, **kw,
+                    )  # fmt: skip
+                    out = jax.device_get(out)
                 seconds = time.perf_counter() - start
                 outs[loop] = out
                 if number == 0:
