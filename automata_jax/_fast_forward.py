@@ -26,6 +26,13 @@ The logits used next are those of each row's last fed token; a ``step_fn`` that
 accepts a ``logits_at`` keyword (int32[B]) computes only those (saves the output layer
 on the forced slots), otherwise they are gathered from the full ``[B, W, V]`` logits.
 
+**The lead.** A row whose constraint forces a run at its start (``{"name":"`` for an object
+whose first property is required) would feed it in a call of its own right after the prefill,
+whose logits it does not need. `generate` appends it to the row's prompt instead
+(`lead_run`, `extend_prompt`: the prompts grow by the static F, each row's run right-aligned,
+so the batch stays left-padded), and the loop starts after it: one call fewer per such row,
+the same tokens (the model sees the same sequence at the same positions).
+
 Forced tokens are allowed from the state they are fed in by construction (checked when
 the artifact is built and loaded), so outputs stay in the language; they count as
 generated tokens (``max_new_tokens`` caps the total, cutting a run short if needed).

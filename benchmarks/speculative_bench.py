@@ -13,7 +13,8 @@ one process, greedy, so machine noise hits both alike and outputs must be identi
 
 Figures per set and loop: model calls per record (prefill included), generated tokens
 per record, drafted / accepted tokens per model call, records/s (total time of the timed
-batches; the first batch of each set is run once untimed to compile), and the ratios.
+batches, each batch's median of ``--repeats`` interleaved runs; the first batch of each set
+is run once untimed to compile), and the ratios.
 
 ``--breakdown`` also says where each loop's calls go per record, without touching the runtime:
 each batch is replayed with an *oracle* model (`OracleModel`: its logits at a position are
@@ -291,6 +292,10 @@ def main(argv=None) -> int:
         help="the loops to compare (ff, the baseline, always)",
     )
     parser.add_argument(
+        "--repeats", type=int, default=1,
+        help="time each batch this many times per loop, interleaved (records/s from medians)",
+    )  # fmt: skip
+    parser.add_argument(
         "--breakdown", action="store_true", help="where each loop's calls go (oracle replay)"
     )
     parser.add_argument("--output", default=str(ROOT / "benchmarks/results/speculative.json"))
@@ -360,32 +365,33 @@ def main(argv=None) -> int:
             full = rows + [rows[0]] * (args.batch - len(rows))
             tokens, mask = aj.pad_prompts([prompts[r] for r in full], length=length)
             cids = np.asarray([ids[r] for r in full], np.int32)
-            order = list(loops) if number % 2 else list(loops)[::-1]
-            outs, kws = {}, {}
-            for loop in order:
-                start = time.perf_counter()
-                kw = dict(loops[loop])
-                lead = kw.pop("lead", True)
-                keyed = kw.pop("keys", False)
-                if keyed:  # built on the host with the prompts, as the job does
-                    kw["draft_keys"] = aj.draft_keys(
-                        tokens, twins_lc if keyed == "lowercase" else twins
-                    )
-                kws[loop] = kw, lead
-                with _lead(lead):
-                    out = aj.generate(
-                        model.apply_step, params, tokens, tables, cids, sampler=aj.Greedy(),
-                        max_new_tokens=args.max_new_tokens, rng=jax.random.key(0),
-                        prompt_mask=mask, cache=cache_fn, **kw,
-                    )  # fmt: skip
-                    out = jax.device_get(out)
-                seconds = time.perf_counter() - start
-                outs[loop] = out
-                if number == 0:
-                    continue  # the compile run
+            outs, kws, times = {}, {}, {k: [] for k in loops}
+            for repeat in range(1 if number == 0 else args.repeats):
+                forward = (number + repeat) % 2  # the order alternates
+                for loop in list(loops) if forward else list(loops)[::-1]:
+                    start = time.perf_counter()
+                    kw = dict(loops[loop])
+                    lead = kw.pop("lead", True)
+                    keyed = kw.pop("keys", False)
+                    if keyed:  # built on the host with the prompts, as the job does
+                        kw["draft_keys"] = aj.draft_keys(
+                            tokens, twins_lc if keyed == "lowercase" else twins
+                        )
+                    kws[loop] = kw, lead
+                    with _lead(lead):
+                        out = aj.generate(
+                            model.apply_step, params, tokens, tables, cids, sampler=aj.Greedy(),
+                            max_new_tokens=args.max_new_tokens, rng=jax.random.key(0),
+                            prompt_mask=mask, cache=cache_fn, **kw,
+                        )  # fmt: skip
+                        out = jax.device_get(out)
+                    times[loop].append(time.perf_counter() - start)
+                    outs[loop] = out
+            for loop in loops if number else ():  # number 0: the compile run
+                out = outs[loop]
                 n = len(rows)
                 s = stats[loop]
-                s["seconds"] += seconds
+                s["seconds"] += float(np.median(times[loop]))  # the batch's median
                 s["records"] += n
                 s["calls"] += int(out.model_calls[:n].sum())
                 s["tokens"] += int((out.lengths[:n] + out.accepted[:n]).sum())
