@@ -392,6 +392,7 @@ def main(argv=None) -> int:
                 n = len(rows)
                 s = stats[loop]
                 s["seconds"] += float(np.median(times[loop]))  # the batch's median
+                s.setdefault("batch_seconds", []).append([round(x, 3) for x in times[loop]])
                 s["records"] += n
                 s["calls"] += int(out.model_calls[:n].sum())
                 s["tokens"] += int((out.lengths[:n] + out.accepted[:n]).sum())
