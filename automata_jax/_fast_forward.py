@@ -26,6 +26,13 @@ The logits used next are those of each row's last fed token; a ``step_fn`` that
 accepts a ``logits_at`` keyword (int32[B]) computes only those (saves the output layer
 on the forced slots), otherwise they are gathered from the full ``[B, W, V]`` logits.
 
+**The lead.** A row whose constraint forces a run at its start (``{"name":"`` for an object
+whose first property is required) would feed it in a call of its own right after the prefill,
+whose logits it does not need. `generate` appends it to the row's prompt instead
+(`lead_run`, `extend_prompt`: the prompts grow by the static F, each row's run right-aligned,
+so the batch stays left-padded), and the loop starts after it: one call fewer per such row,
+the same tokens (the model sees the same sequence at the same positions).
+
 Forced tokens are allowed from the state they are fed in by construction (checked when
 the artifact is built and loaded), so outputs stay in the language; they count as
 generated tokens (``max_new_tokens`` caps the total, cutting a run short if needed).
@@ -163,6 +170,43 @@ def chunk_width(tables) -> int:
     return 1 + int(tables.forced_tokens.shape[2])
 
 
+def lead_run(tables, state: ConstraintState, num_steps):
+    """Each row's *lead*: the forced run of its constraint's start state (``{"name":"`` for
+    a JSON object whose first property is required), known before the first model call, so
+    `generate` feeds it with the prompt in the prefill (`extend_prompt`) instead of in a
+    call of its own after it. Cut to ``num_steps`` (``max_new_tokens``).
+
+    Returns:
+      (tokens int32[B, F], count int32[B] (0: none), the state after the run).
+    """
+    num_k, num_q, _ = tables.next_state.shape
+    k = jnp.clip(state.constraint, 0, num_k - 1)
+    q = jnp.clip(state.state, 0, num_q - 1)
+    live = (state.constraint >= 0) & ~state.done
+    n = jnp.minimum(jnp.where(live, tables.forced_len[k, q], 0), num_steps)
+    after = _state_after(tables.forced_states[k, q], n, state.state)
+    return tables.forced_tokens[k, q], n, state.replace(state=after)
+
+
+def extend_prompt(prompt_tokens, prompt_mask, run, n, pad_id):
+    """The prompts with each row's first ``n`` tokens of ``run`` ([B, F]) appended, still
+    left-padded: ``[B, T + F]`` (row i's prompt moves ``F - n[i]`` slots left).
+
+    Returns:
+      (tokens int32[B, T + F], mask bool[B, T + F]).
+    """
+    b, t = prompt_tokens.shape
+    f = run.shape[1]
+    tokens = jnp.concatenate([prompt_tokens, run], axis=1)
+    mask = jnp.concatenate([prompt_mask, jnp.arange(f)[None, :] < n[:, None]], axis=1)
+    source = jnp.arange(t + f, dtype=jnp.int32)[None, :] - (f - n)[:, None]
+    inside = source >= 0
+    source = jnp.clip(source, 0, t + f - 1)
+    tokens = jnp.where(inside, jnp.take_along_axis(tokens, source, axis=1), pad_id)
+    mask = inside & jnp.take_along_axis(mask, source, axis=1)
+    return tokens, mask
+
+
 def ff_loop(config: LoopConfig, start: LoopStart, canonical=None, prev0=None, has_prev0=None):
     """The fast-forward `while_loop`, after the prefill (policy: ``config.fast_forward``).
 
@@ -282,8 +326,8 @@ def ff_loop(config: LoopConfig, start: LoopStart, canonical=None, prev0=None, ha
         return tokens, count, on_batch(st), counted, feed, choice, fallback
 
     def write(buffer, written, tokens, count):
-        idx = written[:, None] + slots[None, :]
-        idx = jnp.where(slots[None, :] < count[:, None], idx, capacity)  # dropped
+        at = jnp.arange(tokens.shape[1], dtype=jnp.int32)[None, :]
+        idx = jnp.where(at < count[:, None], written[:, None] + at, capacity)  # dropped
         return buffer.at[rows[:, None], idx].set(tokens, mode="drop")
 
     def call(tokens, count, positions, cache, choice):
@@ -326,6 +370,9 @@ def ff_loop(config: LoopConfig, start: LoopStart, canonical=None, prev0=None, ha
 
     buffer = on_batch(jnp.full((b, capacity), pad_id, jnp.int32))
     written = jnp.zeros((b,), jnp.int32)
+    if start.lead_tokens is not None:  # the start's forced run, fed with the prompt
+        buffer = write(buffer, written, start.lead_tokens, start.lead_len)
+        written = start.lead_len
     if canonical is not None and prev0 is None:
         prev0, has_prev0 = jnp.zeros((b,), jnp.int32), jnp.zeros((b,), bool)
     tokens, count, state, counted, feed, choice, fallback = emit(
@@ -336,7 +383,7 @@ def ff_loop(config: LoopConfig, start: LoopStart, canonical=None, prev0=None, ha
         step=jnp.int32(1),
         buffer=buffer,
         written=written + count,
-        lengths=counted,
+        lengths=written + counted,  # the lead's tokens count (none is EOS)
         tokens=tokens,
         feed=feed,
         choice=choice,

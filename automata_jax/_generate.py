@@ -192,6 +192,21 @@ def _check_inputs(prompt_tokens, prompt_mask, tables, constraint_ids, sampler, m
     return jnp.asarray(prompt_tokens, jnp.int32), jnp.asarray(prompt_mask), ids, n
 
 
+def _cache_slots(cache) -> int | None:
+    """A cache pytree's slots (static), or None where it has no ``valid`` [B, S]."""
+    shape = getattr(getattr(cache, "valid", None), "shape", None)
+    return shape[1] if shape is not None and len(shape) == 2 else None
+
+
+def _lead_width(tables, fast_forward, healing, canonical) -> int:
+    """F where `generate` feeds each row's start forced run in the prefill, else 0: with
+    fast-forward (the loops that feed forced runs), without healing (its first token comes
+    before any run) and canonical mode (which holds a run's last token back)."""
+    if not fast_forward or healing is not None or canonical is not None:
+        return 0
+    return _fast_forward.chunk_width(tables) - 1
+
+
 def _check_cache_length(cache, needed: int) -> None:
     valid = getattr(cache, "valid", None)
     shape = getattr(valid, "shape", None)
@@ -251,7 +266,11 @@ def generate(
         instead of one call per token (see `automata_jax._fast_forward`). True uses the
         default `FastForward` step policy (which call width each step takes); pass a
         `FastForward` to tune it. Forced tokens
-        count as generated tokens. Needs a cache with an ``end_index`` (or none); an
+        count as generated tokens. A row whose constraint forces a run at its start
+        (``{"name":"``) feeds it with its prompt in the prefill (the prompts grow by the
+        tables' longest run F, each row's run right-aligned; without healing or
+        ``canonical``, and where a passed cache has the F slots), so its first call
+        after the prefill already chooses. Needs a cache with an ``end_index`` (or none); an
         ``init_cache`` callable gets ``buffer_length`` extra slots (rows chunk at different
         times, leaving padding slots); a cache pytree needs ``max_new_tokens`` slots past
         the prompt, and steps are chunked only while it has room for them.
@@ -336,11 +355,16 @@ def generate(
         if speculate:
             raise RuntimeShapeError("canonical: not combined with speculate")
     slack = _cache_slack(capacity, tables, fast_forward, speculate)
+    lead = _lead_width(tables, fast_forward, healing, canonical)
     init_cache = None
     if callable(cache):
         init_cache, cache = cache, None
     else:
-        _check_cache_length(cache, prompt_tokens.shape[1] + n - 1 + min(slack, 1))
+        needed = prompt_tokens.shape[1] + n - 1 + min(slack, 1)
+        _check_cache_length(cache, needed)
+        slots = _cache_slots(cache)
+        if cache is not None and (slots is None or slots < needed + lead):
+            lead = 0  # no room to feed the start's forced run in the prefill: a call of its own
         if fast_forward:
             _fast_forward.check_cache(cache)
         if speculate:
@@ -353,6 +377,7 @@ def generate(
         data_sharding=data_sharding,
         fast_forward=fast_forward,
         speculate=speculate,
+        lead=lead,
     )
     inputs = LoopInputs(
         params=params,
@@ -424,23 +449,29 @@ def _generate_loop(config: LoopConfig, inputs: LoopInputs) -> GenerateOutput:
     v = tables.vocab_size
     slack = _cache_slack(capacity, tables, fast_forward, speculate)
     if config.init_cache is not None:
-        cache = config.init_cache(b, t + capacity + slack)
+        cache = config.init_cache(b, t + config.lead + capacity + slack)
         if fast_forward:
             _fast_forward.check_cache(cache)
         if speculate:
             _speculative.check_cache(cache)
-    positions = jnp.maximum(jnp.cumsum(prompt_mask.astype(jnp.int32), axis=1) - 1, 0)
-    if _fast_forward.accepts_logits_at(step_fn):  # the prefill's last slot only (left padding)
-        last = jnp.full((b,), t - 1, jnp.int32)
-        logits, cache = step_fn(
-            params, prompt_tokens, positions, prompt_mask, cache, logits_at=last
+    num_steps = jnp.clip(max_new_tokens, 1, capacity)
+    state = on_batch(init_state(tables, inputs.constraint_ids))
+    fed_tokens, fed_mask, lead_tokens, lead_len = prompt_tokens, prompt_mask, None, None
+    if config.lead:  # the start's forced run goes in with the prompt (no call of its own)
+        lead_tokens, lead_len, state = _fast_forward.lead_run(tables, state, num_steps)
+        fed_tokens, fed_mask = _fast_forward.extend_prompt(
+            prompt_tokens, prompt_mask, lead_tokens, lead_len, pad_id
         )
+    fed = fed_tokens.shape[1]
+    positions = jnp.maximum(jnp.cumsum(fed_mask.astype(jnp.int32), axis=1) - 1, 0)
+    if _fast_forward.accepts_logits_at(step_fn):  # the prefill's last slot only (left padding)
+        last = jnp.full((b,), fed - 1, jnp.int32)
+        logits, cache = step_fn(params, fed_tokens, positions, fed_mask, cache, logits_at=last)
         _check_step_logits(logits, b, 1, v)
     else:
-        logits, cache = step_fn(params, prompt_tokens, positions, prompt_mask, cache)
-        _check_step_logits(logits, b, t, v)
+        logits, cache = step_fn(params, fed_tokens, positions, fed_mask, cache)
+        _check_step_logits(logits, b, fed, v)
     next_position = positions[:, -1] + 1
-    num_steps = jnp.clip(max_new_tokens, 1, capacity)
 
     def sample(i, last_logits, state, prev=None, has_prev=None):
         last_logits = on_batch(last_logits)
@@ -459,7 +490,6 @@ def _generate_loop(config: LoopConfig, inputs: LoopInputs) -> GenerateOutput:
         counted = (emitted & ~is_eos).astype(jnp.int32)
         return tokens, emitted, on_batch(advance(tables, state, tokens)), counted, fallback
 
-    state = on_batch(init_state(tables, inputs.constraint_ids))
     healed = None
     if healing is not None:  # the first token, under the healing mask, fed on its own
         healed, logits, cache, state, next_position = _heal_first(
@@ -477,6 +507,8 @@ def _generate_loop(config: LoopConfig, inputs: LoopInputs) -> GenerateOutput:
         num_steps=num_steps,
         rng=rng,
         pad_id=pad_id,
+        lead_tokens=lead_tokens,
+        lead_len=lead_len,
     )
     if speculate:  # speculative steps (with fast-forward's forced runs when it is on)
         buffer, lengths, state, calls, drafted, kept = _speculative.spec_loop(
@@ -574,7 +606,8 @@ def cache_length(
     buffer_length: int | None = None,
 ) -> int:
     """The cache slots `generate` gives a ``cache=`` init function for these sizes: the
-    prompt, the output buffer and the slack of chunked calls (fast-forward, speculation).
+    prompt, the start's forced run fed with it (fast-forward), the output buffer and the
+    slack of chunked calls (fast-forward, speculation).
     A cache built ahead (e.g. from a shared prompt prefix) with this many slots past its
     prefix fits the same call.
 
@@ -592,7 +625,9 @@ def cache_length(
     capacity = bucket(max_new_tokens, MIN_BUFFER) if buffer_length is None else buffer_length
     fast_forward = _fast_forward.policy(fast_forward, tables)
     speculate = _speculate_policy(speculate, tables, fast_forward)
-    return int(prompt_length) + capacity + _cache_slack(capacity, tables, fast_forward, speculate)
+    slack = _cache_slack(capacity, tables, fast_forward, speculate)
+    lead = _lead_width(tables, fast_forward, None, None)  # the start's run, fed in the prefill
+    return int(prompt_length) + lead + capacity + slack
 
 
 def _speculate_policy(speculate, tables, fast_forward):

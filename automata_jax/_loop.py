@@ -34,6 +34,8 @@ class LoopConfig:
       data_sharding: the batch sharding to keep per-row arrays on, or None.
       fast_forward: the resolved `FastForward` policy, or None (off).
       speculate: the resolved `Speculate` policy, or None (off).
+      lead: F, the width of the start's forced runs fed with the prompt in the prefill
+        (`automata_jax._fast_forward.lead_run`), or 0 (not fed).
     """
 
     step_fn: Any
@@ -43,6 +45,7 @@ class LoopConfig:
     data_sharding: Any = None
     fast_forward: Any = None
     speculate: Any = None
+    lead: int = 0
 
     def on_batch(self, tree):
         """``tree`` constrained to the batch sharding (unchanged without one)."""
@@ -72,7 +75,9 @@ class LoopInputs:
 
 @struct.dataclass(kw_only=True)
 class LoopStart:
-    """Where the chunked loops (fast-forward, speculative) start: the prefill's result."""
+    """Where the chunked loops (fast-forward, speculative) start: the prefill's result (with
+    ``lead_tokens``/``lead_len``: the start's forced run, fed in the prefill, which the loops
+    write to the output first)."""
 
     params: Any
     tables: Any  # ConstraintTables
@@ -83,6 +88,8 @@ class LoopStart:
     num_steps: Int[Array, ""]
     rng: Any
     pad_id: Int[Array, ""]
+    lead_tokens: Int[Array, "B F"] | None = None  # the start's forced run, fed in the prefill
+    lead_len: Int[Array, " B"] | None = None  # its length per row (0: none)
 
 
 def cache_room(cache, cache_length) -> Int[Array, ""]:

@@ -93,10 +93,14 @@ class Speculate:
         run after it (`ConstraintTables.exit_tokens`), so a draft can end a value and
         reach the next choice; up to ``K + 1 + F`` drafted tokens, of which at most K + 1
         need logits (forced ones are verified without).
+      lone_exits: with ``exit_drafts``, a row whose chosen token is not followed by a
+        forced run (it is inside a value: ``programmer``, ``3``) and whose lookup copies
+        nothing drafts the exit alone, with its run: a value the document does not spell
+        (a paraphrase, a case change) often ends after the token the model chose.
 
     Example:
       >>> Speculate(draft_len=3).resolve(forced=0)
-      Speculate(draft_len=3, ngram_sizes=(3, 2, 1), widths=(4,), slot_cost=0.05, logit_cost=0.1, prior_accepted=1.0, prior_drafted=2.0, exit_drafts=True)
+      Speculate(draft_len=3, ngram_sizes=(3, 2, 1), widths=(4,), slot_cost=0.05, logit_cost=0.1, prior_accepted=1.0, prior_drafted=2.0, exit_drafts=True, lone_exits=True)
     """
 
     draft_len: int = 4
@@ -107,17 +111,19 @@ class Speculate:
     prior_accepted: float = 1.0
     prior_drafted: float = 2.0
     exit_drafts: bool = True
+    lone_exits: bool = True
 
     def __post_init__(self):
         k = self.draft_len
         if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
             raise RuntimeShapeError(f"Speculate.draft_len: expected an int >= 1, got {k!r}")
         object.__setattr__(self, "draft_len", int(k))
-        if not isinstance(self.exit_drafts, bool | np.bool_):
-            raise RuntimeShapeError(
-                f"Speculate.exit_drafts: expected a bool, got {self.exit_drafts!r}"
-            )
-        object.__setattr__(self, "exit_drafts", bool(self.exit_drafts))
+        for name in ("exit_drafts", "lone_exits"):
+            if not isinstance(getattr(self, name), bool | np.bool_):
+                raise RuntimeShapeError(
+                    f"Speculate.{name}: expected a bool, got {getattr(self, name)!r}"
+                )
+            object.__setattr__(self, name, bool(getattr(self, name)))
         sizes = tuple(int(n) for n in self.ngram_sizes)
         if not sizes or min(sizes) < 1:
             raise RuntimeShapeError(
@@ -307,13 +313,15 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
         ok = ~states.done[1:] & ~states.error[1:]  # [D, B]
         return drafts, jnp.minimum(k, jnp.sum(jnp.cumprod(ok.astype(jnp.int32), axis=0), axis=0))
 
-    def end_the_copy(st, drafts, k_cut, k_lang, stop, room):
+    def end_the_copy(st, drafts, k_cut, k_lang, stop, room, lone):
         """The draft after a copy that stops: where the lookup's copy starts a new clause
         (``stop``) or has a token the constraint rejects (``k_lang < k_cut``), it goes on
         with the state's exit token (`ConstraintTables.exit_tokens`) and the forced run
-        after it, up to ``room`` tokens; then it is cut to the language again. Elsewhere it
-        is the copy (``k_lang`` tokens). Returns (drafts int32[B, D], count [B])."""
-        ends = (stop < k_cut) | (k_lang < k_cut)
+        after it, up to ``room`` tokens; then it is cut to the language again. Where
+        ``lone`` (bool[B]) and nothing is copied, the draft is that exit and run alone.
+        Elsewhere it is the copy (``k_lang`` tokens). Returns (drafts int32[B, D], count
+        [B])."""
+        ends = (stop < k_cut) | (k_lang < k_cut) | (lone & (k_cut == 0))
         copied = jnp.minimum(stop, k_lang)  # < K where the copy ends
         at = select(walk(st, drafts, copied), copied)  # the state where the copy stops
         kk = jnp.clip(at.constraint, 0, num_k - 1)
@@ -385,7 +393,10 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
         k_cut = jnp.where(active & ~full_head.done, jnp.minimum(k, budget - head_n), 0)
         drafts, k = in_language(full_head, drafts, k_cut)
         if use_exits:
-            drafts, k = end_the_copy(full_head, drafts, k_cut, k, stop, budget - head_n)
+            # After a chosen token with no forced run (inside a value), an empty copy
+            # may still end the value (`Speculate.lone_exits`).
+            lone = sampling & (post_n == 0) if spec.lone_exits else jnp.zeros((b,), bool)
+            drafts, k = end_the_copy(full_head, drafts, k_cut, k, stop, budget - head_n, lone)
         need = ~forces(walk(full_head, drafts, k))  # [D+1, B]: slot j's choice needs logits
         need_upto = jnp.cumsum(need.astype(jnp.int32), axis=0).T  # [B, D+1]
 
@@ -508,6 +519,11 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
     buffer = on_batch(jnp.full((b, capacity), pad_id, jnp.int32))
     written = jnp.zeros((b,), jnp.int32)
     zeros = jnp.zeros((b,), jnp.int32)
+    if start.lead_tokens is not None:  # the start's forced run, fed with the prompt
+        lead = jnp.arange(start.lead_tokens.shape[1], dtype=jnp.int32)[None, :]
+        idx = jnp.where(lead < start.lead_len[:, None], lead, capacity)
+        buffer = buffer.at[rows[:, None], idx].set(start.lead_tokens, mode="drop")
+        written = start.lead_len
     rate0 = spec.prior_accepted / spec.prior_drafted
     x = choose(jax.random.fold_in(rng, 0), state, logits)
     rates = jnp.full((b,), rate0, jnp.float32)
@@ -537,7 +553,7 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
         rates,
         buffer,
         cache,
-        zeros,
+        written,  # the lead's tokens count (none is EOS)
         step=jnp.int32(1),
         position=next_position,
         calls=jnp.ones((b,), jnp.int32),

@@ -13,7 +13,15 @@ one process, greedy, so machine noise hits both alike and outputs must be identi
 
 Figures per set and loop: model calls per record (prefill included), generated tokens
 per record, drafted / accepted tokens per model call, records/s (total time of the timed
-batches; the first batch of each set is run once untimed to compile), and the ratios.
+batches, each batch's median of ``--repeats`` interleaved runs; the first batch of each set
+is run once untimed to compile), and the ratios.
+
+``--breakdown`` also says where each loop's calls go per record, without touching the runtime:
+each batch is replayed with an *oracle* model (`OracleModel`: its logits at a position are
+one-hot at the token the real run emitted next, so greedy decoding retraces the real run:
+same drafts, same acceptances, same policy choices; checked) whose step records what each
+call fed (a ``jax.debug.callback`` in the bench's fake model, not in the loop). Each call a
+row fed is then sorted by what it did (`CATEGORIES`).
 
 Run: ``python benchmarks/speculative_bench.py [--sets extract,heldout,bfcl,free]``
 Writes ``benchmarks/results/speculative.json`` (or ``--output``) and prints a Markdown table.
@@ -22,20 +30,26 @@ Writes ``benchmarks/results/speculative.json`` (or ``--output``) and prints a Ma
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import functools
 import json
 import sys
 import time
 from pathlib import Path
+from unittest import mock
 
 import jax
+import jax.numpy as jnp
 import numpy as np
+from flax import struct
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "compile")]
 
 import automata_compile as ac  # noqa: E402
 import automata_jax as aj  # noqa: E402
+from automata_jax import _generate  # noqa: E402
 from automata_jax._tables import bucket  # noqa: E402
 from automata_jax.extract._prep import PromptTemplate  # noqa: E402
 from automata_jax.models import Gemma3, default_cache_dir, default_gguf_path, load_gguf  # noqa: E402
@@ -52,6 +66,141 @@ FREE_PROMPTS = [
     "List some good habits for staying healthy.",
 ]
 TURN = "<start_of_turn>user\n{}<end_of_turn>\n<start_of_turn>model\n"
+CATEGORIES = {
+    "prefill": "the prompt's call",
+    "start_run": 'feeds only the start state\'s forced run (e.g. `{"name":"`)',
+    "forced_run": "feeds only a forced run elsewhere (one that did not fit the previous call)",
+    "no_draft": "a chosen token and its forced run, nothing drafted after it",
+    "rejected_first": "a draft whose first token the model rejected",
+    "rejected_later": "a draft kept in part",
+    "kept_all": "a draft kept whole",
+}
+
+
+@struct.dataclass(kw_only=True)
+class OracleCache:
+    """The oracle's cache: only what the loops read (valid slots, the next slot)."""
+
+    valid: jax.Array  # bool[B, S]
+    end_index: jax.Array  # int32[]
+
+
+@dataclasses.dataclass(frozen=True)
+class OracleModel:
+    """Logits one-hot at ``params["target"][row, position + 1]``: the token the real run put
+    after each position (prompt and output, indexed by position). Each call's fed tokens,
+    positions and mask go to ``sink`` (a host list) through ``jax.debug.callback``."""
+
+    vocab_size: int
+    sink: list = dataclasses.field(default_factory=list, compare=False, hash=False)
+
+    def init_cache(self, batch_size, max_length):
+        return OracleCache(
+            valid=jnp.zeros((batch_size, max_length), bool), end_index=jnp.zeros((), jnp.int32)
+        )
+
+    def apply_step(self, params, tokens, positions, input_mask, cache, logits_at=None):
+        jax.debug.callback(
+            lambda *a: self.sink.append(tuple(np.asarray(x) for x in a)),
+            tokens, positions, input_mask,
+        )  # fmt: skip
+        if logits_at is None:
+            at = jnp.broadcast_to(jnp.arange(tokens.shape[1])[None], tokens.shape)
+        else:
+            at = logits_at if logits_at.ndim == 2 else logits_at[:, None]
+        pos = jnp.take_along_axis(positions, at, axis=1) + 1
+        target = jnp.take_along_axis(
+            params["target"], jnp.clip(pos, 0, params["target"].shape[1] - 1), axis=1
+        )
+        logits = jax.nn.one_hot(target, self.vocab_size, dtype=jnp.float32)
+        valid = jax.lax.dynamic_update_slice(cache.valid, input_mask, (0, cache.end_index))
+        return logits, cache.replace(valid=valid, end_index=cache.end_index + tokens.shape[1])
+
+
+def _lead(on: bool):
+    """A context in which `generate` feeds the start's forced run with the prompt (``on``, the
+    default) or, as before it did, in a call of its own (the bench patches the width)."""
+    if on:
+        return contextlib.nullcontext()
+    return mock.patch.object(_generate, "_lead_width", lambda *args: 0)
+
+
+def forced_flags(tables, cid, out):
+    """bool per output token: whether the state before it forces a run (host walk; DFAs)."""
+    if cid < 0 or tables.forced_len is None:
+        return np.zeros(len(out), bool)
+    cls = np.asarray(tables.token_class[cid])
+    nxt = np.asarray(tables.next_state[cid])
+    flen = np.asarray(tables.forced_len[cid])
+    q, flags = int(tables.start[cid]), []
+    for tok in out:
+        flags.append(q >= 0 and flen[q] > 0)
+        q = int(nxt[q, cls[tok]]) if q >= 0 else -1
+    return np.asarray(flags, bool)
+
+
+def breakdown(model, tables, tokens, mask, cids, out, kw, n, max_new_tokens, vocab, examples):
+    """Replays one batch with the oracle; returns ({category: calls} summed over the first
+    ``n`` rows, whether the replay matched the real run (tokens and calls))."""
+    b, t = tokens.shape
+    lengths = np.asarray(out.lengths + out.accepted)
+    prompt_len = mask.sum(1)
+    target = np.zeros((b, t + max_new_tokens + 2), np.int32)
+    for r in range(b):
+        seq = list(tokens[r][mask[r]]) + list(out.tokens[r][: lengths[r]])
+        target[r, : len(seq)] = seq
+    model.sink.clear()
+    kw, lead = kw
+    with _lead(lead):
+        replay = aj.generate(
+            model.apply_step, {"target": jnp.asarray(target)}, tokens, tables, cids,
+            sampler=aj.Greedy(), max_new_tokens=max_new_tokens, rng=jax.random.key(0),
+            prompt_mask=mask, cache=model.init_cache, **kw,
+        )  # fmt: skip
+        replay = jax.device_get(replay)
+    same = bool(
+        (replay.tokens == out.tokens).all() and (replay.model_calls == out.model_calls).all()
+    )
+    counts = dict.fromkeys(CATEGORIES, 0)
+    for r in range(n):
+        seq = out.tokens[r][: lengths[r]]
+        forced = np.append(forced_flags(tables, int(cids[r]), seq), False)
+        for fed_tokens, fed_pos, fed_mask in model.sink:
+            if fed_tokens.shape[1] >= t:  # the prompt (and the start's run, fed with it)
+                counts["prefill"] += 1
+                continue
+            cols = np.flatnonzero(fed_mask[r])
+            if not len(cols):
+                continue
+            i0 = int(fed_pos[r, cols[0]]) - int(prompt_len[r])
+            fed = fed_tokens[r, cols]
+            w = len(fed)
+            if forced[min(i0, len(seq))]:
+                head = w  # a run with no choice before it
+                counts["start_run" if i0 == 0 else "forced_run"] += 1
+                continue
+            head = 1
+            while head < w and i0 + head < len(seq) and forced[i0 + head]:
+                head += 1
+            d = w - head
+            m = 0
+            while m < d and i0 + head + m < len(seq) and fed[head + m] == seq[i0 + head + m]:
+                m += 1
+            kind = (
+                "no_draft" if d == 0 else
+                "rejected_first" if m == 0 else "rejected_later" if m < d else "kept_all"
+            )  # fmt: skip
+            counts[kind] += 1
+            if kind in ("no_draft", "rejected_first") and len(examples[kind]) < 12:
+                nxt = i0 + head + m
+                text = lambda ids: b"".join(vocab.tokens[i] or b"" for i in ids).decode(  # noqa: E731
+                    "utf-8", "replace"
+                )
+                examples[kind].append(
+                    f"{text(seq[max(0, nxt - 6) : nxt])!r} -> chose {text(seq[nxt : nxt + 1])!r}"
+                    + (f", draft {text(fed[head:])!r}" if d else "")
+                )
+    return counts, same
 
 
 def _bfcl_schema(node):
@@ -142,6 +291,13 @@ def main(argv=None) -> int:
         default="ff,ff+copy+keys,ff+spec+keys,ff+spec_eager+keys",
         help="the loops to compare (ff, the baseline, always)",
     )
+    parser.add_argument(
+        "--repeats", type=int, default=1,
+        help="time each batch this many times per loop, interleaved (records/s from medians)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--breakdown", action="store_true", help="where each loop's calls go (oracle replay)"
+    )
     parser.add_argument("--output", default=str(ROOT / "benchmarks/results/speculative.json"))
     args = parser.parse_args(argv)
 
@@ -153,6 +309,8 @@ def main(argv=None) -> int:
     eager = aj.Speculate(slot_cost=0.0, logit_cost=0.0)  # drafts whenever a row has one
     no_exits = aj.Speculate(exit_drafts=False)  # drafts that only copy (before exit drafts)
     eager_no_exits = aj.Speculate(slot_cost=0.0, logit_cost=0.0, exit_drafts=False)
+    no_lone = aj.Speculate(lone_exits=False)  # exits only where a copy stops
+    eager_no_lone = aj.Speculate(slot_cost=0.0, logit_cost=0.0, lone_exits=False)
     loops = {
         "ff": dict(fast_forward=True),
         "ff+copy+keys": dict(fast_forward=True, speculate=no_exits, keys=True),
@@ -162,6 +320,15 @@ def main(argv=None) -> int:
         "ff+spec+keys": dict(fast_forward=True, speculate=True, keys=True),
         "ff+spec_eager+keys": dict(fast_forward=True, speculate=eager, keys=True),
         "ff+spec+lckeys": dict(fast_forward=True, speculate=True, keys="lowercase"),
+        "ff+spec_nolone+lckeys": dict(fast_forward=True, speculate=no_lone, keys="lowercase"),
+        "ff+spec_eager_nolone+lckeys": dict(
+            fast_forward=True, speculate=eager_no_lone, keys="lowercase"
+        ),
+        # As before the start's forced run went in with the prompt (its own call):
+        "ff_own_lead": dict(fast_forward=True, lead=False),
+        "ff+spec_eager+lckeys_own_lead": dict(
+            fast_forward=True, speculate=eager, keys="lowercase", lead=False
+        ),
         "ff+spec_eager+lckeys": dict(fast_forward=True, speculate=eager, keys="lowercase"),
     }
     chosen = [k for k in args.loops.split(",") if k]
@@ -177,6 +344,7 @@ def main(argv=None) -> int:
     # One prompt length for every set: sets whose tables have one shape share compilations.
     length = bucket(max(len(p) for prompts, _, _ in sets.values() for p in prompts), 64)
     compiled, results = set(), {}
+    oracle = OracleModel(config.vocab_size)
     for name, (prompts, ids, dfas) in sets.items():
         tables = aj.ConstraintTables.from_dfas(dfas, vocab_size=config.vocab_size)
         shape = (jax.tree.structure(tables), tuple(np.shape(x) for x in jax.tree.leaves(tables)))
@@ -186,6 +354,9 @@ def main(argv=None) -> int:
             k: dict(calls=0, tokens=0, drafted=0, accepted=0, seconds=0.0, records=0) for k in loops
         }
         same = 0
+        split = {k: dict.fromkeys(CATEGORIES, 0) for k in loops}
+        examples = {k: {"no_draft": [], "rejected_first": []} for k in loops}
+        replayed = True
         batches = [
             list(range(i, min(i + args.batch, len(prompts))))
             for i in range(0, len(prompts), args.batch)
@@ -194,29 +365,34 @@ def main(argv=None) -> int:
             full = rows + [rows[0]] * (args.batch - len(rows))
             tokens, mask = aj.pad_prompts([prompts[r] for r in full], length=length)
             cids = np.asarray([ids[r] for r in full], np.int32)
-            order = list(loops) if number % 2 else list(loops)[::-1]
-            outs = {}
-            for loop in order:
-                start = time.perf_counter()
-                kw = dict(loops[loop])
-                keyed = kw.pop("keys", False)
-                if keyed:  # built on the host with the prompts, as the job does
-                    kw["draft_keys"] = aj.draft_keys(
-                        tokens, twins_lc if keyed == "lowercase" else twins
-                    )
-                out = aj.generate(
-                    model.apply_step, params, tokens, tables, cids, sampler=aj.Greedy(),
-                    max_new_tokens=args.max_new_tokens, rng=jax.random.key(0), prompt_mask=mask,
-                    cache=cache_fn, **kw,
-                )  # fmt: skip
-                out = jax.device_get(out)
-                seconds = time.perf_counter() - start
-                outs[loop] = out
-                if number == 0:
-                    continue  # the compile run
+            outs, kws, times = {}, {}, {k: [] for k in loops}
+            for repeat in range(1 if number == 0 else args.repeats):
+                forward = (number + repeat) % 2  # the order alternates
+                for loop in list(loops) if forward else list(loops)[::-1]:
+                    start = time.perf_counter()
+                    kw = dict(loops[loop])
+                    lead = kw.pop("lead", True)
+                    keyed = kw.pop("keys", False)
+                    if keyed:  # built on the host with the prompts, as the job does
+                        kw["draft_keys"] = aj.draft_keys(
+                            tokens, twins_lc if keyed == "lowercase" else twins
+                        )
+                    kws[loop] = kw, lead
+                    with _lead(lead):
+                        out = aj.generate(
+                            model.apply_step, params, tokens, tables, cids, sampler=aj.Greedy(),
+                            max_new_tokens=args.max_new_tokens, rng=jax.random.key(0),
+                            prompt_mask=mask, cache=cache_fn, **kw,
+                        )  # fmt: skip
+                        out = jax.device_get(out)
+                    times[loop].append(time.perf_counter() - start)
+                    outs[loop] = out
+            for loop in loops if number else ():  # number 0: the compile run
+                out = outs[loop]
                 n = len(rows)
                 s = stats[loop]
-                s["seconds"] += seconds
+                s["seconds"] += float(np.median(times[loop]))  # the batch's median
+                s.setdefault("batch_seconds", []).append([round(x, 3) for x in times[loop]])
                 s["records"] += n
                 s["calls"] += int(out.model_calls[:n].sum())
                 s["tokens"] += int((out.lengths[:n] + out.accepted[:n]).sum())
@@ -228,6 +404,14 @@ def main(argv=None) -> int:
                 for k in loops:
                     agree &= (outs["ff"].tokens[:n] == outs[k].tokens[:n]).all(1)
                 same += int(agree.sum())
+                for k in loops if args.breakdown else ():
+                    counts, ok = breakdown(
+                        oracle, tables, tokens, mask, cids, outs[k], kws[k], n,
+                        args.max_new_tokens, vocab, examples[k],
+                    )  # fmt: skip
+                    replayed &= ok
+                    for c, v in counts.items():
+                        split[k][c] += v
                 times = ", ".join(f"{k} {stats[k]['seconds']:.1f}s" for k in loops)
                 print(f"{name} batch {number}: {times}", flush=True)
         for s in stats.values():
@@ -241,6 +425,10 @@ def main(argv=None) -> int:
             s["calls_ratio"] = s["calls_per_record"] / base["calls_per_record"]
             s["speed_ratio"] = s["records_per_s"] / base["records_per_s"]
         results[name] = dict(loops=stats, identical_records=same, records=base["records"])
+        if args.breakdown:
+            for k, s in stats.items():
+                s["calls_by_kind"] = {c: v / s["records"] for c, v in split[k].items()}
+            results[name].update(replay_matches=replayed, examples=examples)
         print(json.dumps({name: results[name]}), flush=True)
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps(dict(args=vars(args), results=results), indent=1))
@@ -257,6 +445,22 @@ def main(argv=None) -> int:
                 f"{s['speed_ratio']:.2f}x | {s['drafted_per_call']:.2f} | "
                 f"{s['accepted_per_call']:.2f} | {r['identical_records']}/{r['records']} |"
             )
+    if args.breakdown:
+        print(
+            "\nWhere the calls go, per record ("
+            + "; ".join(f"{c}: {d}" for c, d in CATEGORIES.items())
+            + ")"
+        )
+        print("| set | loop | " + " | ".join(CATEGORIES) + " | total | replay |")
+        print("|---|---|" + "---:|" * (len(CATEGORIES) + 2))
+        for name, r in results.items():
+            for loop, s in r["loops"].items():
+                kinds = s["calls_by_kind"]
+                print(
+                    f"| {name} | {loop} | "
+                    + " | ".join(f"{kinds[c]:.2f}" for c in CATEGORIES)
+                    + f" | {sum(kinds.values()):.2f} | {'ok' if r['replay_matches'] else 'DIFFERS'} |"
+                )
     return 0
 
 

@@ -10,7 +10,7 @@ from flax import struct
 
 import automata_compile as ac
 import automata_jax as aj
-from automata_jax import ConstraintTables, Greedy, TopP
+from automata_jax import ConstraintTables, Greedy, TopP, _generate, testing
 from automata_jax.testing import FakeModel, host_callbacks, jaxpr_primitive_names
 
 # tokens: 0='a', 1='b', 2='ab', 3=EOS, 4=pad, 5='c', 6='abc', 7 unused
@@ -34,13 +34,20 @@ def params():
 
 
 def _reference(dfa, params, prompt, n, rng=None):
-    """Fast-forward decoding of one row, one model call per fed token, greedy."""
-    tokens = jnp.asarray([prompt], jnp.int32)
+    """Fast-forward decoding of one row, one model call per fed token, greedy. The start
+    state's forced run (its lead) is fed with the prompt, in the prefill."""
+    lead = dfa.forced_run(dfa.start)[0][:n]
+    tokens = jnp.asarray([prompt + lead], jnp.int32)
     cache = MODEL.init_cache(1, len(prompt) + n + 16)
     logits, cache = MODEL.apply_step(
-        params, tokens, jnp.arange(len(prompt))[None], jnp.ones_like(tokens, bool), cache
+        params, tokens, jnp.arange(tokens.shape[1])[None], jnp.ones_like(tokens, bool), cache
     )
-    last, pos, q, out, calls = np.asarray(logits[0, -1]), len(prompt), dfa.start, [], 1
+    last, pos, q, out, calls = np.asarray(logits[0, -1]), tokens.shape[1], dfa.start, [], 1
+    for t in lead:
+        q = dfa.advance(q, t)
+    out = list(lead)
+    if len(out) >= n:
+        return out, calls, False
     while True:
         run, _ = dfa.forced_run(q)
         if run:
@@ -243,7 +250,9 @@ def test_a_tight_cache_never_overflows(params, always):
 
 # --- the step policy (`FastForward`): which call width each iteration takes ---
 
-FORCED, FREE = 0, 3  # PATTERNS[0] forces "cabab" from its start; PATTERNS[3] forces nothing
+# PATTERNS[1] forces a run after its first token (PATTERNS[0]'s run, at its start, goes in
+# with the prompt: no decode call feeds it); PATTERNS[3] forces nothing.
+FORCED, FREE = 1, 3
 
 
 def _widths_taken(params, tables, ids, n, policy):
@@ -307,8 +316,10 @@ def test_every_policy_gives_the_same_greedy_output(dfas, params, policy):
             np.testing.assert_array_equal(x, y)
         np.testing.assert_array_equal(out.tokens, fastest.tokens)
         np.testing.assert_array_equal(out.lengths, fastest.lengths)
-    # widths=(1,): one call per token (EOS included), as without fast-forward.
-    np.testing.assert_array_equal(one.model_calls, one.lengths + one.accepted)
+    # widths=(1,): one call per token (EOS included), as without fast-forward, except the
+    # start's forced run (its lead), fed with the prompt.
+    lead = [min(len(dfas[k].forced_run(dfas[k].start)[0]), 12) for k in ids]
+    np.testing.assert_array_equal(one.model_calls, one.lengths + one.accepted - lead)
     assert (fastest.model_calls <= got.model_calls).all()
     assert (got.model_calls <= one.model_calls).all()
     for row, k in enumerate(ids):
@@ -348,3 +359,108 @@ def test_no_retrace_for_a_second_constraint_of_the_bucket(params):
     out = _run(params, second, [0, 1], [[1], [2]], 8)
     assert _generate._generate_jit._cache_size() == before
     assert not out.states.error.any()
+
+
+# --- the start's forced run (the lead), fed with the prompt in the prefill ---
+
+
+@pytest.mark.parametrize("speculate", [False, True])
+def test_the_lead_goes_in_with_the_prompt(params, speculate, monkeypatch):
+    """Schemas (a DFA and a PDA), regexes with and without a forced start, unconstrained rows
+    in one batch: greedy outputs and final states equal the loop's that feeds the lead in a
+    call of its own; each row with a lead saves exactly that call. (Not the plain loop's:
+    a forced run is the canonical spelling, where the plain loop may choose ``{`` then
+    ``"``.)"""
+    pieces = [bytes([c]) for c in range(256)] + [b'","', b'":"', b'"}', b'{"', b"ab"]
+    vocab = ac.Vocabulary.from_bytes(pieces + [None, None], eos_ids=[len(pieces)],
+                                     special_ids=[len(pieces), len(pieces) + 1])  # fmt: skip
+    v = vocab.size
+    flat = {
+        "type": "object",
+        "properties": {"a": {"type": "string", "maxLength": 5}, "b": {"type": "integer"}},
+        "required": ["a", "b"],
+        "additionalProperties": False,
+    }
+    tree = {
+        "type": "object",
+        "properties": {"n": {"type": "string", "maxLength": 4},
+                       "k": {"type": "array", "items": {"$ref": "#"}, "maxItems": 2}},
+        "required": ["n", "k"],
+        "additionalProperties": False,
+    }  # fmt: skip
+    options = dict(whitespace="compact", property_order="declared")
+    dfas = [
+        ac.compile_json_schema(flat, vocab, **options),
+        ac.compile_json_schema(tree, vocab, **options),
+        ac.compile_regex(r"xyz(ab|c)+", vocab),
+        ac.compile_regex(r"(ab|c)+,yz", vocab),
+    ]
+    assert dfas[1].is_pda
+    leads = [len(d.forced_run(d.start)[0]) for d in dfas]
+    assert leads[0] and leads[2] and not leads[3]
+    tables = ConstraintTables.from_dfas(dfas, vocab_size=v)
+    model = FakeModel(vocab_size=v)
+    mparams = model.init_params(11)
+    docs = ['{"a": "ab", "b": 7}', '{"n": "ab", "k": []}', "xyzab", "ab,yz", "abc"]
+    prompts = [list(d.encode()) for d in docs] + [[5], list(b"a long prompt"), [7, 8]]
+    ids = [0, 1, 2, 3, -1, 0, 2, 1]
+    tokens, mask = aj.pad_prompts(prompts, pad_id=PAD)
+    # Policies that never narrow a row's call for the batch's sake, so that each row's
+    # calls depend on its own tokens only.
+    spec = aj.Speculate(slot_cost=0.0, logit_cost=0.0) if speculate else False
+    always = aj.FastForward(slot_cost=0.0)
+    for n in (2, 24):
+        kw = dict(
+            sampler=Greedy(), max_new_tokens=n, rng=jax.random.key(0), prompt_mask=mask,
+            pad_id=PAD,
+        )  # fmt: skip
+        ids_ = np.asarray(ids, np.int32)
+        lead = aj.generate(
+            model.apply_step, mparams, tokens, tables, ids_, cache=model.init_cache,
+            fast_forward=always, speculate=spec, **kw,
+        )  # fmt: skip
+        with monkeypatch.context() as patch:  # the loop before leads: a call of its own
+            patch.setattr(_generate, "_lead_width", lambda *args: 0)
+            own = aj.generate(
+                model.apply_step, mparams, tokens, tables, ids_, cache=model.init_cache,
+                fast_forward=always, speculate=spec, **kw,
+            )  # fmt: skip
+        lead, own = jax.device_get((lead, own))
+        np.testing.assert_array_equal(lead.tokens, own.tokens)
+        np.testing.assert_array_equal(lead.lengths, own.lengths)
+        np.testing.assert_array_equal(lead.accepted, own.accepted)
+        for a, b in zip(jax.tree.leaves(lead.states), jax.tree.leaves(own.states), strict=True):
+            np.testing.assert_array_equal(a, b)
+        for row, k in enumerate(ids):
+            has = k >= 0 and leads[k] > 0
+            finished_in_lead = has and leads[k] >= n
+            saved = int(has and not finished_in_lead)
+            assert int(own.model_calls[row]) - int(lead.model_calls[row]) == saved, (row, n)
+            if finished_in_lead:  # cut by max_new_tokens inside the lead: the prefill only
+                assert int(lead.model_calls[row]) == 1
+
+
+def test_the_lead_on_tiny_gemma():
+    """The real model's prefill (logits at the last slot, sliding windows) with each row's
+    lead appended, ragged: greedy outputs equal the plain loop's."""
+    model, params = testing.tiny_model(vocab_size=64)
+    vocab = ac.Vocabulary.from_bytes(
+        [bytes([c]) for c in range(97, 97 + 26)] + [b" "] + [None] * 37, eos_ids=[27],
+        special_ids=list(range(27, 64)),
+    )  # fmt: skip
+    dfas = [ac.compile_regex(p, vocab) for p in (r"hello (abc|cab)+", r"[a-e]{3,9}", r"xy z?")]
+    assert dfas[0].forced_run(dfas[0].start)[0] and not dfas[1].forced_run(dfas[1].start)[0]
+    tables = ConstraintTables.from_dfas(dfas, vocab_size=64)
+    prompts = [[0, 1, 2, 0, 1, 2, 0], [2, 0, 1, 2, 0, 1], [3, 4, 3, 4, 3], [1, 1, 1]]
+    ids = [0, 1, 2, -1]
+    tokens, mask = aj.pad_prompts(prompts, pad_id=PAD)
+    kw = dict(
+        sampler=Greedy(), max_new_tokens=12, rng=jax.random.key(0), prompt_mask=mask,
+        pad_id=PAD, cache=model.init_cache,
+    )  # fmt: skip
+    off = aj.generate(model.apply_step, params, tokens, tables, np.asarray(ids), **kw)
+    on = aj.generate(
+        model.apply_step, params, tokens, tables, np.asarray(ids), fast_forward=True, **kw
+    )
+    np.testing.assert_array_equal(on.tokens, off.tokens)
+    assert int(on.model_calls[0]) < int(off.model_calls[0])

@@ -294,6 +294,8 @@ def test_jaxpr_has_no_host_callbacks_and_no_retrace(dfas, params):
 def test_bad_policies_and_caches():
     with pytest.raises(aj.RuntimeShapeError, match="exit_drafts"):
         Speculate(exit_drafts="yes")
+    with pytest.raises(aj.RuntimeShapeError, match="lone_exits"):
+        Speculate(lone_exits=1)
     with pytest.raises(aj.RuntimeShapeError, match="draft_len"):
         Speculate(draft_len=0)
     with pytest.raises(aj.RuntimeShapeError, match="ngram_sizes"):
@@ -318,7 +320,8 @@ def test_bad_policies_and_caches():
 
 
 def test_exit_drafts_change_the_drafts_not_the_outputs():
-    """Exit drafts (a copy that stops goes on with the exit token and its forced run) over
+    """Exit drafts (a copy that stops goes on with the exit token and its forced run; with
+    lone exits, an empty copy inside a value drafts the exit alone) over
     JSON Schemas (a DFA and a PDA), a regex and unconstrained rows in one batch, with the
     job's keys (clause stops) and random adversarial keys: greedy outputs and final states
     equal decoding without drafts, and without exit drafts."""
@@ -358,19 +361,21 @@ def test_exit_drafts_change_the_drafts_not_the_outputs():
     clause = aj.draft_keys(tokens, aj.bare_twins(vocab.tokens, lowercase_stops=True))
     adversarial = rng.integers(-3 - v, v, size=tokens.shape).astype(np.int32)  # twins, stops
     no_exits = Speculate(slot_cost=0.0, logit_cost=0.0, exit_drafts=False)
+    no_lone = Speculate(slot_cost=0.0, logit_cost=0.0, lone_exits=False)
     kw = dict(model=model, fast_forward=True)
     off = _run(mparams, tables, ids, prompts, 32, **kw)
     drafted = {}
     for name, keys in (("clause", clause), ("adversarial", adversarial)):
-        for spec in (EAGER, no_exits):
+        for spec in (EAGER, no_lone, no_exits):
             on = _run(mparams, tables, ids, prompts, 32, speculate=spec, draft_keys=keys, **kw)
             np.testing.assert_array_equal(on.tokens, off.tokens)
             np.testing.assert_array_equal(on.lengths, off.lengths)
             for a, b in zip(jax.tree.leaves(on.states), jax.tree.leaves(off.states), strict=True):
                 np.testing.assert_array_equal(a, b)
             assert (on.drafts_accepted <= on.drafted).all()
-            drafted[name, spec.exit_drafts] = int(on.drafted.sum())
-    assert drafted["clause", True] != drafted["clause", False]  # exits were drafted
+            drafted[name, spec.exit_drafts, spec.lone_exits] = int(on.drafted.sum())
+    assert drafted["clause", True, False] != drafted["clause", False, True]  # exits drafted
+    assert drafted["clause", True, True] != drafted["clause", True, False]  # lone exits too
 
 
 def test_cache_length_is_what_generate_allocates(dfas, params):
