@@ -41,35 +41,40 @@ class ByteDFA(_fsa.DFA):
         return self.run(data)
 
 
+def _spelling(seqs) -> tuple:
+    """The UTF-8 sequences of a character set as `_Bytes.chars` spells them: per sequence
+    its first byte range and its suffixes, longest last (``(seq[k:], *seq[k])`` for k from
+    the end down to 1), so a spelling slices no tuple again each time the set recurs."""
+    return tuple(
+        (*seq[0], tuple((seq[k:], *seq[k]) for k in range(len(seq) - 1, 0, -1))) for seq in seqs
+    )
+
+
 class _Bytes(_thompson.Builder):
     """Spells character sets in UTF-8; terminal label k is symbol 256 + k."""
 
     def __init__(self, nfa: _fsa.NFA):
         super().__init__(nfa)
-        self.spellings: dict = {}  # ranges -> their UTF-8 sequences (sets recur in a tree)
+        self.spellings: dict = {}  # ranges -> their `_spelling` (sets recur in a tree)
 
     def chars(self, ranges, s, e, memo) -> None:
         # Sequences of byte ranges share their suffix states (memo keyed by the remaining ranges).
         nfa = self.nfa
-        seqs = self.spellings.get(ranges)
-        if seqs is None:
-            seqs = self.spellings[ranges] = cs.utf8_sequences(ranges)
-        for seq in seqs:
-            if len(seq) == 1:  # one byte range: no suffix states
-                nfa.edges[s].append((*seq[0], e))
-                continue
+        edges = nfa.edges
+        plan = self.spellings.get(ranges)
+        if plan is None:
+            plan = self.spellings[ranges] = _spelling(cs.utf8_sequences(ranges))
+        out = edges[s]
+        for lo, hi, suffixes in plan:
             nxt = e
-            for k in range(len(seq) - 1, 0, -1):
-                key = seq[k:]
+            for key, klo, khi in suffixes:  # none for one byte range
                 st = memo.get(key)
                 if st is None:
                     st = nfa.state()
-                    lo, hi = seq[k]
-                    nfa.edges[st].append((lo, hi, nxt))
+                    edges[st].append((klo, khi, nxt))
                     memo[key] = st
                 nxt = st
-            lo, hi = seq[0]
-            nfa.edges[s].append((lo, hi, nxt))
+            out.append((lo, hi, nxt))
 
     def terminal(self, node: Terminal, s, e) -> None:
         k = NUM_BYTES + node.index

@@ -184,3 +184,64 @@ def test_large_bounded_repeat_is_linear():
     dfa = byte_dfa("[0-9]{1,200}")
     assert dfa.num_states == 201
     assert dfa.matches(b"1" * 200) and not dfa.matches(b"1" * 201)
+
+
+def _reference_chars(nfa, ranges, s, e, memo) -> None:
+    """The UTF-8 spelling of a character set as it was written before `_byte_dfa._spelling`:
+    each sequence's suffix keys sliced on every call."""
+    from automata_compile.automata import _charsets as cs
+
+    for seq in cs.utf8_sequences(ranges):
+        if len(seq) == 1:
+            nfa.edges[s].append((*seq[0], e))
+            continue
+        nxt = e
+        for k in range(len(seq) - 1, 0, -1):
+            st_ = memo.get(seq[k:])
+            if st_ is None:
+                st_ = nfa.state()
+                nfa.edges[st_].append((*seq[k], nxt))
+                memo[seq[k:]] = st_
+            nxt = st_
+        nfa.edges[s].append((*seq[0], nxt))
+
+
+_CODEPOINT = st.one_of(
+    st.integers(0, 0x7F), st.integers(0x80, 0x7FF), st.integers(0x800, 0xFFFF),
+    st.integers(0x10000, 0x10FFFF), st.sampled_from([0x7F, 0x80, 0x7FF, 0x800, 0xFFFF, 0x10000]),
+)  # fmt: skip
+
+
+@given(
+    st.lists(st.lists(st.tuples(_CODEPOINT, _CODEPOINT), min_size=1, max_size=4), max_size=6),
+    st.data(),
+)
+@settings(max_examples=200, deadline=None)
+def test_spelling_builds_the_nfa_the_reference_spelling_does(sets, data):
+    """`_Bytes.chars` (its plan of suffixes cached per set) and the reference spelling build
+    the same NFA, state for state, when sets recur and when edges into one state share
+    their suffix memo (as `Automaton` edges do)."""
+    from automata_compile.automata import _charsets as cs
+    from automata_compile.automata import _fsa
+
+    sets = [cs.normalize(tuple((min(a, b), max(a, b)) for a, b in r)) for r in sets]
+    sets = [r for r in sets if r]
+    calls = [
+        (data.draw(st.sampled_from(sets)), data.draw(st.integers(0, 2)))
+        for _ in range(len(sets) * 2)
+    ]
+    nfas = []
+    for spell in ("plan", "reference"):
+        nfa = _fsa.NFA(_fsa.Budget("a test", 10**6, 10**8), 10**6)
+        builder = _byte_dfa._Bytes(nfa)
+        ends = [nfa.state() for _ in range(3)]
+        memos: dict = {}
+        for ranges, end in calls:
+            s = nfa.state()
+            memo = memos.setdefault(end, {})
+            if spell == "plan":
+                builder.chars(ranges, s, ends[end], memo)
+            else:
+                _reference_chars(nfa, ranges, s, ends[end], memo)
+        nfas.append((nfa.edges, nfa.eps))
+    assert nfas[0] == nfas[1]
