@@ -316,7 +316,8 @@ def test_lazy_generate_has_no_callbacks_and_no_retrace(gemma):
     logits = jax.random.normal(jax.random.key(1), (v,))
     step = _toy_step(None)
 
-    def run(tables, ids, sampler=aj.Temperature(1.0)):
+    def run(tables, ids, sampler=None):
+        sampler = aj.Temperature(1.0) if sampler is None else sampler
         return aj.generate(
             step, logits, jnp.ones((2, 1), jnp.int32), tables, ids, sampler=sampler,
             max_new_tokens=6, rng=jax.random.key(0), canonical=canon,

@@ -177,7 +177,7 @@ def _walk(dfa: ByteDFA, trie: TokenTrie, predicates) -> _Walk:
             entry = lp.states[lw.exit_src] * NUM_BYTES + _node_bytes(trie, lw)
             lanes.append((lw.exit_depth, lw.exit_node, lp.states[lw.exit_start], flat[entry]))
         wide, rows, group_row = _join_loops(q, wide, rows, group_row, loops, walks)
-    depth, node, start, cur = (np.concatenate(c).astype(np.int64) for c in zip(*lanes))
+    depth, node, start, cur = (np.concatenate(c).astype(np.int64) for c in zip(*lanes, strict=True))
     groups, starts, ends = _lanes_walk(flat, trie, depth, node, start, cur)
     xtok, xstart, xend = _terminal_edges(dfa, trie, predicates, groups, starts)
     return _Walk(groups, starts, ends, wide, rows, group_row, q, xtok, xstart, xend)

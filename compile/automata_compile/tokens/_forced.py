@@ -129,7 +129,7 @@ def forced_runs(
     except ImportError as e:  # the tokenizer's library is missing: no runs at all
         warnings.warn(f"forced tokens skipped: {e}", stacklevel=2)
         runs = []
-    for (j, w, _), run in zip(todo, runs):
+    for (j, w, _), run in zip(todo, runs, strict=False):  # runs is [] when skipped
         check_time("the forced-run extraction")
         if not run:
             continue

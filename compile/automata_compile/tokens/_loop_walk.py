@@ -96,9 +96,10 @@ def find_loops(byte_trans: np.ndarray, roots: np.ndarray) -> list[Loop]:
     for root in roots.tolist():
         if taken[root]:
             continue
-        for key, table in shapes:
+        for shape_key, table in shapes:
             states = _match(byte_trans, root, table, taken)
             if states is not None:
+                key = shape_key
                 break
         else:
             states, key = _search(byte_trans, root, successors, taken)

@@ -9,8 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import automata_compile as ac
-from automata_compile.tokens import _loop_walk
-from automata_compile.tokens import trie_for
+from automata_compile.tokens import _loop_walk, trie_for
 from automata_compile.tokens._token_trie import build_trie
 
 ALPHABET = b'ab"\\'
