@@ -605,7 +605,7 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
         accepted = c.accepted + m
         # Per kind, the fed draft tokens that needed a choice, and those of them kept.
         at = jnp.arange(d_max)[None, :]
-        chose = (at < d[:, None]) & ~forced[:d_max].T & fed[:, None]  # [B, D]
+        chose = (at < d[:, None]) & fed[:, None]  # [B, D]
         of_kind = c.kinds[:, :, None] == jnp.arange(NUM_KINDS)[None, None, :]  # [B, D, N]
         kind_drafted = c.kind_drafted + jnp.sum(of_kind & chose[:, :, None], axis=1)
         kept = chose & (at < m[:, None])
