@@ -40,9 +40,8 @@ too; only the random stream differs (slot ``j`` of iteration ``i`` uses
 ``lax.switch`` among static branches, as `FastForward` does: fast-forward's widths
 (logits at one slot) and the speculative widths (logits at ``J`` slots). A branch's
 score is its expected saved row calls, ``sum(min(h, w) - 1) + sum(E[accepted drafts])``
-with ``E = a_1 + a_1 a_2 + ... + a_1 ... a_k`` where ``a_i`` is the row's running
-acceptance rate of draft token ``i``'s kind (a copied token, an exit after a copy, a
-lone exit; 1 for a forced token; a prior of one accepted in two drafted), minus its extra cost ``n_active * (slot_cost * (w - 1) +
+with ``E = a + a^2 + ... + a^k`` for a row's running acceptance rate ``a`` (a prior of
+one accepted in two drafted), minus its extra cost ``n_active * (slot_cost * (w - 1) +
 logit_cost * (J - 1))``. A batch with nothing to draft scores the speculative branches
 at fast-forward's gain minus a larger cost, so it takes fast-forward's (or the plain)
 call, as without speculation.
@@ -73,12 +72,6 @@ from automata_jax._fast_forward import FastForward, FastForwardState, accepts_lo
 from automata_jax._loop import LoopConfig, LoopStart, cache_room
 
 
-# The draft kinds, each with its own acceptance rate per row (`Speculate`'s width policy):
-# a copied token, an exit (and its run) after a copy that stops, a lone exit.
-COPY, EXIT, LONE = 0, 1, 2
-NUM_KINDS = 3
-
-
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Speculate:
     """Speculative decoding's drafts and width policy (static, hashable).
@@ -93,11 +86,8 @@ class Speculate:
         token call (as `FastForward.slot_cost`).
       logit_cost: the extra cost of logits at one more slot (the output layer; for
         Gemma-3 270M's 262k vocabulary it is most of a decode step's arithmetic).
-      prior_accepted, prior_drafted: the acceptance rates' prior, as pseudo-counts: a
-        row keeps one rate per draft kind (copied tokens, exits after a copy, lone exits),
-        ``(accepted + prior_accepted) / (drafted + prior_drafted)`` over the drafted
-        tokens of that kind that needed a choice (forced ones are kept whenever reached),
-        so a kind the model keeps rejecting does not stop the others being drafted.
+      prior_accepted, prior_drafted: the acceptance rate's prior, as pseudo-counts: a
+        row's rate is ``(accepted + prior_accepted) / (drafted + prior_drafted)``.
       exit_drafts: with fast-forward, a copy that stops (a new clause in the prompt, or a
         token the constraint rejects) goes on with the state's exit token and the forced
         run after it (`ConstraintTables.exit_tokens`), so a draft can end a value and
@@ -330,7 +320,7 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
         after it, up to ``room`` tokens; then it is cut to the language again. Where
         ``lone`` (bool[B]) and nothing is copied, the draft is that exit and run alone.
         Elsewhere it is the copy (``k_lang`` tokens). Returns (drafts int32[B, D], count
-        [B], kinds int32[B, D]: each draft token's kind, `COPY`, `EXIT` or `LONE`)."""
+        [B])."""
         ends = (stop < k_cut) | (k_lang < k_cut) | (lone & (k_cut == 0))
         copied = jnp.minimum(stop, k_lang)  # < K where the copy ends
         at = select(walk(st, drafts, copied), copied)  # the state where the copy stops
@@ -345,17 +335,14 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
         ended = jnp.where(pos == copied[:, None], exit_token[:, None], ended)
         drafts = jnp.where(ok[:, None], ended, copy)
         count = jnp.where(ok, jnp.minimum(copied + 1 + n, jnp.maximum(room, 0)), k_lang)
-        tail = jnp.where(lone & (k_cut == 0), LONE, EXIT)
-        kinds = jnp.where(ok[:, None] & (pos >= copied[:, None]), tail[:, None], COPY)
-        return (*in_language(st, drafts, count), kinds.astype(jnp.int32))
+        return in_language(st, drafts, count)
 
-    def emit(x, st, written, rates, buffer, room):
+    def emit(x, st, written, accepted_rate, buffer, room):
         """The next call's tokens per row: the head (written to the buffer now) + a draft.
 
-        ``rates``: float32[B, NUM_KINDS], each row's acceptance rate per draft kind.
         Returns (tokens [B, W], head count [B], state after the head, lengths increment
         [B], feed [B] (head + draft, 0 for rows that will not choose again), branch index,
-        buffer, written [B], kinds int32[B, D] of the draft's tokens).
+        buffer, written [B]).
         """
         active = ~st.done & (written < num_steps)
         budget = num_steps - written
@@ -405,14 +392,11 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
         full_head = head_state(head_n)
         k_cut = jnp.where(active & ~full_head.done, jnp.minimum(k, budget - head_n), 0)
         drafts, k = in_language(full_head, drafts, k_cut)
-        kinds = jnp.full((b, d_max), COPY, jnp.int32)
         if use_exits:
             # After a chosen token with no forced run (inside a value), an empty copy
             # may still end the value (`Speculate.lone_exits`).
             lone = sampling & (post_n == 0) if spec.lone_exits else jnp.zeros((b,), bool)
-            drafts, k, kinds = end_the_copy(
-                full_head, drafts, k_cut, k, stop, budget - head_n, lone
-            )
+            drafts, k = end_the_copy(full_head, drafts, k_cut, k, stop, budget - head_n, lone)
         need = ~forces(walk(full_head, drafts, k))  # [D+1, B]: slot j's choice needs logits
         need_upto = jnp.cumsum(need.astype(jnp.int32), axis=0).T  # [B, D+1]
 
@@ -428,11 +412,10 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
         fits_logits = need_upto[None, :, 1:] <= logit_array[:, None, None]  # [nB, B, D]
         kept_len = (lengths[None, None, :] <= cap[:, :, None]) & fits_logits
         n_draft = jnp.sum(kept_len, axis=2).astype(jnp.int32)
-        # E[kept] = sum over draft tokens i of the product of the rates of the choices
-        # among the first i (each at its token's kind's rate): forced tokens in a draft are
-        # kept whenever the choices before them are.
-        a = jnp.take_along_axis(rates, kinds, axis=1)  # [B, D]
-        p_kept = jnp.cumprod(jnp.where(need[:-1].T, a, 1.0), axis=1)  # [B, D]
+        # E[kept] = sum over draft tokens i of a^(choices among the first i): forced tokens
+        # in a draft are kept whenever the choices before them are.
+        a = accepted_rate[:, None]
+        p_kept = a ** need_upto[:, :-1].astype(jnp.float32)  # [B, D]
         expected = jnp.sum(jnp.where(kept_len, p_kept[None], 0.0), axis=2)
         gain = jnp.sum(jnp.maximum(n_head - 1, 0) + expected, axis=1)
         n_active = jnp.sum(active).astype(jnp.float32)
@@ -461,7 +444,7 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
         counted = h - is_eos.astype(jnp.int32)
         written = written + h
         feed = jnp.where(~after_head.done & (written < num_steps), h + d, 0)
-        return tokens, h, on_batch(after_head), counted, feed, choice, buffer, written, kinds
+        return tokens, h, on_batch(after_head), counted, feed, choice, buffer, written
 
     def call(tokens, at, feed, positions, cache, choice):
         """Feeds each row's ``feed`` tokens in branch ``choice``; the logits at slots ``at``
@@ -541,16 +524,14 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
         idx = jnp.where(lead < start.lead_len[:, None], lead, capacity)
         buffer = buffer.at[rows[:, None], idx].set(start.lead_tokens, mode="drop")
         written = start.lead_len
+    rate0 = spec.prior_accepted / spec.prior_drafted
     x = choose(jax.random.fold_in(rng, 0), state, logits)
-    kind_zeros = jnp.zeros((b, NUM_KINDS), jnp.int32)
+    rates = jnp.full((b,), rate0, jnp.float32)
 
-    def carry_after(x, state, written, buffer, cache, lengths, **rest) -> SpeculativeState:
+    def carry_after(x, state, written, rates, buffer, cache, lengths, **rest) -> SpeculativeState:
         """Emits the chosen tokens and the next drafts; the carry that feeds them next."""
-        rates = (rest["kind_accepted"] + spec.prior_accepted) / (
-            rest["kind_drafted"] + spec.prior_drafted
-        )
-        tokens, head, state, counted, feed, choice, buffer, written, kinds = emit(
-            x, state, written, rates.astype(jnp.float32), buffer, room_of(cache)
+        tokens, head, state, counted, feed, choice, buffer, written = emit(
+            x, state, written, rates, buffer, room_of(cache)
         )
         return SpeculativeState(
             tokens=tokens,
@@ -562,7 +543,6 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
             written=written,
             cache=cache,
             lengths=lengths + counted,
-            kinds=kinds,
             **rest,
         )
 
@@ -570,6 +550,7 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
         x,
         state,
         written,
+        rates,
         buffer,
         cache,
         written,  # the lead's tokens count (none is EOS)
@@ -578,8 +559,6 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
         calls=jnp.ones((b,), jnp.int32),
         drafted=zeros,
         accepted=zeros,
-        kind_drafted=kind_zeros,
-        kind_accepted=kind_zeros,
     )
 
     def cond(c: SpeculativeState):
@@ -603,17 +582,12 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
         written = c.written + m
         drafted = c.drafted + jnp.maximum(c.feed - c.head, 0) * fed
         accepted = c.accepted + m
-        # Per kind, the fed draft tokens that needed a choice, and those of them kept.
-        at = jnp.arange(d_max)[None, :]
-        chose = (at < d[:, None]) & fed[:, None]  # [B, D]
-        of_kind = c.kinds[:, :, None] == jnp.arange(NUM_KINDS)[None, None, :]  # [B, D, N]
-        kind_drafted = c.kind_drafted + jnp.sum(of_kind & chose[:, :, None], axis=1)
-        kept = chose & (at < m[:, None])
-        kind_accepted = c.kind_accepted + jnp.sum(of_kind & kept[:, :, None], axis=1)
+        rates = (accepted + spec.prior_accepted) / (drafted + spec.prior_drafted)
         return carry_after(
             x,
             on_batch(state),
             written,
+            rates.astype(jnp.float32),
             buffer,
             cache,
             c.lengths + m,
@@ -622,8 +596,6 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
             calls=c.calls + fed.astype(jnp.int32),
             drafted=drafted,
             accepted=accepted,
-            kind_drafted=kind_drafted.astype(jnp.int32),
-            kind_accepted=kind_accepted.astype(jnp.int32),
         )
 
     end = jax.lax.while_loop(cond, body, carry)
@@ -650,18 +622,11 @@ class SpeculativeState(FastForwardState):
       calls: int32[B], model calls whose logits the row used (the prefill too).
       drafted: int32[B], draft tokens fed to the model.
       accepted: int32[B], draft tokens kept.
-      kinds: int32[B, D], the kind (`COPY`, `EXIT`, `LONE`) of each token of the next
-        call's draft (``tokens[:, head:]``).
-      kind_drafted, kind_accepted: int32[B, NUM_KINDS], per draft kind, the fed draft
-        tokens that needed a choice, and those kept (the width policy's rates).
     """
 
     head: Int[Array, " B"]
     drafted: Int[Array, " B"]
     accepted: Int[Array, " B"]
-    kinds: Int[Array, "B D"]
-    kind_drafted: Int[Array, "B N"]
-    kind_accepted: Int[Array, "B N"]
 
 
 def _rows(cond: jax.Array, x: jax.Array) -> jax.Array:
