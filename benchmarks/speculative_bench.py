@@ -8,7 +8,9 @@ one process, greedy, so machine noise hits both alike and outputs must be identi
 * ``heldout``: the held-out labelled extraction set (``benchmarks/data/extract_heldout.jsonl``),
   same prompt and schema; nothing was tuned on it;
 * ``bfcl``: BFCL ``simple_python`` (the first ``--bfcl-cases`` whose parameter schema
-  compiles): the output is the call's arguments as JSON under that function's schema;
+  compiles, after skipping ``--bfcl-skip`` such cases: the reported set is the first 8,
+  a policy is decided on the next 8, ``--bfcl-skip 8``): the output is the call's
+  arguments as JSON under that function's schema;
 * ``free``: unconstrained free text from prompts with nothing to copy.
 
 Figures per set and loop: model calls per record (prefill included), generated tokens
@@ -222,7 +224,7 @@ def _bfcl_schema(node):
     return out
 
 
-def load_sets(names, vocab, n_bfcl):
+def load_sets(names, vocab, n_bfcl, bfcl_skip=0):
     """{set: (prompts [token ids], constraint ids, dfas)}."""
     data = ROOT / "automata_jax" / "data"
     template = PromptTemplate.from_file(data / "prompt_gemma.txt")
@@ -251,7 +253,7 @@ def load_sets(names, vocab, n_bfcl):
                 next(iter(importlib.util.find_spec("bfcl_eval").submodule_search_locations))
             )
             lines = (base / "data" / "BFCL_v4_simple_python.json").read_text().splitlines()
-            prompts, dfas = [], []
+            prompts, dfas, skipped = [], [], 0
             for line in lines:
                 case = json.loads(line)
                 fn = case["function"][0]
@@ -260,6 +262,9 @@ def load_sets(names, vocab, n_bfcl):
                 try:
                     dfa = ac.compile_json_schema(params, vocab, **OPTIONS)
                 except Exception:  # noqa: BLE001  (a dialect corner we do not map: skip the case)
+                    continue
+                if skipped < bfcl_skip:
+                    skipped += 1
                     continue
                 question = case["question"][0][0]["content"]
                 text = (
@@ -285,6 +290,9 @@ def main(argv=None) -> int:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--bfcl-cases", type=int, default=8)
+    parser.add_argument(
+        "--bfcl-skip", type=int, default=0, help="skip this many compiling BFCL cases first"
+    )
     parser.add_argument("--limit", type=int, default=0, help="at most this many records per set")
     parser.add_argument(
         "--loops",
@@ -338,7 +346,7 @@ def main(argv=None) -> int:
     loops = {k: loops[k] for k in chosen}
     twins = aj.bare_twins(vocab.tokens)  # the draft lookup's alternate spellings (host side)
     twins_lc = aj.bare_twins(vocab.tokens, lowercase_stops=True)  # + stops before a lowercase word
-    sets = load_sets(args.sets.split(","), vocab, args.bfcl_cases)
+    sets = load_sets(args.sets.split(","), vocab, args.bfcl_cases, args.bfcl_skip)
     if args.limit:
         sets = {k: (p[: args.limit], i[: args.limit], d) for k, (p, i, d) in sets.items()}
     # One prompt length for every set: sets whose tables have one shape share compilations.
