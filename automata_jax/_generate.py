@@ -208,12 +208,11 @@ def _lead_width(tables, fast_forward, healing, canonical) -> int:
 
 
 def _check_cache_length(cache, needed: int) -> None:
-    valid = getattr(cache, "valid", None)
-    shape = getattr(valid, "shape", None)
-    if shape is not None and len(shape) == 2 and shape[1] < needed:
+    slots = _cache_slots(cache)
+    if slots is not None and slots < needed:
         raise RuntimeShapeError(
             f"cache: expected room for at least {needed} slots (prompt length + max_new_tokens "
-            f"- 1), got max_length {shape[1]}"
+            f"- 1), got max_length {slots}"
         )
 
 
