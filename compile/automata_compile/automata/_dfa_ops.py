@@ -34,10 +34,12 @@ def trim(
       ``return_kept``, a fourth item: int64[Q'], the old id of each kept state.
     """
     q = trans.shape[0]
-    src, sym = np.nonzero(trans >= 0)
-    dst = trans[src, sym]
-    pairs = np.unique(src.astype(np.int64) * q + dst)
-    src, dst = pairs // q, pairs % q
+    # The distinct (source, target) edges, in that order: each row sorted, repeats dropped.
+    row = np.sort(trans, axis=1)
+    keep = row >= 0
+    keep[:, 1:] &= row[:, 1:] != row[:, :-1]
+    src, col = np.nonzero(keep)
+    src, dst = src.astype(np.int64), row[src, col].astype(np.int64)
     coreach = _closure(np.flatnonzero(accepting), dst, src, q)
     keep = coreach if all_reachable else _closure(np.array([start]), src, dst, q) & coreach
     if not keep[start]:
