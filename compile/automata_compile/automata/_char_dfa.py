@@ -13,6 +13,7 @@ import bisect
 import collections
 import functools
 import threading
+import weakref
 
 import numpy as np
 
@@ -173,6 +174,8 @@ MINIMAL_ENTRIES = 1024
 _MINIMAL: collections.OrderedDict = collections.OrderedDict()
 _MINIMAL_LOCK = threading.Lock()
 _AS_IS = object()  # `minimal`'s memo of "no minimal automaton within the budgets"
+# The nodes `_after_literal` spelled as a chain on a tail: node -> (lead, tail's automaton).
+_CHAINS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 # Memo of `_after_literal`: the tails of literal-led sequences, with their constructions'
 # counts (a property's value, after its name).
 _TAILS: collections.OrderedDict = collections.OrderedDict()
@@ -323,7 +326,10 @@ def _after_literal(node, what: str, digests: dict):
     if not twin and all(_in_all(c) for c in chars):
         edges = [((lits[i], i + 1),) for i in range(k - 1)] + [((lits[-1], k + m.start),)]
         edges += [tuple((r, k + t) for r, t in out) for out in m.edges]
-        return Automaton(edges=tuple(edges), start=0, finals=frozenset(k + f for f in m.finals))
+        out = Automaton(edges=tuple(edges), start=0, finals=frozenset(k + f for f in m.finals))
+        with _MINIMAL_LOCK:
+            _CHAINS[out] = (tuple(chars), m)
+        return out
     part = Partition(sorted({*lits, *(r for out in m.edges for r, _ in out)}))
     trans = np.full((k + len(m.edges), len(part.atoms)), _fsa.DEAD, np.int32)
     for i, r in enumerate(lits):
@@ -335,6 +341,16 @@ def _after_literal(node, what: str, digests: dict):
     accepting[[k + f for f in m.finals]] = True
     d = _fsa.minimize(_fsa.DFA(trans, accepting, 0), _budget(what))
     return to_ir(part, d, is_minimal=True)
+
+
+def chain_parts(node):
+    """(lead code points, the tail's minimal automaton) of a node `minimal` spelled as the
+    lead's chain on the tail's automaton (the two are its states, in that order); else
+    None."""
+    if not isinstance(node, Automaton):
+        return None
+    with _MINIMAL_LOCK:
+        return _CHAINS.get(node)
 
 
 def _in_all(c: int) -> bool:
