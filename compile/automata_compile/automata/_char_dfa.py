@@ -174,6 +174,7 @@ MINIMAL_ENTRIES = 1024
 _MINIMAL: collections.OrderedDict = collections.OrderedDict()
 _MINIMAL_LOCK = threading.Lock()
 _AS_IS = object()  # `minimal`'s memo of "no minimal automaton within the budgets"
+_WHOLE_AS_IS = object()  # `_TAILS`' memo of a tail that makes any sequence ending in it so
 # The nodes `_after_literal` spelled as a chain on a tail: node -> (lead, tail's automaton).
 _CHAINS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 # Memo of `_after_literal`: the tails of literal-led sequences, with their constructions'
@@ -310,10 +311,19 @@ def _after_literal(node, what: str, digests: dict):
     def construct_tail():
         try:
             return _construct(tail, what)
-        except (StateBudgetExceededError, TypeError):
-            return _AS_IS
+        except TypeError:  # a terminal: the whole's construction meets it too
+            return _WHOLE_AS_IS
+        except StateBudgetExceededError as e:
+            # past the state or NFA budget: the whole visits the tail's sets (and NFA
+            # states), so it is past them too; a work budget is judged on the whole
+            text = str(e)
+            return (
+                _WHOLE_AS_IS if "exceeds max_states=" in text or " NFA states;" in text else _AS_IS
+            )
 
     hit, _ = _memo(_TAILS, fingerprint(tail, digests), construct_tail)
+    if hit is _WHOLE_AS_IS:
+        return _AS_IS
     if hit is _AS_IS or not _fits(len(chars), hit[1]):
         return None
     m = hit[0]

@@ -224,7 +224,7 @@ def test_minimal_is_memoized_by_structure_across_calls(monkeypatch):
     assert _canonical(first) == _canonical(_char_dfa.to_ir(part, d))
     call = Seq((Chars(((97, 97),)), Terminal(0)))
     assert _char_dfa.minimal(call) is None and _char_dfa.minimal(call) is None
-    assert len(built) == 3  # the tail, then the whole; the refusal is memoized too
+    assert len(built) == 2  # the tail (a terminal refuses the whole too), memoized
     assert _char_dfa.matches(first, "ab7")
     assert not _char_dfa.matches(first, "ab") and not _char_dfa.matches(first, "abx")
     monkeypatch.setattr(_char_dfa, "MAX_STATES", 2)
@@ -278,6 +278,27 @@ def test_minimal_after_a_literal_lead_merges_a_twin():
     fast = _char_dfa._after_literal(node, "x", {})
     full = _char_dfa._construct(node, "x")[0]
     assert len(fast.edges) == 2 and _canonical(fast) == _canonical(full)
+
+
+def test_minimal_after_a_literal_lead_refuses_with_a_tail_past_the_state_budget(monkeypatch):
+    """A tail past the state budget: the whole (a superset of its subset construction's
+    sets) is refused without being constructed; past the work budget alone it is built."""
+    monkeypatch.setattr(_char_dfa, "_MINIMAL", type(_char_dfa._MINIMAL)())
+    monkeypatch.setattr(_char_dfa, "_TAILS", type(_char_dfa._TAILS)())
+    built = []
+    real = _char_dfa._construct
+    monkeypatch.setattr(_char_dfa, "_construct", lambda *a: built.append(a[0]) or real(*a))
+    monkeypatch.setattr(_char_dfa, "MAX_STATES", 6)
+    node = _lead_then("ab", _regex.parse("[ab]{0,8}", None))
+    with pytest.raises(_char_dfa.StateBudgetExceededError):
+        real(node, "x")  # the construction of the whole is refused
+    assert _char_dfa.minimal(node) is None and len(built) == 1  # the tail only
+    monkeypatch.setattr(_char_dfa, "MAX_STATES", 20_000)
+    monkeypatch.setattr(_char_dfa, "MAX_WORK", 5)  # past the work budget: judged on the whole
+    monkeypatch.setattr(_char_dfa, "_MINIMAL", type(_char_dfa._MINIMAL)())
+    monkeypatch.setattr(_char_dfa, "_TAILS", type(_char_dfa._TAILS)())
+    built.clear()
+    assert _char_dfa.minimal(node) is None and len(built) == 2
 
 
 def test_minimal_after_a_literal_lead_keeps_the_budget_outcome(monkeypatch):
