@@ -13,6 +13,8 @@ import collections
 import dataclasses
 import threading
 
+import numpy as np
+
 from automata_compile._errors import EmptyLanguageError, StateBudgetExceededError
 from automata_compile.automata import _charsets as cs
 from automata_compile.automata import _fsa, _subset, _thompson
@@ -174,7 +176,11 @@ def lead_then_states(lead: bytes, tail) -> int | None:
             nfa, s, e = byte_nfa(tail)
             stats: dict = {}
             dfa = _fsa.minimal_dfa(nfa, s, e, NUM_BYTES, stats=stats)
-            hit = _FAILED if dfa is None else (dfa, len(nfa.edges), stats)
+            hit = (
+                _FAILED
+                if dfa is None
+                else (_twin_bytes(dfa), dfa.num_states, len(nfa.edges), stats)
+            )
         except StateBudgetExceededError:
             hit = _FAILED
         with _CACHE_LOCK:
@@ -185,7 +191,7 @@ def lead_then_states(lead: bytes, tail) -> int | None:
         _fsa.check_time("the NFA construction", "a property's byte DFA")
     if hit is _FAILED:
         return None
-    dfa, nfa_states, st = hit
+    twins, num_states, nfa_states, st = hit
     max_work = _fsa.DEFAULT_MAX_WORK
     work = st["work"] + 4 * k + nfa_states
     states = st["states"] + k
@@ -200,15 +206,17 @@ def lead_then_states(lead: bytes, tail) -> int | None:
     )
     if not fits:
         return None
-    trans = dfa.trans
-    live = trans >= 0
-    twin = (
-        ~dfa.accepting
-        & (live.sum(axis=1) == 1)
-        & live[:, lead[-1]]
-        & (trans[:, lead[-1]] == dfa.start)
-    )
-    return None if twin.any() else k + dfa.num_states
+    return None if lead[-1] in twins else k + num_states
+
+
+def _twin_bytes(dfa) -> frozenset:
+    """The bytes ``b`` for which a state of ``dfa`` spells ``b`` alone into the start, not
+    accepting (what a lead ending in ``b`` would be the twin of; the memo keeps these, not
+    the table)."""
+    live = dfa.trans >= 0
+    one = np.flatnonzero(~dfa.accepting & (live.sum(axis=1) == 1))
+    byte = np.argmax(live[one], axis=1)
+    return frozenset(byte[dfa.trans[one, byte] == dfa.start].tolist())
 
 
 def byte_nfa(ir, *, max_states: int | None = None, what: str = "the pattern"):
