@@ -210,41 +210,49 @@ def exit_tables(
     ``","`` is the exit.
     """
     exits = np.full((kp, qp), -1, np.int32)
+    not_eos = np.ones(token_class.shape[1], dtype=bool)
+    not_eos[list(eos_ids)] = False
+    scale = np.int64(1 << 40)  # lexicographic keys: (run, then token id)
     for i, d in enumerate(dfas):
         if d.forced_len is None:
             continue
         q_n, c_n = d.next_state.shape
         tc = token_class[i]
-        ids = np.flatnonzero((tc < c_n) & ~np.isin(np.arange(tc.shape[0]), eos_ids))
-        big = np.iinfo(np.int64).max
-        rep = np.full(c_n, big, np.int64)
-        np.minimum.at(rep, tc[ids], ids)
-        has_rep = rep < big
+        ids = np.flatnonzero((tc < c_n) & not_eos)
+        # each class's lowest non-EOS token id (``ids`` ascend: written in reverse, the
+        # last write to a class is its first id, as `canonical_numbering` relies on)
+        rep = np.full(c_n, -1, np.int64)
+        rep[tc[ids][::-1]] = ids[::-1]
+        next_state = np.asarray(d.next_state)
+        forced_len = np.asarray(d.forced_len)
         dfa_tc = np.asarray(d.token_class)
         end = np.arange(q_n)  # the state after each state's whole forced run
         for j in range(d.max_forced):
-            live = d.forced_len > j
+            live = forced_len > j
             end = end.copy()
-            end[live] = d.next_state[end[live], dfa_tc[d.forced_tokens[live, j]]]
-        allowed = (d.next_state >= 0) & has_rep[None, :]
-        only_eos = d.accepting & ~allowed.any(axis=1)
-        to = np.maximum(d.next_state, 0)
-        run = np.asarray(d.forced_len)[to]
-        cand = allowed & ((run > 0) | only_eos[to])
+            end[live] = next_state[end[live], dfa_tc[d.forced_tokens[live, j]]]
+        # The allowed (state, class) pairs, sparse and row by row (most pairs are dead).
+        rows, cols = np.nonzero((next_state >= 0) & (rep >= 0)[None, :])
+        to = next_state[rows, cols].astype(np.int64)
+        only_eos = np.asarray(d.accepting) & (np.bincount(rows, minlength=q_n) == 0)
+        run = forced_len[to]
+        cand = (run > 0) | only_eos[to]
         if not cand.any():
             continue
+        rows, to, run, token = rows[cand], to[cand], run[cand], rep[cols[cand]]
         reach = np.where(run > 0, end[to], to)
         total = 1 + run.astype(np.int64)
-        token = np.where(has_rep, rep, 0)[None, :].repeat(q_n, 0)
-        scale = np.int64(1 << 40)  # lexicographic keys: (run, then token id)
-        longest = np.where(cand, total * scale - token, -big)
-        far = np.argmax(longest, axis=1)
-        target = reach[np.arange(q_n), far]
-        same = cand & (reach == target[:, None])
-        fewest = np.where(same, total * scale + token, big)
-        best = np.argmin(fewest, axis=1)
-        found = cand.any(axis=1)
-        exits[i, :q_n] = np.where(found, token[np.arange(q_n), best], -1)
+        starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])  # one segment per state
+        seg = np.repeat(np.arange(starts.shape[0]), np.diff(np.r_[starts, rows.shape[0]]))
+        # The farthest reach (ties: the lowest token id; one token per class, so a state's
+        # keys are distinct) ...
+        longest = total * scale - token
+        is_far = longest == np.maximum.reduceat(longest, starts)[seg]
+        target = np.empty(starts.shape[0], np.int64)
+        target[seg[is_far]] = reach[is_far]
+        # ... and the fewest tokens among the candidates reaching it (ties: the lowest id).
+        fewest = np.where(reach == target[seg], total * scale + token, np.iinfo(np.int64).max)
+        exits[i, rows[starts]] = np.minimum.reduceat(fewest, starts) % scale
     return {"exit_tokens": exits}
 
 
