@@ -106,18 +106,23 @@ def compose(dfa: ByteDFA, trie: TokenTrie, predicates=(), *, return_byte_states:
     with_dead = np.concatenate([np.full((ns.shape[0], 1), -1, dtype=np.int32), ns], axis=1)
     first, col_id = _dfa_ops.unique_columns(with_dead)
     new_next = with_dead[:, first].astype(np.int32, copy=False)
-    token_class = col_id[1:][token_class].astype(np.int32)
+    class_map = col_id[1:]  # each class's merged class
+    # Each merged class's first token: the least of its classes' (``rep``: their first).
+    first_token = np.full(new_next.shape[1], token_class.shape[0], dtype=np.int64)
+    np.minimum.at(first_token, class_map[1:], rep[1:])
     byte_state = np.zeros(ns.shape[0], dtype=np.int32)
     byte_state[block[::-1]] = kept[::-1]  # the first kept byte state of each token state
     token_class, new_next, acc, st, byte_state = canonical_numbering(
-        token_class, new_next, acc, st, byte_state
+        token_class, new_next, acc, st, byte_state, class_map=class_map, first_token=first_token
     )
     if return_byte_states:
         return token_class, new_next, acc, st, byte_state
     return token_class, new_next, acc, st
 
 
-def canonical_numbering(token_class, next_state, accepting, start, byte_state):
+def canonical_numbering(
+    token_class, next_state, accepting, start, byte_state, *, class_map=None, first_token=None
+):
     """Renumbers a minimal token DFA canonically, so that its tables depend only on the
     byte DFA and the vocabulary, not on how the walk split or ordered its work.
 
@@ -125,6 +130,11 @@ def canonical_numbering(token_class, next_state, accepting, start, byte_state):
     its first byte state (``byte_state``): states are numbered in that order. Token classes
     (the distinct columns) are numbered in the order of their first token id; class 0, the
     dead column, stays 0.
+
+    ``class_map`` (optional): ``token_class`` holds ids that it maps to ``next_state``'s
+    classes (composed with the renumbering: one pass over the vocabulary). ``first_token``
+    (optional): each class's least token id (the vocabulary's size for none), where the
+    caller knows it; else it is found from the tokens.
 
     Returns:
       (token_class, next_state, accepting, start, byte_state), renumbered.
@@ -134,16 +144,21 @@ def canonical_numbering(token_class, next_state, accepting, start, byte_state):
     state_id[state_order] = np.arange(state_order.shape[0], dtype=np.int32)
     state_id[-1] = -1  # next_state's -1 reads the last slot
     num_classes = next_state.shape[1]
-    vsize = token_class.shape[0]
-    first_token = np.full(num_classes, vsize, dtype=np.int64)
-    nonzero = np.flatnonzero(token_class)
-    first_token[token_class[nonzero[::-1]]] = nonzero[::-1]
+    if first_token is None:
+        tc = token_class if class_map is None else class_map[token_class]
+        first_token = np.full(num_classes, tc.shape[0], dtype=np.int64)
+        nonzero = np.flatnonzero(tc)
+        first_token[tc[nonzero[::-1]]] = nonzero[::-1]
+    else:
+        first_token = np.array(first_token, dtype=np.int64)
     first_token[0] = -1  # the dead class stays first
     class_order = np.argsort(first_token, kind="stable")
     class_id = np.empty(num_classes, dtype=np.int32)
     class_id[class_order] = np.arange(num_classes, dtype=np.int32)
     # (two one-axis takes: several times faster than one `np.ix_` gather)
     new_next = state_id[np.take(np.take(next_state, state_order, axis=0), class_order, axis=1)]
+    if class_map is not None:
+        class_id = class_id[class_map]
     return (
         class_id[token_class],
         new_next,
@@ -309,8 +324,9 @@ def _dense_walk(byte_trans: np.ndarray, trie: TokenTrie, wide: np.ndarray):
             break
         key = node_row[rep] * num_classes + byte_class[trie.byte[d][sel]]
         ukey, key_of = unique_small(key, rows.shape[0] * num_classes)
-        base = (ukey % num_classes) * (q + 1)
-        cur = by_class[base[:, None] + rows[ukey // num_classes]]
+        at = rows[ukey // num_classes].astype(np.intp)
+        at += ((ukey % num_classes) * (q + 1))[:, None]
+        cur = by_class.take(at)
         # (the order of a level's rows is free: the ids across levels are canonical below)
         rows, row_of_key = unique_rows_unordered(cur)
         live = ~(rows == q).all(axis=1)
@@ -369,7 +385,6 @@ def _classes(num_states: int, trie: TokenTrie, walk: _Walk):
 
     Returns token_class int64[V] and one representative token per class (rep[0] = -1).
     """
-    vsize = trie.token_group.shape[0]
     rng = np.random.default_rng(0xA17A)
     a = rng.integers(1, 2**63, size=num_states, dtype=np.uint64)
     b = rng.integers(1, 2**63, size=num_states, dtype=np.uint64)
