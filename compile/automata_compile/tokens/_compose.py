@@ -437,14 +437,14 @@ def _classes(num_states: int, trie: TokenTrie, walk: _Walk):
         if (d[first[inverse]] == d).all():
             break
     pair_live = (h != 0) | (d != 0)
-    token_class[hashed] = np.where(pair_live, inverse + 1 + num_plain, 0)
     # Renumber the classes densely (a pair class may hold only dead tokens), and pick
     # each class's first token.
     used = np.zeros(num_plain + int(new.sum()) + 1, dtype=bool)
     used[: num_plain + 1] = True
     used[inverse[pair_live] + 1 + num_plain] = True
     rank = np.cumsum(used) - 1  # rank[0] = 0: the dead class stays 0
-    token_class = rank[token_class]
+    # (rank is the identity up to num_plain: only the pair classes move)
+    token_class[hashed] = np.where(pair_live, rank[inverse + 1 + num_plain], 0)
     nonzero = np.flatnonzero(token_class)
     rep = np.full(int(used.sum()), -1, dtype=np.int64)
     rep[token_class[nonzero[::-1]]] = nonzero[::-1]
@@ -504,7 +504,9 @@ def _verify(next_state, token_class, class_rep, trie: TokenTrie, walk: _Walk) ->
     # where the class's row is dead (a loop's exit is a sparse pair there).
     narrow = np.ones(next_state.shape[0], dtype=bool)
     narrow[walk.wide] = False
-    per_token = np.bincount(toks, minlength=vsize) + np.bincount(walk.xtok, minlength=vsize)
+    per_token = np.bincount(toks, minlength=vsize)
+    if walk.xtok.size:
+        per_token += np.bincount(walk.xtok, minlength=vsize)
     per_class = (next_state[narrow] >= 0).sum(axis=0)
     if walk.wide.size:
         group = np.where(class_rep >= 0, tg[np.maximum(class_rep, 0)], -1)
