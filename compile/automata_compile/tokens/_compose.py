@@ -223,10 +223,12 @@ def _join_loops(q, wide, rows, group_row, loops, walks):
     shapes = {}
     for lp, lw in zip(loops, walks, strict=True):
         shapes.setdefault(lp.key, lw)
-    combo = group_row.astype(np.int64) + 1
+    combo = np.asarray(group_row, dtype=np.int64) + 1  # (no copy before the sum)
     for lw in shapes.values():
         u = lw.rows.shape[0] + 1
-        key = combo * u + (lw.group_row.astype(np.int64) + 1)
+        key = combo * u
+        key += lw.group_row
+        key += 1
         _, combo = unique_small(key, (int(combo.max()) + 1) * u)
     num = int(combo.max()) + 1
     rep = np.zeros(num, dtype=np.int64)
