@@ -249,8 +249,7 @@ def unique_columns(mat: np.ndarray):
     keys = np.zeros(mat.shape[1], np.uint64)
     for r in range(0, mat.shape[0], UNIQUE_COLUMNS_BLOCK):
         blk = mat[r : r + UNIQUE_COLUMNS_BLOCK].astype(np.uint64) + np.uint64(2)  # -1 wraps to 1
-        blk *= weights[r : r + UNIQUE_COLUMNS_BLOCK, None]
-        keys += blk.sum(axis=0, dtype=np.uint64)
+        keys += weights[r : r + UNIQUE_COLUMNS_BLOCK] @ blk  # uint64 product: the same sums
     _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
     inverse = inverse.reshape(-1)
     other = np.flatnonzero(first[inverse] != np.arange(inverse.shape[0]))  # not their own rep

@@ -334,6 +334,8 @@ def _after(vocab, ids: list[int], context: bytes, forced: bytes) -> list[int] | 
 
 
 _INDEXES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# `_PrefixIndex.extending` keeps this many prefixes' answers (views of its ids).
+PREFIX_MEMO_ENTRIES = 65536
 
 
 def _prefix_index(vocab) -> _PrefixIndex:
@@ -352,13 +354,20 @@ class _PrefixIndex:
         ids = sorted((i for i, t in enumerate(tokens) if t), key=tokens.__getitem__)
         self.keys = [tokens[i] for i in ids]
         self.ids = np.array(ids, dtype=np.int64)
+        self._found: dict[bytes, np.ndarray] = {}  # prefix -> `extending` (forced texts recur)
 
     def extending(self, prefix: bytes) -> np.ndarray:
         """Ids of tokens strictly longer than ``prefix`` that start with it."""
+        hit = self._found.get(prefix)
+        if hit is not None:
+            return hit
         lo = bisect.bisect_right(self.keys, prefix)  # skips the exact match itself
         upper = _successor(prefix)
         hi = len(self.keys) if upper is None else bisect.bisect_left(self.keys, upper, lo)
-        return self.ids[lo:hi]
+        if len(self._found) >= PREFIX_MEMO_ENTRIES:
+            self._found.clear()
+        out = self._found[prefix] = self.ids[lo:hi]
+        return out
 
 
 def _successor(prefix: bytes) -> bytes | None:
@@ -374,9 +383,9 @@ def _successor(prefix: bytes) -> bytes | None:
 
 def _drop_mergeable_tail(run, states, index: _PrefixIndex, token_class, next_state, vocab):
     """Rule 4: keeps ``run[:i-1]`` for the smallest i whose tail some allowed longer token extends."""
+    pieces = [vocab.tokens[t] for t in run]
     for i in range(len(run)):
-        tail = b"".join(vocab.tokens[t] for t in run[i:])
-        cands = index.extending(tail)
-        if cands.size and (next_state[states[i], token_class[cands]] >= 0).any():
+        cands = index.extending(b"".join(pieces[i:]))
+        if cands.size and (next_state[states[i]][token_class[cands]] >= 0).any():
             return run[:i]
     return run

@@ -114,33 +114,57 @@ def find_loops(byte_trans: np.ndarray, roots: np.ndarray) -> list[Loop]:
 def _match(byte_trans, root: int, table: np.ndarray, taken: np.ndarray):
     """The states of a copy of the loop shape ``table`` rooted at ``root`` (local state 0),
     or None where ``root`` is not the root of one: every byte edge of every copy state
-    must be the table's (a local state, dead, or a state outside the copy)."""
+    must be the table's (a local state, dead, or a state outside the copy).
+
+    Each local state but the root is reached by its first edge in the table (`_discovery`:
+    from a state numbered before it), so the copy's states follow from ``root`` by one
+    byte step each, and one comparison of the copy's rows with the table checks the rest.
+    """
     n = table.shape[0]
-    states = np.full(n, -1, dtype=np.int64)
-    states[0] = root
-    rows = np.empty((n, NUM_BYTES), dtype=byte_trans.dtype)
-    for i in range(n):  # local states are numbered breadth first: each is mapped by then
-        if states[i] < 0:
+    parents, bytes_ = _discovery(table)
+    if parents is None:
+        return None
+    states = [root]
+    for j, b in zip(parents, bytes_, strict=True):
+        s = int(byte_trans[states[j], b])
+        if s < 0:
             return None
-        row = rows[i] = byte_trans[states[i]]
-        inside = table[i] < n
-        want = table[i][inside]
-        have = states[want]
-        got = row[inside]
-        new = have < 0
-        if not (have[~new] == got[~new]).all():
-            return None
-        states[want[new]] = got[new]  # a state reached twice in one row: checked below
-        if (row[table[i] == n] != -1).any():
-            return None
-    if (states < 0).any() or len(set(states.tolist())) != n or taken[states].any():
+        states.append(s)
+    if len(set(states)) != n:
+        return None
+    states = np.asarray(states, dtype=np.int64)
+    if taken[states].any():
         return None
     local = np.full(byte_trans.shape[0] + 1, n + 1, dtype=np.int16)
     local[-1] = n
     local[states] = np.arange(n, dtype=np.int16)
-    if not np.array_equal(local[rows], table):
+    if not np.array_equal(local[byte_trans[states]], table):
         return None
     return states
+
+
+def _discovery(table: np.ndarray):
+    """(parents, bytes) of local states 1..n-1: the first edge into each in the table's
+    row-major order, as Python lists, or (None, None) where a state has none from a state
+    numbered before it (not a breadth-first table). Memoized per table."""
+    key = table.tobytes()
+    with _LOCK:
+        hit = _DISCOVERY.get(key)
+    if hit is not None:
+        return hit
+    n = table.shape[0]
+    flat = table.reshape(-1)
+    pos = np.flatnonzero(flat < n)
+    vals, first = np.unique(flat[pos], return_index=True)
+    pos = pos[first]
+    parents, bytes_ = (pos // NUM_BYTES)[vals > 0], (pos % NUM_BYTES)[vals > 0]
+    ok = np.array_equal(vals[vals > 0], np.arange(1, n)) and bool((parents < vals[vals > 0]).all())
+    out = (parents.tolist(), bytes_.tolist()) if ok else (None, None)
+    with _LOCK:
+        if len(_DISCOVERY) >= 4 * CACHE_SIZE:
+            _DISCOVERY.clear()
+        _DISCOVERY[key] = out
+    return out
 
 
 def _search(byte_trans, root: int, successors, taken):
@@ -201,6 +225,7 @@ _CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
 STATS = collections.Counter()  # hits / misses, for benchmarks and tests
 _SHAPES: collections.OrderedDict = collections.OrderedDict()  # key -> local table
+_DISCOVERY: dict = {}  # a shape's table bytes -> its first edges (`_discovery`)
 
 
 def loop_walk(byte_trans: np.ndarray, loop: Loop, trie: TokenTrie) -> LoopWalk:

@@ -59,7 +59,9 @@ def unique_rows_unordered(a: np.ndarray):
         return a[first], inverse.reshape(-1)
     if _WEIGHTS.shape[0] < w:
         _WEIGHTS = np.random.default_rng(0x20F1).integers(1, 2**63, size=2 * w, dtype=np.uint64)
-    key = (a.astype(np.uint64) * _WEIGHTS[:w]).sum(axis=1, dtype=np.uint64)
+    # (a uint64 matrix-vector product: the same sums mod 2**64 as multiplying and summing,
+    # several times faster with no [n, w] temporary of products)
+    key = a.astype(np.uint64) @ _WEIGHTS[:w]
     _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     inverse = inverse.reshape(-1)
     if not (a == a[first[inverse]]).all():  # pragma: no cover - a 64-bit collision

@@ -141,3 +141,31 @@ def test_classes_fall_back_to_the_exact_sort_on_a_collision(monkeypatch, byte_le
         assert (token_class[rep[1:]] == np.arange(1, rep.shape[0])).all()
         others = np.setdiff1d(np.arange(token_class.shape[0]), np.r_[tokens_of(g1), tokens_of(g2)])
         assert (token_class[others] == 0).all()
+
+
+def test_canonical_numbering_with_a_class_map_and_first_tokens(byte_level_vocab):
+    """The class map and first tokens given (as `compose` gives them) number alike."""
+    from automata_compile.automata import build_byte_dfa
+    from automata_compile.frontends import _regex
+    from automata_compile.tokens._token_trie import trie_for
+
+    ir = _regex.parse(PATTERNS[1], {})
+    tc, ns, acc, st, bs = _compose.compose(
+        build_byte_dfa(ir, 0), trie_for(byte_level_vocab), return_byte_states=True
+    )
+    assert tc.dtype == np.int32
+    rng = np.random.default_rng(1)
+    c = ns.shape[1]
+    for _ in range(5):
+        # finer input classes: each class split in up to three, mapped back by class_map
+        split = rng.integers(0, 3, size=tc.shape[0]) * (tc > 0)
+        fine = tc.astype(np.int64) * 3 + split
+        used, fine = np.unique(fine, return_inverse=True)
+        class_map = used // 3
+        first = np.full(c, tc.shape[0], dtype=np.int64)
+        np.minimum.at(first, class_map[fine], np.arange(tc.shape[0]))
+        plain = _compose.canonical_numbering(class_map[fine], ns, acc, st, bs)
+        for kwargs in ({"class_map": class_map}, {"class_map": class_map, "first_token": first}):
+            got = _compose.canonical_numbering(fine, ns, acc, st, bs, **kwargs)
+            for a, b in zip(got, plain, strict=True):
+                assert np.array_equal(a, b)

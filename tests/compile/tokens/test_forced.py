@@ -266,3 +266,20 @@ def test_encodings_are_memoized_per_vocabulary(request, which, monkeypatch):
     _forced._encode_many(vocab, ["x1", "x2", "ab"])
     assert len(_forced._ENCODINGS[vocab]) == 4
     assert set(list(_forced._ENCODINGS[vocab])[-3:]) == {"x1", "x2", "ab"}
+
+
+def test_prefix_index_lists_the_extending_tokens_again_from_its_memo(byte_level_vocab):
+    """`_PrefixIndex.extending` against a scan of the vocabulary, asked twice (the second
+    answer from the memo), and after the memo is cleared for being full."""
+    index = _forced._PrefixIndex(byte_level_vocab)
+    tokens = byte_level_vocab.tokens
+    prefixes = [b"", b"a", b"ab", b"\xff", b"\xe2\x82", b" t", b"zz\x00"]
+    prefixes += [t[:k] for t in tokens[:60] if t for k in range(1, len(t) + 1)]
+    for rounds in range(3):
+        if rounds == 2:
+            index._found = {str(i).encode(): None for i in range(_forced.PREFIX_MEMO_ENTRIES)}
+        for p in prefixes:
+            want = sorted(
+                i for i, t in enumerate(tokens) if t and len(t) > len(p) and t.startswith(p)
+            )
+            assert sorted(index.extending(p).tolist()) == want

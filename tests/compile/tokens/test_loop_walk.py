@@ -123,3 +123,62 @@ def test_matching_a_known_shape_finds_what_the_search_finds(monkeypatch):
     for root in other.tolist():
         states = _loop_walk._match(trans, root, table, taken)
         assert states is None or any(np.array_equal(states, lp.states) for lp in matched)
+
+
+def _match_by_rows(byte_trans, root, table, taken):
+    """The oracle: matches the shape row by row, mapping each row's local states."""
+    n = table.shape[0]
+    states = np.full(n, -1, dtype=np.int64)
+    states[0] = root
+    for i in range(n):
+        if states[i] < 0:
+            return None
+        row = byte_trans[states[i]]
+        for b in range(256):
+            t = int(table[i, b])
+            if t == n and row[b] != -1:
+                return None
+            if t < n:
+                if row[b] < 0 or (states[t] >= 0 and states[t] != row[b]):
+                    return None
+                states[t] = row[b]
+    if len(set(states.tolist())) != n or taken[states].any():
+        return None
+    local = np.full(byte_trans.shape[0] + 1, n + 1, dtype=np.int16)
+    local[-1] = n
+    local[states] = np.arange(n, dtype=np.int16)
+    return states if np.array_equal(local[byte_trans[states]], table) else None
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        r'\["[^"\\]*(\\.[^"\\]*)*"(,"[^"\\]*(\\.[^"\\]*)*"){0,3}\]',
+        r'("(a|\\")*"|"[^"]*")(x"([^"\\]|\\[nt])*")?',
+        r"(ab*c|[a-c]*d)+e",
+    ],
+)
+def test_match_by_first_edges_agrees_with_matching_row_by_row(monkeypatch, pattern):
+    from automata_compile.automata import build_byte_dfa
+    from automata_compile.frontends import _regex
+
+    trans = build_byte_dfa(_regex.parse(pattern, {}), 0).trans[:, :256]
+    monkeypatch.setattr(_loop_walk, "_SHAPES", _loop_walk.collections.OrderedDict())
+    q = trans.shape[0]
+    for root in range(q):  # every state's component as a shape (most are no loop)
+        _loop_walk.find_loops(trans, np.array([root]))
+    tables = list(_loop_walk._SHAPES.values())
+    assert tables
+    matched = 0
+    rng = np.random.default_rng(0)
+    for table in tables:
+        for taken_share in (0.0, 0.2):
+            taken = np.zeros(q + 1, dtype=bool)
+            taken[:q] = rng.random(q) < taken_share
+            for root in range(q):
+                got = _loop_walk._match(trans, root, table, taken)
+                want = _match_by_rows(trans, root, table, taken)
+                assert (got is None) == (want is None)
+                assert got is None or np.array_equal(got, want)
+                matched += got is not None
+    assert matched >= len(tables)  # each shape at least at its own root
