@@ -238,6 +238,30 @@ class TokenDFA:
             return array[self.row_start[states] + classes]
         return array[states, classes]
 
+    def blocks(self):
+        """Yields ``(block, states, class map int32[V], rows int32[n, W], push rows or None)``
+        per block with states (block 0, every state, without state blocks)."""
+        if not self.is_blocked:
+            yield 0, np.arange(self.num_states), self.token_class, self.next_state, self.edge_push
+            return
+        for b in range(self.num_blocks):
+            states = np.flatnonzero(self.class_block == b)
+            if not states.size:
+                continue
+            at = self.row_start[states][:, None] + np.arange(int(self.row_width[states[0]]))
+            push = self.edge_push[at] if self.is_pda else None
+            yield b, states, self.token_class[b], self.next_state[at], push
+
+    def flat_rows(self, name: str = "next_state") -> np.ndarray:
+        """``next_state`` (or ``edge_push``) as one flat row store, rows at `flat_starts`."""
+        return getattr(self, name).reshape(-1)
+
+    def flat_starts(self) -> np.ndarray:
+        """int64[Q], where each state's row starts in `flat_rows`."""
+        if self.is_blocked:
+            return np.asarray(self.row_start, np.int64)
+        return np.arange(self.num_states, dtype=np.int64) * self.next_state.shape[1]
+
     def step(self, states, tokens) -> np.ndarray:
         """The next state of each (state, token) by the context-independent edges (-1: none)."""
         return self.cells(self.next_state, states, self.classes(states, tokens))
