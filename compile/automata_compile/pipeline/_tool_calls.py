@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from automata_compile.automata import limits
 from automata_compile.frontends.tool_calls import tool_calls_pda, tool_calls_spec
+from automata_compile.frontends.tool_calls._tools import tool_unit
 from automata_compile.tokens import token_pda
 
 
@@ -20,7 +23,10 @@ def compile_tool_calls(
     **schema_options,
 ):
     """Compiles "free text, with calls of these tools where the model opens one" for a
-    vocabulary: a `TokenDFA` with the PDA block (batched with any other constraint).
+    vocabulary: a `TokenDFA` with the PDA block (batched with any other constraint) and
+    state blocks: the frame's states and each tool's have their own token classes, so the
+    table grows with the sum of the tools' classes, not their product (`TokenDFA.dense`
+    gives the one-table form).
 
     The language: free text (any bytes) in which the format's trigger appears only to
     open a call; after the trigger, a call of one of ``tools`` whose arguments are valid
@@ -72,4 +78,15 @@ def compile_tool_calls(
         pda = tool_calls_pda(
             fmt, tools, opts, parallel=parallel, require_call=require_call, allow_text=allow_text
         )
-        return token_pda(pda, vocab, spec_kind="tool_calls", spec=spec)
+        block = _tool_blocks(pda, tools, fmt, opts)
+        return token_pda(pda, vocab, spec_kind="tool_calls", spec=spec, block=block)
+
+
+def _tool_blocks(pda, tools, fmt, opts) -> np.ndarray:
+    """The block of each state: 0 for the frame (free text, trigger, envelope, names, end
+    tag: the root rule), k for tool k's unit (its rules follow the root's in `link`'s order;
+    the units come from their cache)."""
+    rules = [len(tool_unit(t, fmt, opts).names) for t in tools]
+    rule_block = np.repeat(np.arange(len(tools) + 1), [1, *rules])
+    assert rule_block.shape[0] == len(pda.names)
+    return rule_block[pda.rule_of]

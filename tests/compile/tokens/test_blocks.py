@@ -64,9 +64,22 @@ def _random_walks(dfa: TokenDFA, rng, count: int, length: int) -> list[list[int]
 
 @pytest.fixture(scope="module")
 def tool_dfa(llama3_vocab):
+    """(the one-table form, `compile_tool_calls`'s blocks: the frame and one per tool)."""
+    blocked = ac.compile_tool_calls(TOOLS, llama3_vocab, format="hermes", parallel=True)
+    return blocked.dense(), blocked
+
+
+def test_compile_tool_calls_splits_by_tool(tool_dfa):
+    dense, blocked = tool_dfa
     flags = dict(parallel=True, require_call=False, allow_text=True)
-    dense = ac.compile_tool_calls(TOOLS, llama3_vocab, format="hermes", parallel=True)
-    return dense, split_blocks(dense, _tool_blocks(TOOLS, **flags))
+    tool_of_state = _tool_blocks(TOOLS, **flags)
+    # every block holds the states of one tool (or the frame), apart from the block of
+    # states with empty rows
+    live = blocked.row_width > 1
+    for b in np.unique(blocked.class_block[live]):
+        assert np.unique(tool_of_state[live & (blocked.class_block == b)]).size == 1
+    again = split_blocks(dense, tool_of_state)
+    assert again.num_cells == blocked.num_cells and again.num_blocks == blocked.num_blocks
 
 
 def test_tool_blocks_are_the_same_automaton(tool_dfa, llama3_vocab):
@@ -125,3 +138,19 @@ def test_bad_blocks_are_refused(tool_dfa):
             dataclasses.replace(b, **change)
     with pytest.raises(ValueError):
         split_blocks(b, b.class_block)
+
+
+def test_exact_fallback_gives_the_same_blocks(byte_level_vocab, monkeypatch):
+    """Where the hashed class keys fail their check, the blocks' columns are compared
+    exactly: the same blocks."""
+    from automata_compile.tokens import _blocks
+
+    grammar = ac.compile_grammar(
+        'start: "[" (item ("," item)*)? "]"\nitem: /[a-c]+/ | start', byte_level_vocab
+    )
+    part = np.random.default_rng(5).integers(0, 3, grammar.num_states)
+    fast = split_blocks(grammar, part)
+    monkeypatch.setattr(_blocks, "_sparse_classes", lambda *a: (None, None))
+    slow = split_blocks(grammar, part)
+    for name in ("token_class", "next_state", "class_block", "row_start", *PDA_ARRAYS):
+        assert np.array_equal(getattr(fast, name), getattr(slow, name)), name
