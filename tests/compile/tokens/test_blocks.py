@@ -70,15 +70,23 @@ def tool_dfa(llama3_vocab):
 
 
 def test_compile_tool_calls_splits_by_tool(tool_dfa):
+    """Blocks: each tool's unit, with the root states that reach only that tool's call (the
+    end of its name); the frame; the states with empty rows."""
+    from automata_compile.pipeline import _tool_calls
+
     dense, blocked = tool_dfa
     flags = dict(parallel=True, require_call=False, allow_text=True)
-    tool_of_state = _tool_blocks(TOOLS, **flags)
-    # every block holds the states of one tool (or the frame), apart from the block of
-    # states with empty rows
+    unit_of_state = _tool_blocks(TOOLS, **flags)  # 0: the root rule
+    fmt, ts, opts, _ = tool_calls_spec(TOOLS, format="hermes", tool=None, **flags)
+    pda = tool_calls_pda(fmt, ts, opts, **flags)
+    block = _tool_calls._tool_blocks(pda, ts, fmt, opts)
+    assert (block[unit_of_state > 0] == unit_of_state[unit_of_state > 0]).all()
+    moved = (unit_of_state == 0) & (block > 0)
+    assert moved.sum() > 10  # name suffixes, e.g. "eather" of get_weather
     live = blocked.row_width > 1
     for b in np.unique(blocked.class_block[live]):
-        assert np.unique(tool_of_state[live & (blocked.class_block == b)]).size == 1
-    again = split_blocks(dense, tool_of_state)
+        assert np.unique(block[live & (blocked.class_block == b)]).size == 1
+    again = split_blocks(dense, block)
     assert again.num_cells == blocked.num_cells and again.num_blocks == blocked.num_blocks
 
 
