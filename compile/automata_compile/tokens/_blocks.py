@@ -173,30 +173,32 @@ def _sparse_classes(q, c, bl, nb, entries, cd) -> tuple:
         np.bincount(cell, weights=(h >> np.uint64(s)) & np.uint64(0xFFFFFFFF), minlength=nb * c)
         for s in (0, 32)
     ]
-    kb = np.repeat(np.arange(nb), c)
-    kc = np.tile(np.arange(c), nb)
-    order = np.lexsort((kc, keys[1], keys[0], kb))
-    sb, s1, s2 = kb[order], keys[0][order], keys[1][order]
-    new = np.ones(nb * c, bool)
+    # Only the (block, class) pairs with entries are grouped: the others are class 0.
+    count = np.bincount(cell[:n0], minlength=nb * c)
+    cd_count = np.bincount(cell[n0:], minlength=nb * c)
+    live = np.flatnonzero((count + cd_count) > 0)
+    kb, kc = live // c, live % c
+    k1, k2 = keys[0][live], keys[1][live]
+    order = np.lexsort((kc, k2, k1, kb))
+    sb, s1, s2 = kb[order], k1[order], k2[order]
+    new = np.ones(live.size, bool)
     new[1:] = (sb[1:] != sb[:-1]) | (s1[1:] != s1[:-1]) | (s2[1:] != s2[:-1])
     gid = np.cumsum(new) - 1
     first_c, group_block = kc[order][new], sb[new]  # c is the last key: the group's first
     gorder = np.lexsort((first_c, group_block))
     starts = np.searchsorted(group_block[gorder], np.arange(nb))
     rank = np.empty(len(gorder), np.int64)
-    rank[gorder] = np.arange(len(gorder)) - starts[group_block[gorder]]
-    local = np.empty(nb * c, np.int64)
-    local[order] = rank[gid]
-    rep_of = np.empty(nb * c, np.int64)  # the first global class of each cell's block class
-    rep_of[order] = first_c[gid]
-    cell_rep = kb * c + rep_of
+    rank[gorder] = np.arange(len(gorder)) - starts[group_block[gorder]] + 1
+    local = np.zeros(nb * c, np.int64)
+    local[live[order]] = rank[gid]
+    rep_of = np.zeros(nb * c, np.int64)  # the first global class of each cell's block class
+    rep_of[live[order]] = first_c[gid]
+    cell_rep = kb * c + rep_of[live]
     # Exact check: every class has its representative's numbers of entries and edges, each
     # of its entries equals the representative's at the same state (so the sets are
     # equal), and its edges are among the representative's (deduplicated, they are as
     # many as the representatives' own).
-    count = np.bincount(cell[:n0], minlength=nb * c)
-    cd_count = np.bincount(cell[n0:], minlength=nb * c)
-    if (count != count[cell_rep]).any() or (cd_count != cd_count[cell_rep]).any():
+    if (count[live] != count[cell_rep]).any() or (cd_count[live] != cd_count[cell_rep]).any():
         return None, None
     rk = rep_of[cell[:n0]]
     at = np.minimum(np.searchsorted(es * c + ek, es * c + rk), max(n0 - 1, 0))

@@ -148,7 +148,7 @@ def test_bad_blocks_are_refused(tool_dfa):
         split_blocks(b, b.class_block)
 
 
-def test_exact_fallback_gives_the_same_blocks(byte_level_vocab, monkeypatch):
+def test_exact_fallback_gives_the_same_blocks(byte_level_vocab, llama3_vocab, monkeypatch):
     """Where the hashed class keys fail their check, the blocks' columns are compared
     exactly: the same blocks."""
     from automata_compile.tokens import _blocks
@@ -157,8 +157,9 @@ def test_exact_fallback_gives_the_same_blocks(byte_level_vocab, monkeypatch):
         'start: "[" (item ("," item)*)? "]"\nitem: /[a-c]+/ | start', byte_level_vocab
     )
     part = np.random.default_rng(5).integers(0, 3, grammar.num_states)
-    fast = split_blocks(grammar, part)
+    fast = [split_blocks(grammar, part), ac.compile_tool_calls(TOOLS, llama3_vocab)]
     monkeypatch.setattr(_blocks, "_sparse_classes", lambda *a: (None, None))
-    slow = split_blocks(grammar, part)
-    for name in ("token_class", "next_state", "class_block", "row_start", *PDA_ARRAYS):
-        assert np.array_equal(getattr(fast, name), getattr(slow, name)), name
+    slow = [split_blocks(grammar, part), ac.compile_tool_calls(TOOLS, llama3_vocab)]
+    for f, sl in zip(fast, slow, strict=True):
+        for name in ("token_class", "next_state", "class_block", "row_start", *PDA_ARRAYS):
+            assert np.array_equal(getattr(f, name), getattr(sl, name)), name
