@@ -247,46 +247,55 @@ def exit_tables(
     """
     exits = np.full((kp, qp), -1, np.int32)
     nbp = token_class.shape[0] // kp
-    big = np.iinfo(np.int64).max
+    not_eos = np.ones(token_class.shape[1], dtype=bool)
+    not_eos[list(eos_ids)] = False
+    scale = np.int64(1 << 40)  # lexicographic keys: (run, then token id)
     for i, d in enumerate(dfas):
         if d.forced_len is None:
             continue
         q_n = d.num_states
+        forced_len = np.asarray(d.forced_len)
         end = np.arange(q_n)  # the state after each state's whole forced run
         for j in range(d.max_forced):
-            live = d.forced_len > j
+            live = forced_len > j
             end = end.copy()
             end[live] = d.step(end[live], d.forced_tokens[live, j])
-        per_block = []  # (states, rows, allowed, the lowest token id of each class)
+        # The allowed (state, class) pairs, sparse and row by row (most pairs are dead), block
+        # by block (each block its own class map); a state's pairs stay contiguous.
         only_eos = np.zeros(q_n, bool)
-        for b, states, _, rows, _ in d.blocks():
+        pairs = []
+        for b, states, _, block_rows, _ in d.blocks():
             tc = token_class[i * nbp + b]
-            c_n = rows.shape[1]
-            ids = np.flatnonzero((tc < c_n) & ~np.isin(np.arange(tc.shape[0]), eos_ids))
-            rep = np.full(c_n, big, np.int64)
-            np.minimum.at(rep, tc[ids], ids)
-            allowed = (rows >= 0) & (rep < big)[None, :]
-            only_eos[states] = d.accepting[states] & ~allowed.any(axis=1)
-            per_block.append((states, rows, allowed, rep))
-        for states, rows, allowed, rep in per_block:
-            n = len(states)
-            to = np.maximum(rows, 0)
-            run = np.asarray(d.forced_len)[to]
-            cand = allowed & ((run > 0) | only_eos[to])
-            if not cand.any():
-                continue
-            reach = np.where(run > 0, end[to], to)
-            total = 1 + run.astype(np.int64)
-            token = np.where(rep < big, rep, 0)[None, :].repeat(n, 0)
-            scale = np.int64(1 << 40)  # lexicographic keys: (run, then token id)
-            longest = np.where(cand, total * scale - token, -big)
-            far = np.argmax(longest, axis=1)
-            target = reach[np.arange(n), far]
-            same = cand & (reach == target[:, None])
-            fewest = np.where(same, total * scale + token, big)
-            best = np.argmin(fewest, axis=1)
-            found = cand.any(axis=1)
-            exits[i, states] = np.where(found, token[np.arange(n), best], -1)
+            c_n = block_rows.shape[1]
+            ids = np.flatnonzero((tc < c_n) & not_eos)
+            # each class's lowest non-EOS token id (``ids`` ascend: written in reverse, the
+            # last write to a class is its first id, as `canonical_numbering` relies on)
+            rep = np.full(c_n, -1, np.int64)
+            rep[tc[ids][::-1]] = ids[::-1]
+            r, cols = np.nonzero((block_rows >= 0) & (rep >= 0)[None, :])
+            only_eos[states] = np.asarray(d.accepting)[states] & (
+                np.bincount(r, minlength=states.shape[0]) == 0
+            )
+            pairs.append((states[r], block_rows[r, cols].astype(np.int64), rep[cols]))
+        rows, to, token = (np.concatenate([p[k] for p in pairs]) for k in range(3))
+        run = forced_len[to]
+        cand = (run > 0) | only_eos[to]
+        if not cand.any():
+            continue
+        rows, to, run, token = rows[cand], to[cand], run[cand], token[cand]
+        reach = np.where(run > 0, end[to], to)
+        total = 1 + run.astype(np.int64)
+        starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])  # one segment per state
+        seg = np.repeat(np.arange(starts.shape[0]), np.diff(np.r_[starts, rows.shape[0]]))
+        # The farthest reach (ties: the lowest token id; one token per class, so a state's
+        # keys are distinct) ...
+        longest = total * scale - token
+        is_far = longest == np.maximum.reduceat(longest, starts)[seg]
+        target = np.empty(starts.shape[0], np.int64)
+        target[seg[is_far]] = reach[is_far]
+        # ... and the fewest tokens among the candidates reaching it (ties: the lowest id).
+        fewest = np.where(reach == target[seg], total * scale + token, np.iinfo(np.int64).max)
+        exits[i, rows[starts]] = np.minimum.reduceat(fewest, starts) % scale
     return {"exit_tokens": exits}
 
 

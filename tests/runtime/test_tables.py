@@ -322,6 +322,37 @@ def _exit_oracle(dfa: TokenDFA, vocab_size: int) -> list[int]:
     return exits
 
 
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"type": "object", "properties": {"a": {"type": "integer"}, "bc": {"enum": ["x", "yz"]},
+                                          "d": {"type": "boolean"}},
+         "required": ["a", "bc", "d"], "additionalProperties": False},
+        {"type": "array", "items": {"enum": ["ab", "a", "b"]}, "maxItems": 3},
+        r"(ab|a)(\",\"|c){1,3}(\"}|,\"q)",
+        r"x*(\":\"ab|\":\"a|yy)z",
+    ],
+)  # fmt: skip
+def test_exit_tokens_match_a_brute_force_with_ties(spec):
+    """Any order, unions and repeats: states with several candidates, reaches shared by
+    tokens of different lengths, and states whose candidates reach different states."""
+    import automata_compile as ac
+
+    pieces = [bytes([i]) for i in range(256)] + [b'","', b'",', b'":"', b'"}', b',"', b"ab",
+                                                 b'":', b"yz", b'"a', b'{"', b'"]', b'true']  # fmt: skip
+    vocab = ac.Vocabulary.from_bytes(pieces + [b"<eos>"], eos_ids=[len(pieces)],
+                                     special_ids=[len(pieces)])  # fmt: skip
+    if isinstance(spec, str):
+        dfa = ac.compile_regex(spec, vocab)
+    else:
+        dfa = ac.compile_json_schema(spec, vocab, whitespace="compact")
+    tables = ConstraintTables.from_dfas(dfa, vocab_size=vocab.size)
+    assert tables.exit_tokens is not None
+    exits = np.asarray(tables.exit_tokens)[0]
+    assert exits[: dfa.num_states].tolist() == _exit_oracle(dfa, vocab.size)
+    assert (exits[dfa.num_states :] == -1).all()
+
+
 def test_exit_tokens_match_a_brute_force():
     import automata_compile as ac
     from automata_jax import TableCapacity

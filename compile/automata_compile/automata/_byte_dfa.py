@@ -13,9 +13,11 @@ import collections
 import dataclasses
 import threading
 
-from automata_compile._errors import EmptyLanguageError
+import numpy as np
+
+from automata_compile._errors import EmptyLanguageError, StateBudgetExceededError
 from automata_compile.automata import _charsets as cs
-from automata_compile.automata import _fsa, _thompson
+from automata_compile.automata import _fsa, _subset, _thompson
 from automata_compile.automata._ir import Terminal, fingerprint
 
 NUM_BYTES = 256
@@ -140,6 +142,81 @@ def cached_byte_dfa(
                 _, old = _CACHE.popitem(last=False)
                 _cache_bytes -= old.trans.nbytes + old.accepting.nbytes
     return dfa
+
+
+# Memo of `lead_then_states`: each tail's byte DFA with its construction's counts.
+_TAIL_COUNTS: collections.OrderedDict = collections.OrderedDict()
+_FAILED = object()
+
+
+def lead_then_states(lead: bytes, tail) -> int | None:
+    """The states of ``cached_byte_dfa(ir)`` (default budgets) for an IR ``ir`` spelling the
+    ASCII bytes ``lead`` one by one, then ``tail`` (a `minimal` character automaton:
+    no terminal), computed from the tail's memoized byte DFA; None where that is not
+    certain (the caller builds the whole).
+
+    The whole's byte NFA is the tail's with one state per lead byte; its subset construction
+    visits one singleton per lead byte, then the tail's sets level for level (the same
+    members, edges, target sets and closures; a lead byte splits at most two symbol classes,
+    so a level's moves grow at most ``2k + 1``-fold). Where the tail's counts bound the whole
+    within every budget, its minimal DFA is the lead's chain on the tail's DFA: ``k`` more
+    states, unless a state of the tail's DFA spells the last lead byte alone into its start
+    (a twin of the chain's last state: then None).
+    """
+    k = len(lead)
+    if k == 0 or max(lead) >= 0x80:
+        return None
+    key = fingerprint(tail)
+    with _CACHE_LOCK:
+        hit = _TAIL_COUNTS.get(key)
+        if hit is not None:
+            _TAIL_COUNTS.move_to_end(key)
+    if hit is None:
+        try:
+            nfa, s, e = byte_nfa(tail)
+            stats: dict = {}
+            dfa = _fsa.minimal_dfa(nfa, s, e, NUM_BYTES, stats=stats)
+            hit = (
+                _FAILED
+                if dfa is None
+                else (_twin_bytes(dfa), dfa.num_states, len(nfa.edges), stats)
+            )
+        except StateBudgetExceededError:
+            hit = _FAILED
+        with _CACHE_LOCK:
+            _TAIL_COUNTS[key] = hit
+            while len(_TAIL_COUNTS) > CACHE_ENTRIES:
+                _TAIL_COUNTS.popitem(last=False)
+    else:
+        _fsa.check_time("the NFA construction", "a property's byte DFA")
+    if hit is _FAILED:
+        return None
+    twins, num_states, nfa_states, st = hit
+    max_work = _fsa.DEFAULT_MAX_WORK
+    work = st["work"] + 4 * k + nfa_states
+    states = st["states"] + k
+    guard = _subset.GUARD * max_work
+    fits = (
+        nfa_states + k <= max_nfa_states(DEFAULT_MAX_STATES)
+        and states <= DEFAULT_MAX_STATES
+        and work <= max_work
+        and work + (2 * k + 1) * st["moves_peak"] + k <= guard
+        and work + max(st["closure_peak"], nfa_states) <= guard
+        and (states + 1) ** 2 <= _fsa.MINIMIZE_WORK_FACTOR * max_work
+    )
+    if not fits:
+        return None
+    return None if lead[-1] in twins else k + num_states
+
+
+def _twin_bytes(dfa) -> frozenset:
+    """The bytes ``b`` for which a state of ``dfa`` spells ``b`` alone into the start, not
+    accepting (what a lead ending in ``b`` would be the twin of; the memo keeps these, not
+    the table)."""
+    live = dfa.trans >= 0
+    one = np.flatnonzero(~dfa.accepting & (live.sum(axis=1) == 1))
+    byte = np.argmax(live[one], axis=1)
+    return frozenset(byte[dfa.trans[one, byte] == dfa.start].tolist())
 
 
 def byte_nfa(ir, *, max_states: int | None = None, what: str = "the pattern"):

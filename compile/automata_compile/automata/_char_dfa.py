@@ -13,12 +13,13 @@ import bisect
 import collections
 import functools
 import threading
+import weakref
 
 import numpy as np
 
 from automata_compile._errors import StateBudgetExceededError
 from automata_compile.automata import _charsets as cs
-from automata_compile.automata import _fsa, _thompson
+from automata_compile.automata import _fsa, _subset, _thompson
 from automata_compile.automata._ir import NEVER, Alt, Automaton, Chars, Repeat, Seq, fingerprint
 
 MAX_STATES = 20_000
@@ -173,6 +174,27 @@ MINIMAL_ENTRIES = 1024
 _MINIMAL: collections.OrderedDict = collections.OrderedDict()
 _MINIMAL_LOCK = threading.Lock()
 _AS_IS = object()  # `minimal`'s memo of "no minimal automaton within the budgets"
+_WHOLE_AS_IS = object()  # `_TAILS`' memo of a tail that makes any sequence ending in it so
+# The nodes `_after_literal` spelled as a chain on a tail: node -> (lead, tail's automaton).
+_CHAINS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# Memo of `_after_literal`: the tails of literal-led sequences, with their constructions'
+# counts (a property's value, after its name).
+_TAILS: collections.OrderedDict = collections.OrderedDict()
+
+
+def _memo(table: collections.OrderedDict, key, compute):
+    """(the entry of ``key``, computed on a miss; whether it was there)."""
+    with _MINIMAL_LOCK:
+        hit = table.get(key)
+        if hit is not None:
+            table.move_to_end(key)
+            return hit, True
+    hit = compute()
+    with _MINIMAL_LOCK:
+        table[key] = hit
+        while len(table) > MINIMAL_ENTRIES:
+            table.popitem(last=False)
+    return hit, False
 
 
 def minimal(node, what: str = "a string constraint"):
@@ -184,25 +206,166 @@ def minimal(node, what: str = "a string constraint"):
     same property (name and value) recurs from one schema to the next. Both outcomes are
     functions of the structure alone (fixed budgets; a deadline's `CompileTimeoutError` is
     raised, never kept). A hit is the node built the first time: IR nodes are immutable.
+
+    A sequence led by literal characters (a property's name) followed by a tail (its value)
+    is built from the tail's memoized minimal automaton (`_after_literal`) where the
+    construction of the whole is certain to stay within the budgets: the same language and
+    outcome (the minimal automaton is unique; its states may be numbered differently).
     """
-    key = fingerprint(node)
-    with _MINIMAL_LOCK:
-        hit = _MINIMAL.get(key)
-        if hit is not None:
-            _MINIMAL.move_to_end(key)
-    if hit is None:
-        try:
-            part, (dfa,) = dfas(node, what=what)
-            hit = to_ir(part, dfa, is_minimal=True)
-        except (StateBudgetExceededError, TypeError):
-            hit = _AS_IS
-        with _MINIMAL_LOCK:
-            _MINIMAL[key] = hit
-            while len(_MINIMAL) > MINIMAL_ENTRIES:
-                _MINIMAL.popitem(last=False)
-    else:
+    digests: dict = {}
+    hit, cached = _memo(
+        _MINIMAL, fingerprint(node, digests), lambda: _minimal_uncached(node, what, digests)
+    )
+    if cached:
         _fsa.check_time("the minimal automaton", what)
     return None if hit is _AS_IS else hit
+
+
+def _minimal_uncached(node, what: str, digests: dict):
+    fast = _after_literal(node, what, digests)
+    if fast is not None:
+        return fast
+    try:
+        return _construct(node, what)[0]
+    except (StateBudgetExceededError, TypeError):
+        return _AS_IS
+
+
+def _construct(node, what: str):
+    """(`to_ir` of the minimal automaton, the construction's counts): `dfas` of one node,
+    with (NFA states, atoms, `_subset.determinize`'s stats)."""
+    part = Partition(sorted(char_sets(node, set())))
+    nfa = _fsa.NFA(_budget(what), 20 * MAX_STATES)
+    s, e = nfa.state(), nfa.state()
+    _Atoms(nfa, part).build(node, s, e)
+    stats: dict = {}
+    d = _fsa.minimal_dfa(nfa, s, e, len(part.atoms), stats=stats)
+    d = d if d is not None else _empty(len(part.atoms))
+    return to_ir(part, d, is_minimal=True), (len(nfa.edges), len(part.atoms), stats)
+
+
+def _literal_split(node):
+    """(code points, tail) of a `Seq` led by one-character `Chars` and more; else None."""
+    if not isinstance(node, Seq):
+        return None
+    k = 0
+    for item in node.items:
+        if not (isinstance(item, Chars) and len(item.ranges) == 1):
+            break
+        lo, hi = item.ranges[0]
+        if lo != hi:
+            break
+        k += 1
+    if k == 0 or k == len(node.items):
+        return None
+    rest = node.items[k:]
+    return [item.ranges[0][0] for item in node.items[:k]], rest[0] if len(rest) == 1 else Seq(rest)
+
+
+def _fits(k: int, counts) -> bool:
+    """Whether the construction of ``k`` literal characters followed by a tail whose own
+    construction made ``counts`` certainly stays within every budget, by its counts:
+
+    - its Thompson NFA is the tail's with ``k`` more states; its subset construction visits
+      ``k`` singletons (one per character), then the tail's sets, level for level (the
+      same members, the same distinct target sets and closures: the finer atoms of the
+      whole split no symbol the tail's NFA tells apart);
+    - each NFA edge of the tail spans at most ``a`` atoms of the whole (``a`` = the tail's
+      atoms + ``k``: a one-character set adds at most one), so a state's edges and moves
+      grow at most ``a``-fold: the work is at most ``4k + N + a * W``, a level's moves
+      ``a`` times the tail's peak, a level's closures the tail's peak;
+    - minimization: at most one round per state, ``states`` work per round.
+    """
+    nfa_states, atoms, st = counts
+    a = atoms + k
+    work = 4 * k + nfa_states + a * st["work"]
+    states = st["states"] + k
+    guard = _subset.GUARD * MAX_WORK
+    return (
+        nfa_states + k <= 20 * MAX_STATES
+        and states <= MAX_STATES
+        and work <= MAX_WORK
+        and work + a * st["moves_peak"] + k <= guard
+        and work + max(st["closure_peak"], nfa_states) <= guard
+        and (states + 1) ** 2 <= _fsa.MINIMIZE_WORK_FACTOR * MAX_WORK
+    )
+
+
+def _after_literal(node, what: str, digests: dict):
+    """``node``'s minimal automaton from its literal lead and its tail's memoized minimal
+    automaton ``m``; None where ``node`` is not such a sequence or `_fits` does not hold (the
+    caller then runs the construction of the whole).
+
+    The lead's chain followed by ``m`` is a DFA of the language, every state useful. Its
+    chain states are distinct (their shortest words differ in length) and ``m``'s are (it
+    is minimal); a chain state can only be equivalent to a state of ``m`` if some state of
+    ``m`` spells the last character alone into ``m``'s start, not accepting (that state
+    would be the last chain state's twin; each earlier twin needs a later one). Without
+    one the chain and ``m`` are the minimal automaton, spelled as `to_ir` spells it (the
+    edge sets to each target, in target order); with one (rare) the table is minimized."""
+    split = _literal_split(node)
+    if split is None:
+        return None
+    chars, tail = split
+
+    def construct_tail():
+        try:
+            return _construct(tail, what)
+        except TypeError:  # a terminal: the whole's construction meets it too
+            return _WHOLE_AS_IS
+        except StateBudgetExceededError as e:
+            # past the state or NFA budget: the whole visits the tail's sets (and NFA
+            # states), so it is past them too; a work budget is judged on the whole
+            text = str(e)
+            return (
+                _WHOLE_AS_IS if "exceeds max_states=" in text or " NFA states;" in text else _AS_IS
+            )
+
+    hit, _ = _memo(_TAILS, fingerprint(tail, digests), construct_tail)
+    if hit is _WHOLE_AS_IS:
+        return _AS_IS
+    if hit is _AS_IS or not _fits(len(chars), hit[1]):
+        return None
+    m = hit[0]
+    if is_never(m):
+        return NEVER
+    k = len(chars)
+    lits = [((c, c),) for c in chars]
+    last = (lits[-1], m.start)
+    twin = any(out == (last,) and q not in m.finals for q, out in enumerate(m.edges))
+    if not twin and all(_in_all(c) for c in chars):
+        edges = [((lits[i], i + 1),) for i in range(k - 1)] + [((lits[-1], k + m.start),)]
+        edges += [tuple((r, k + t) for r, t in out) for out in m.edges]
+        out = Automaton(edges=tuple(edges), start=0, finals=frozenset(k + f for f in m.finals))
+        with _MINIMAL_LOCK:
+            _CHAINS[out] = (tuple(chars), m)
+        return out
+    part = Partition(sorted({*lits, *(r for out in m.edges for r, _ in out)}))
+    trans = np.full((k + len(m.edges), len(part.atoms)), _fsa.DEAD, np.int32)
+    for i, r in enumerate(lits):
+        trans[i, list(part.atoms_of(r))] = i + 1 if i + 1 < k else k + m.start
+    for q, out in enumerate(m.edges):
+        for r, t in out:
+            trans[k + q, list(part.atoms_of(r))] = k + t
+    accepting = np.zeros(trans.shape[0], bool)
+    accepting[[k + f for f in m.finals]] = True
+    d = _fsa.minimize(_fsa.DFA(trans, accepting, 0), _budget(what))
+    return to_ir(part, d, is_minimal=True)
+
+
+def chain_parts(node):
+    """(lead code points, the tail's minimal automaton) of a node `minimal` spelled as the
+    lead's chain on the tail's automaton (the two are its states, in that order); else
+    None."""
+    if not isinstance(node, Automaton):
+        return None
+    with _MINIMAL_LOCK:
+        return _CHAINS.get(node)
+
+
+def _in_all(c: int) -> bool:
+    """Whether code point ``c`` is in `cs.ALL` (the universe of `Partition`)."""
+    return any(lo <= c <= hi for lo, hi in cs.ALL)
 
 
 def is_never(node) -> bool:

@@ -234,13 +234,22 @@ def determinize(nfa: NFA, start: int, final: int, num_symbols: int) -> DFA:
     return DFA(trans, accepting, 0)
 
 
-def minimal_dfa(nfa: NFA, start: int, final: int, num_symbols: int) -> DFA | None:
+def minimal_dfa(
+    nfa: NFA, start: int, final: int, num_symbols: int, stats: dict | None = None
+) -> DFA | None:
     """``minimize(determinize(...), nfa.budget)``, the same table, computed over symbol
     classes (intervals no NFA edge splits): trimming and minimization then work on a
-    table a few times narrower, widened once at the end."""
+    table a few times narrower, widened once at the end. ``stats``: see
+    `_subset.determinize`."""
     what = nfa.budget.what
     table, accepting, symbol_class = _subset.determinize(
-        nfa, start, final, num_symbols, lambda step: check_time(step, what), classes=True
+        nfa,
+        start,
+        final,
+        num_symbols,
+        lambda step: check_time(step, what),
+        classes=True,
+        stats=stats,
     )
     weights = np.zeros(table.shape[1], np.uint64)
     np.add.at(weights, symbol_class, _dfa_ops.symbol_weights(num_symbols))

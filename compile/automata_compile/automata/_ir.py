@@ -93,12 +93,13 @@ EMPTY = Seq(())
 NEVER = Alt(())
 
 
-def fingerprint(node) -> bytes:
+def fingerprint(node, memo: dict | None = None) -> bytes:
     """A digest of the tree's structure, `Automaton` nodes included (their edges, start and
     finals): trees with equal fingerprints build the same automata, so caches across
     compiles key on it (an `Automaton` node is otherwise compared by identity). Shared
-    subtrees are digested once, without recursion."""
-    memo: dict[int, bytes] = {}
+    subtrees are digested once, without recursion. ``memo`` (digests by node id) may be
+    shared by calls on trees that share subtrees (while they are alive)."""
+    memo = {} if memo is None else memo
     stack = [node]
     while stack:
         x = stack[-1]

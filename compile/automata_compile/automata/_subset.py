@@ -35,7 +35,9 @@ GUARD = 4
 SMALL_LEVEL = 64
 
 
-def determinize(nfa, start: int, final: int, num_symbols: int, check_time, *, classes=False):
+def determinize(
+    nfa, start: int, final: int, num_symbols: int, check_time, *, classes=False, stats=None
+):
     """(trans int32[Q, S], accepting bool[Q]): the subset construction from ``start``.
 
     With ``classes``, (table int32[Q, K], accepting, symbol_class int64[S]) instead: the
@@ -49,6 +51,11 @@ def determinize(nfa, start: int, final: int, num_symbols: int, check_time, *, cl
     built, so a blow-up stops before its memory is spent. An empty successor set is no
     state: that edge is dead (the reference construction numbered an empty state, which
     trimming removes).
+
+    ``stats``: a dict that receives, on success, ``work`` (the work counted), ``states``,
+    ``moves_peak`` (the most moves of a level) and ``closure_peak`` (at least the closure
+    sizes a level's distinct target sets sum to, as the guard checks them): what the
+    budget checks saw (`_char_dfa` bounds a longer construction's checks with them).
 
     Raises:
       StateBudgetExceededError: more than ``nfa.budget.max_states`` DFA states, or more than
@@ -82,6 +89,8 @@ def determinize(nfa, start: int, final: int, num_symbols: int, check_time, *, cl
     rows: list[np.ndarray] = []
     fr_mem, fr_len = first, np.array([first.shape[0]])
     work = 0
+    moves_peak = closure_peak = 0
+    max_closure = int(clo_len.max(initial=0))
     step = "the subset construction"
     lists = None  # the tables as lists, for `_small_level` (built on first use)
     small = None  # the frontier as lists (members, sizes) while levels are small
@@ -103,7 +112,10 @@ def determinize(nfa, start: int, final: int, num_symbols: int, check_time, *, cl
             moves = int(m_cnt.sum())
         if work + moves > GUARD * budget.max_work:  # memory guard; budget below
             raise budget.work_exceeded(step)
+        moves_peak = max(moves_peak, moves)
         if moves <= SMALL_LEVEL:
+            # (each target set's member is a move's target: a bound of its closures' sum)
+            closure_peak = max(closure_peak, moves * max_closure)
             if lists is None:
                 lists = _Lists.of(move_off, move_cls, move_tgt, clo_off, clo_len, clo_mem, counts)
             if small is None:
@@ -137,6 +149,7 @@ def determinize(nfa, start: int, final: int, num_symbols: int, check_time, *, cl
             sel_len = t_len[t_rep]
             tt = t[_ranges(t_starts[t_rep], sel_len)]
             c_cnt = clo_len[tt]
+            closure_peak = max(closure_peak, int(c_cnt.sum()))
             if work + int(c_cnt.sum()) > GUARD * budget.max_work:
                 raise budget.work_exceeded(step)
             tj = np.repeat(np.repeat(np.arange(t_rep.shape[0], dtype=np.int64), sel_len), c_cnt)
@@ -164,6 +177,9 @@ def determinize(nfa, start: int, final: int, num_symbols: int, check_time, *, cl
             raise budget.work_exceeded(step)
         check_time(step)
     table = np.concatenate(rows)
+    if stats is not None:
+        stats.update(work=work, states=len(accepting), moves_peak=moves_peak)
+        stats["closure_peak"] = closure_peak
     symbol_class = np.searchsorted(points, np.arange(num_symbols), side="right") - 1
     if classes:
         return table, np.array(accepting, bool), symbol_class

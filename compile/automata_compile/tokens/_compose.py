@@ -31,7 +31,12 @@ from automata_compile._errors import EmptyLanguageError
 from automata_compile.automata import NUM_BYTES, ByteDFA, check_time
 from automata_compile.automata import dfa_ops as _dfa_ops
 from automata_compile.tokens._loop_walk import find_loops, loop_walk
-from automata_compile.tokens._rows import distinct_rows, unique_rows, unique_small
+from automata_compile.tokens._rows import (
+    distinct_rows,
+    unique_rows,
+    unique_rows_unordered,
+    unique_small,
+)
 from automata_compile.tokens._token_trie import TokenTrie
 
 # A state is wide when tokens whose first byte it allows exceed this share of the vocabulary.
@@ -301,7 +306,8 @@ def _dense_walk(byte_trans: np.ndarray, trie: TokenTrie, wide: np.ndarray):
         key = node_row[rep] * num_classes + byte_class[trie.byte[d][sel]]
         ukey, key_of = unique_small(key, rows.shape[0] * num_classes)
         cur = table[rows[ukey // num_classes], first_byte[ukey % num_classes][:, None]]
-        rows, row_of_key = unique_rows(cur)
+        # (the order of a level's rows is free: the ids across levels are canonical below)
+        rows, row_of_key = unique_rows_unordered(cur)
         live = ~(rows == q).all(axis=1)
         ids = row_of_key[key_of]
         ids = np.where(live[ids], ids, -1)

@@ -34,3 +34,34 @@ def distinct_rows(a: np.ndarray):
     void = a.view(np.dtype((np.void, a.dtype.itemsize * a.shape[1]))).reshape(-1)
     _, first, inverse = np.unique(void, return_index=True, return_inverse=True)
     return first, inverse.reshape(-1)
+
+
+_WEIGHTS = np.random.default_rng(0x20F1).integers(1, 2**63, size=1, dtype=np.uint64)
+
+
+def unique_rows_unordered(a: np.ndarray):
+    """`unique_rows` with the distinct rows in no fixed order, for callers that only group
+    by them: rows of up to 8 bytes are one integer key; wider ones a random linear hash
+    (mod 2**64), checked exactly (`unique_rows` on a collision). Several times faster than
+    sorting `np.void` rows on the short levels of a trie walk."""
+    global _WEIGHTS
+    a = np.ascontiguousarray(a)
+    n, w = a.shape
+    if n <= 1 or w == 0:
+        return unique_rows(a)
+    width = a.dtype.itemsize * w
+    if width <= 8:
+        packed = np.zeros((n, 8), np.uint8)
+        packed[:, :width] = a.view(np.uint8).reshape(n, width)
+        _, first, inverse = np.unique(
+            packed.view(np.uint64).reshape(n), return_index=True, return_inverse=True
+        )
+        return a[first], inverse.reshape(-1)
+    if _WEIGHTS.shape[0] < w:
+        _WEIGHTS = np.random.default_rng(0x20F1).integers(1, 2**63, size=2 * w, dtype=np.uint64)
+    key = (a.astype(np.uint64) * _WEIGHTS[:w]).sum(axis=1, dtype=np.uint64)
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    if not (a == a[first[inverse]]).all():  # pragma: no cover - a 64-bit collision
+        return unique_rows(a)
+    return a[first], inverse

@@ -245,3 +245,54 @@ def test_spelling_builds_the_nfa_the_reference_spelling_does(sets, data):
                 _reference_chars(nfa, ranges, s, ends[end], memo)
         nfas.append((nfa.edges, nfa.eps))
     assert nfas[0] == nfas[1]
+
+
+# -- a property's byte DFA size from its value's (`lead_then_states`) ---------------------------
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    lead=st.text(alphabet='ab"c:', min_size=1, max_size=5),
+    pattern=st.sampled_from(
+        [
+            "[ab]*",
+            "(?:ca)*",
+            "\u00e9|\u4e2d+",
+            '[^"]{0,3}',
+            "x(?:[a-c\u00e0-\u00ff]|\\s)*",
+            "",
+            ".?",
+        ]
+    ),
+)
+def test_lead_then_states_is_the_size_of_the_built_dfa(lead, pattern):
+    """A literal lead (a property's name) on a tail's minimal automaton (its value): the
+    size from the tail's DFA is the size of the whole's DFA, built, or None (a twin of the
+    chain's last state, or counts that do not bound the whole within the budgets)."""
+    from automata_compile.automata import _char_dfa
+    from automata_compile.automata._ir import Chars, Seq
+
+    tail = _regex.parse(pattern, None)
+    node = Seq(tuple(Chars(((ord(c), ord(c)),)) for c in lead) + (tail,))
+    m = _char_dfa.minimal(tail)
+    whole = _char_dfa.minimal(node)
+    if _char_dfa.is_never(whole):
+        return
+    built = _byte_dfa.build_byte_dfa(whole).num_states
+    assert _byte_dfa.lead_then_states(lead.encode(), m) in (None, built)
+    parts = _char_dfa.chain_parts(whole)  # the chain `minimal` spelled, when it did
+    if parts is not None:
+        assert parts[0] == tuple(map(ord, lead))
+        assert _byte_dfa.lead_then_states(lead.encode(), parts[1]) == built
+
+
+def test_lead_then_states_declines_a_twin_and_a_budget(monkeypatch):
+    from automata_compile.automata import _char_dfa
+
+    m = _char_dfa.minimal(_regex.parse("(?:ca)*", None))  # "a" then (ca)*: a(ca)* = (ac)*a
+    assert _byte_dfa.lead_then_states(b"a", m) is None
+    assert _byte_dfa.lead_then_states(b"b", m) == 1 + 2
+    assert _byte_dfa.lead_then_states(b"\xc3", m) is None  # not ASCII
+    monkeypatch.setattr(_byte_dfa, "_TAIL_COUNTS", type(_byte_dfa._TAIL_COUNTS)())
+    monkeypatch.setattr(_byte_dfa, "DEFAULT_MAX_STATES", 3)  # the whole needs 1 + 2 subsets
+    assert _byte_dfa.lead_then_states(b"bb", m) is None

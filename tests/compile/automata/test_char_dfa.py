@@ -185,6 +185,23 @@ def test_empty_languages():
     assert _char_dfa.is_empty(_char_dfa.difference(a, _regex.parse(r"\w+", None)))
 
 
+def _canonical(node):
+    """An `Automaton` IR node's states renumbered breadth first from the start, edges in
+    label order: equal for isomorphic automata (minimal ones of one language)."""
+    if _char_dfa.is_never(node):
+        return None
+    order, seen, out = [node.start], {node.start: 0}, []
+    for q in order:
+        row = []
+        for label, t in sorted(node.edges[q]):
+            if t not in seen:
+                seen[t] = len(order)
+                order.append(t)
+            row.append((label, seen[t]))
+        out.append((tuple(row), q in node.finals))
+    return tuple(out)
+
+
 def test_minimal_is_memoized_by_structure_across_calls(monkeypatch):
     """`minimal`: the same automaton as `to_ir` of `dfas` (the same language, spelled by
     Python's `re`), built once per structure: a second, distinct but equal tree is a hit (the
@@ -192,26 +209,112 @@ def test_minimal_is_memoized_by_structure_across_calls(monkeypatch):
     from automata_compile.automata._ir import Seq, Terminal
 
     monkeypatch.setattr(_char_dfa, "_MINIMAL", type(_char_dfa._MINIMAL)())
+    monkeypatch.setattr(_char_dfa, "_TAILS", type(_char_dfa._TAILS)())
 
     def label():  # a fresh tree each time: "ab" then one of [0-9]
         return Seq((Chars(((97, 97),)), Chars(((98, 98),)), Chars(((48, 57),))))
 
     built = []
-    real = _char_dfa.dfas
-    monkeypatch.setattr(_char_dfa, "dfas", lambda *a, **k: built.append(1) or real(*a, **k))
+    real = _char_dfa._construct
+    monkeypatch.setattr(_char_dfa, "_construct", lambda *a: built.append(a[0]) or real(*a))
     first = _char_dfa.minimal(label())
     again = _char_dfa.minimal(label())
-    assert again is first and len(built) == 1
-    part, (d,) = real(label())
-    assert _char_dfa.fingerprint(first) == _char_dfa.fingerprint(_char_dfa.to_ir(part, d))
+    assert again is first and len(built) == 1  # the tail [0-9], then the lead's chain
+    part, (d,) = _char_dfa.dfas(label())
+    assert _canonical(first) == _canonical(_char_dfa.to_ir(part, d))
     call = Seq((Chars(((97, 97),)), Terminal(0)))
     assert _char_dfa.minimal(call) is None and _char_dfa.minimal(call) is None
-    assert len(built) == 2  # the refusal is memoized too
+    assert len(built) == 2  # the tail (a terminal refuses the whole too), memoized
     assert _char_dfa.matches(first, "ab7")
     assert not _char_dfa.matches(first, "ab") and not _char_dfa.matches(first, "abx")
     monkeypatch.setattr(_char_dfa, "MAX_STATES", 2)
     long = Seq(tuple(Chars(((c, c),)) for c in b"abcdef"))
     assert _char_dfa.minimal(long) is None  # past the state budget: as is
+
+
+_leads = st.text(alphabet='ab\u00e9"c', min_size=1, max_size=6)
+
+
+def _lead_then(lead: str, tail):
+    from automata_compile.automata._ir import Seq
+
+    return Seq(tuple(Chars(((ord(c), ord(c)),)) for c in lead) + (tail,))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    lead=_leads,
+    pattern=st.one_of(
+        st.sampled_from(PATTERNS + ["", "(?:ca)*"]), st.deferred(lambda: _small_regexes)
+    ),
+)
+def test_minimal_after_a_literal_lead_is_the_construction(lead, pattern):
+    """A literal lead (a property's name) and a tail (its value): the chain on the tail's
+    memoized minimal automaton is the minimal automaton of the whole, as its construction
+    builds it (up to the numbering of states), and within the budgets where `_fits` says so
+    (checked against the whole's construction's own counts)."""
+    tail = _regex.parse(pattern, None)
+    node = _lead_then(lead, tail)
+    full, (nfa_states, atoms, st_whole) = _char_dfa._construct(node, "x")
+    fast = _char_dfa._after_literal(node, "x", {})
+    if _char_dfa._literal_split(node) is None:  # the tail is one literal character too
+        assert fast is None and len(pattern) == 1
+        return
+    assert fast is not None  # small: within the bounds
+    assert _canonical(fast) == _canonical(full)
+    # `_fits`' bounds hold on the whole's construction
+    t_nfa, t_atoms, st_tail = _char_dfa._construct(tail, "x")[1]
+    k, a = len(lead), t_atoms + len(lead)
+    assert nfa_states == t_nfa + k and atoms <= a
+    assert st_whole["states"] == st_tail["states"] + k
+    assert st_whole["work"] <= 4 * k + t_nfa + a * st_tail["work"]
+    assert st_whole["moves_peak"] <= max(a * st_tail["moves_peak"], 1)
+
+
+def test_minimal_after_a_literal_lead_merges_a_twin():
+    """``a(ca)*``: the lead's state is the tail's state after ``c`` (both spell ``a(ca)*``),
+    so the whole has 2 states, not 3."""
+    node = _lead_then("a", _regex.parse("(?:ca)*", None))
+    fast = _char_dfa._after_literal(node, "x", {})
+    full = _char_dfa._construct(node, "x")[0]
+    assert len(fast.edges) == 2 and _canonical(fast) == _canonical(full)
+
+
+def test_minimal_after_a_literal_lead_refuses_with_a_tail_past_the_state_budget(monkeypatch):
+    """A tail past the state budget: the whole (a superset of its subset construction's
+    sets) is refused without being constructed; past the work budget alone it is built."""
+    monkeypatch.setattr(_char_dfa, "_MINIMAL", type(_char_dfa._MINIMAL)())
+    monkeypatch.setattr(_char_dfa, "_TAILS", type(_char_dfa._TAILS)())
+    built = []
+    real = _char_dfa._construct
+    monkeypatch.setattr(_char_dfa, "_construct", lambda *a: built.append(a[0]) or real(*a))
+    monkeypatch.setattr(_char_dfa, "MAX_STATES", 6)
+    node = _lead_then("ab", _regex.parse("[ab]{0,8}", None))
+    with pytest.raises(_char_dfa.StateBudgetExceededError):
+        real(node, "x")  # the construction of the whole is refused
+    assert _char_dfa.minimal(node) is None and len(built) == 1  # the tail only
+    monkeypatch.setattr(_char_dfa, "MAX_STATES", 20_000)
+    monkeypatch.setattr(_char_dfa, "MAX_WORK", 5)  # past the work budget: judged on the whole
+    monkeypatch.setattr(_char_dfa, "_MINIMAL", type(_char_dfa._MINIMAL)())
+    monkeypatch.setattr(_char_dfa, "_TAILS", type(_char_dfa._TAILS)())
+    built.clear()
+    assert _char_dfa.minimal(node) is None and len(built) == 2
+
+
+def test_minimal_after_a_literal_lead_keeps_the_budget_outcome(monkeypatch):
+    """Where the bounds do not show the whole within the budgets, the whole is constructed
+    (and refused where it is past them), as without the shortcut."""
+    node = _lead_then("abc", _regex.parse("[ab]{0,6}", None))
+    ok = _char_dfa._after_literal(node, "x", {})
+    assert ok is not None
+    monkeypatch.setattr(_char_dfa, "MAX_STATES", 8)  # the whole needs 3 + 7 subset states
+    assert _char_dfa._after_literal(node, "x", {}) is None  # the bounds fail: not taken
+    monkeypatch.setattr(_char_dfa, "_MINIMAL", type(_char_dfa._MINIMAL)())
+    monkeypatch.setattr(_char_dfa, "_TAILS", type(_char_dfa._TAILS)())
+    assert _char_dfa.minimal(node) is None  # the construction of the whole is refused
+    monkeypatch.setattr(_char_dfa, "MAX_STATES", 10)
+    monkeypatch.setattr(_char_dfa, "_MINIMAL", type(_char_dfa._MINIMAL)())
+    assert _canonical(_char_dfa.minimal(node)) == _canonical(ok)
 
 
 _small_regexes = st.recursive(

@@ -10,6 +10,7 @@ languages of the reachable states, each told apart by strings of up to ``Q`` sym
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 import numpy as np
@@ -159,6 +160,77 @@ def test_minimize_gives_the_minimal_equivalent_dfa(dfa):
         for sym in range(t.shape[1]):
             nxt = int(t[r, sym])
             assert m_trans[block[r], sym] == (block[nxt] if nxt >= 0 else -1)
+
+
+def _moore_full_rounds(trans, accepting, weights):
+    """`_dfa_ops.minimize`'s refinement as it was first written: every round sorts every
+    state by (block, signature). Returns (rounds, block) before the final renumbering."""
+    q = trans.shape[0]
+    src, sym = np.nonzero(trans >= 0)
+    dst = trans[src, sym]
+    block = accepting.astype(np.int64)
+    num_blocks = int(block.max()) + 1
+    if num_blocks == 1:
+        block[:] = 0
+    rounds = 0
+    while True:
+        rounds += 1
+        sig = np.zeros(q, dtype=np.uint64)
+        np.add.at(sig, src, weights[sym] * (block[dst] + 1).astype(np.uint64))
+        order = np.lexsort((sig, block))
+        b_sorted, s_sorted = block[order], sig[order]
+        starts_block = np.ones(q, dtype=bool)
+        starts_block[1:] = b_sorted[1:] != b_sorted[:-1]
+        starts_group = starts_block.copy()
+        starts_group[1:] |= s_sorted[1:] != s_sorted[:-1]
+        count = int(starts_group.sum())
+        if count == num_blocks:
+            return rounds, block
+        is_new = starts_group & ~starts_block
+        group_id = np.where(starts_block, b_sorted, num_blocks + np.cumsum(is_new) - 1)
+        group_id = group_id[np.maximum.accumulate(np.where(starts_group, np.arange(q), 0))]
+        block = np.empty_like(block)
+        block[order] = group_id
+        num_blocks = count
+
+
+@SETTINGS
+@given(dfa=dense_dfas(max_states=24, max_symbols=4))
+def test_minimize_rounds_match_a_full_refinement(dfa):
+    """Rounds that sort only the blocks a changed signature can split give the blocks
+    (and the round count, which the work budget charges) of full rounds."""
+    trimmed = _dfa_ops.trim(*dfa)
+    if trimmed is None:
+        return
+    t, a, s0 = trimmed
+    w = _dfa_ops.symbol_weights(t.shape[1])
+    rounds, ref = _moore_full_rounds(t, a, w)
+    ticks = []
+    *_, block = _dfa_ops.minimize(t, a, s0, tick=lambda: ticks.append(1))
+    _, ref = np.unique(ref, return_inverse=True)
+    ref = _dfa_ops._verify_or_refine(t, a, ref.reshape(-1).astype(np.int64))
+    assert np.array_equal(block, ref) and len(ticks) == rounds
+
+
+@pytest.mark.parametrize("all_accepting", [False, True])
+def test_minimize_rounds_match_a_full_refinement_on_larger_tables(all_accepting):
+    """As above on random tables of up to 300 states (all accepting: the first round's
+    count starts from two block ids, as first written)."""
+    rng = np.random.default_rng(11)
+    for _ in range(40):
+        q, s = int(rng.integers(2, 300)), int(rng.integers(1, 6))
+        trans = rng.integers(-1, q, size=(q, s)).astype(np.int32)
+        accepting = np.ones(q, bool) if all_accepting else rng.random(q) < 0.3
+        trimmed = _dfa_ops.trim(trans, accepting, 0)
+        if trimmed is None:
+            continue
+        t, a, s0 = trimmed
+        rounds, ref = _moore_full_rounds(t, a, _dfa_ops.symbol_weights(s))
+        ticks = []
+        *_, block = _dfa_ops.minimize(t, a, s0, tick=functools.partial(ticks.append, 1))
+        _, ref = np.unique(ref, return_inverse=True)
+        ref = _dfa_ops._verify_or_refine(t, a, ref.reshape(-1).astype(np.int64))
+        assert np.array_equal(block, ref) and len(ticks) == rounds
 
 
 def test_minimize_merges_a_redundant_cycle():

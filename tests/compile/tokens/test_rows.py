@@ -7,7 +7,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from automata_compile.tokens._rows import distinct_rows, unique_rows, unique_small
+from automata_compile.tokens import _rows
+from automata_compile.tokens._rows import (
+    distinct_rows,
+    unique_rows,
+    unique_rows_unordered,
+    unique_small,
+)
 
 _matrices = st.tuples(st.integers(1, 12), st.integers(0, 5)).flatmap(
     lambda shape: hnp.arrays(np.int16, shape, elements=st.integers(-1, 3))
@@ -43,3 +49,27 @@ def test_unique_small_is_np_unique(keys, bound):
     ref, ref_inv = np.unique(key, return_inverse=True)
     np.testing.assert_array_equal(ukey, ref)
     np.testing.assert_array_equal(inverse, ref_inv.reshape(-1))
+
+
+_wide_matrices = st.tuples(st.integers(1, 30), st.sampled_from([0, 1, 2, 3, 4, 5, 9, 40])).flatmap(
+    lambda shape: hnp.arrays(
+        st.sampled_from([np.int16, np.int32]), shape, elements=st.integers(-1, 3)
+    )
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_wide_matrices, st.booleans())
+def test_unique_rows_unordered_groups_as_unique_rows(a, collide):
+    """The same grouping as `unique_rows` in some order (packed keys up to 8 bytes, a
+    checked hash beyond), and the same after a forced hash collision."""
+    if collide:  # every wide row hashes alike: the exact check falls back
+        _rows._WEIGHTS = np.zeros(64, np.uint64)
+    try:
+        rows, inv = unique_rows_unordered(a)
+    finally:
+        _rows._WEIGHTS = np.zeros(0, np.uint64)  # drawn again on the next call
+    ref_rows, ref = unique_rows(a)
+    np.testing.assert_array_equal(rows[inv], a)
+    assert rows.shape == ref_rows.shape
+    assert ((inv[:, None] == inv[None, :]) == (ref[:, None] == ref[None, :])).all()

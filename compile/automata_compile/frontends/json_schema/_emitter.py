@@ -425,6 +425,9 @@ class _Emitter:
             n = None
             if id(label) in self.minimal_ids:  # a minimal automaton over ASCII: its own size
                 n = _char_dfa.ascii_states(label)
+                parts = _char_dfa.chain_parts(label) if n is None else None
+                if parts is not None and all(c < 0x80 for c in parts[0]):  # a name, a value
+                    n = _byte_dfa.lead_then_states(bytes(parts[0]), parts[1])
             if n is None:
                 calls = 1 + max(rule_calls(label, set()), default=-1)
                 try:
