@@ -43,6 +43,11 @@ class TableCapacity:
       forced: F, the longest forced token run kept for fast-forward decoding (0: no forced
         runs; a longer run is cut to its first F tokens, which are forced too).
       mask_rows: M, the deduplicated bitmask rows (``mask_impl="bitmask"`` only).
+      blocks, cells: the state-block layout (`automata_jax._layout`): NB class maps and R
+        flat row cells per constraint; 0 (the default): the dense layout, for batches
+        without state blocks (`TokenDFA.class_block`, e.g. tool calls). With ``blocks``
+        every constraint is stored ragged (a constraint without blocks: one block of
+        ``states x classes`` cells).
     """
 
     states: int
@@ -56,6 +61,8 @@ class TableCapacity:
     pops: int = 16
     forced: int = 0
     mask_rows: int = 0
+    blocks: int = 0
+    cells: int = 0
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
@@ -69,6 +76,10 @@ class TableCapacity:
         if self.stack and not (self.pushes and self.push_len and self.pops):
             raise RuntimeShapeError(
                 "TableCapacity: a capacity with a stack needs pushes, push_len and pops >= 1"
+            )
+        if bool(self.blocks) != bool(self.cells):
+            raise RuntimeShapeError(
+                "TableCapacity: blocks and cells come together (both >= 1, or both 0)"
             )
 
     @classmethod
@@ -95,10 +106,14 @@ class TableCapacity:
                 k: up(top[k])
                 for k in ("pushes", "push_len", "context_edges", "edges_per_state", "pops")
             }
+        blocks = {}
+        if top["blocks"]:
+            blocks = {"blocks": up(top["blocks"]), "cells": up(max(d.num_cells for d in dfas))}
         return cls(
             states=up(top["states"]),
             classes=up(top["classes"]),
             stack=stack,
+            **blocks,
             forced=bucket(top["forced"], 1) if top["forced"] else 0,
             **pda,
         )
@@ -107,6 +122,8 @@ class TableCapacity:
 def needs(d: TokenDFA) -> dict[str, int]:
     """The sizes one DFA needs, by `TableCapacity` field."""
     out = {"states": d.num_states, "classes": d.num_classes, "forced": 0}
+    out["blocks"] = d.num_blocks if d.is_blocked else 0
+    out["cells"] = d.num_cells if d.is_blocked else 0
     if d.forced_len is not None:
         out["forced"] = int(d.forced_len.max(initial=0))
     pda = dict.fromkeys(("pushes", "push_len", "context_edges", "edges_per_state", "pops"), 0)
@@ -139,6 +156,8 @@ def check_fits(dfas: Sequence[TokenDFA], cap: TableCapacity) -> None:
             )
         need = needs(d)
         need.pop("forced")  # a longer forced run is cut (its prefix is forced too)
+        if cap.blocks:  # the state-block layout stores every constraint ragged
+            need.update(blocks=d.num_blocks, cells=d.num_cells)
         for name, n in need.items():
             have = getattr(cap, name)
             if n > have:

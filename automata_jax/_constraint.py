@@ -7,7 +7,8 @@ jit, a disallowed token, a dead state) flag the row ``done`` and ``error``, and
 such a row is offered EOS only.
 
 The mask of row b is ``next_state[k, q][token_class[k]] >= 0`` (a gather of V
-from a row of C entries), plus EOS when ``q`` accepts. The alternative kept for
+from a row of C entries), plus EOS when ``q`` accepts; with state blocks the row and the
+class map are the state's (`_layout`). The alternative kept for
 accelerators, ``mask_impl="bitmask"``, reads one deduplicated packed row of
 ``uint32[ceil(V/32)]`` and unpacks it. Measured on CPU (2 shared, busy cores;
 Gemma-3 vocabulary V = 262,145; a JSON-Schema DFA of 1,367 states / 630 classes,
@@ -33,7 +34,7 @@ import numpy as np
 from flax import struct
 from jaxtyping import Array, Bool, Float, Int
 
-from automata_jax import _stack
+from automata_jax import _layout, _stack
 from automata_jax._errors import RuntimeDtypeError, RuntimeShapeError, UnknownConstraintError
 from automata_jax._tables import ConstraintTables
 
@@ -162,22 +163,17 @@ def _class_mask(tables: ConstraintTables, k: jax.Array, q: jax.Array, state=None
     batches with the row's stack and only if the pushes fit, and bool[B], whether any class is
     allowed (grammar batches only, else None); every class >= 1 has a token below V)."""
     if tables.has_stack:
-        row_ok = tables.next_state[k, q] >= 0
+        row_ok = _layout.row(tables, tables.next_state, k, q) >= 0
         row_ok = _stack.class_mask(tables, k, q, state.stack, state.depth, row_ok)
-        return _gather_classes(tables, k, row_ok), jnp.any(row_ok, axis=1)
+        return _layout.gather_classes(tables, k, q, row_ok), jnp.any(row_ok, axis=1)
     if tables.mask_bits is not None:
         words = tables.mask_bits[tables.mask_row[k, q]]  # [B, W]
         shifts = jnp.arange(32, dtype=jnp.uint32)
         bits = (words[:, :, None] >> shifts) & jnp.uint32(1)
         return bits.astype(jnp.bool_).reshape(k.shape[0], -1)[:, : tables.vocab_size], None
-    return _gather_classes(tables, k, tables.next_state[k, q] >= 0), None
-
-
-def _gather_classes(tables: ConstraintTables, k: jax.Array, row_ok: jax.Array) -> jax.Array:
-    """bool[B, V] from bool[B, C]: each token's class bit."""
-    if tables.token_class.shape[0] == 1:  # one shared class map: one gather with shared indices
-        return jnp.take(row_ok, tables.token_class[0], axis=1)
-    return jnp.take_along_axis(row_ok, tables.token_class[k], axis=1)
+    return _layout.gather_classes(
+        tables, k, q, _layout.row(tables, tables.next_state, k, q) >= 0
+    ), None
 
 
 def allowed_mask(tables: ConstraintTables, state: ConstraintState) -> Bool[Array, "B V"]:
@@ -188,7 +184,7 @@ def allowed_mask(tables: ConstraintTables, state: ConstraintState) -> Bool[Array
     """
     _check_tables(tables)
     _check_state(state)
-    num_k, num_q, _ = tables.next_state.shape
+    num_k, num_q, _ = tables.padded_shape
     k = jnp.clip(state.constraint, 0, num_k - 1)
     q = jnp.clip(state.state, 0, num_q - 1)
     eos = tables.eos_mask[None, :]
@@ -246,7 +242,7 @@ def advance(
     _check_tables(tables)
     _check_state(state)
     tok = _check_int_vector("tokens", tokens, state.batch_size)
-    num_k, num_q, _ = tables.next_state.shape
+    num_k, num_q, _ = tables.padded_shape
     v = tables.vocab_size
     in_range = (tok >= 0) & (tok < v)
     t = jnp.clip(tok, 0, v - 1)
@@ -255,8 +251,8 @@ def advance(
     k = jnp.clip(state.constraint, 0, num_k - 1)
     q = jnp.clip(state.state, 0, num_q - 1)
 
-    cls = tables.token_class[k, t]
-    nxt = tables.next_state[k, q, cls]
+    cls = _layout.token_classes(tables, k, q, t)
+    nxt = _layout.cell(tables, tables.next_state, k, q, cls)
     stack, depth = state.stack, state.depth
     if tables.has_stack:
         nxt, stack, depth, _ = _stack.step(tables, k, q, cls, nxt, stack, depth)

@@ -179,7 +179,7 @@ def lead_run(tables, state: ConstraintState, num_steps):
     Returns:
       (tokens int32[B, F], count int32[B] (0: none), the state after the run).
     """
-    num_k, num_q, _ = tables.next_state.shape
+    num_k, num_q, _ = tables.padded_shape
     k = jnp.clip(state.constraint, 0, num_k - 1)
     q = jnp.clip(state.state, 0, num_q - 1)
     live = (state.constraint >= 0) & ~state.done
@@ -240,7 +240,7 @@ def ff_loop(config: LoopConfig, start: LoopStart, canonical=None, prev0=None, ha
     w = chunk_width(tables)
     widths = policy.widths
     width_array = jnp.asarray(widths, jnp.int32)  # [nW], ascending, widths[0] == 1
-    num_k, num_q, _ = tables.next_state.shape
+    num_k, num_q, _ = tables.padded_shape
     slots = jnp.arange(w, dtype=jnp.int32)
     rows = jnp.arange(b)
     with_logits_at = accepts_logits_at(step_fn)

@@ -43,6 +43,7 @@ import numpy as np
 from flax import struct
 from jaxtyping import Array, Int, UInt8
 
+from automata_jax import _layout
 from automata_jax._constraint import ConstraintState, advance, allowed_mask
 from automata_jax._errors import RuntimeShapeError
 from automata_jax._tables import ConstraintTables
@@ -201,12 +202,14 @@ def heal_mask(
     same = (cols[None, :, :] == hb[:, None, :]) | (j >= hl[:, None, None])
     match = jnp.all(same, axis=2) & (tl[None, :] >= hl[:, None])  # [B, V]
     # Walk the rest of each token from the row's start state, byte by byte.
-    num_k, num_q, _ = tables.next_state.shape
+    num_k, num_q, _ = tables.padded_shape
     k = jnp.clip(state.constraint, 0, num_k - 1)
     constrained = state.constraint >= 0
     q0 = jnp.broadcast_to(jnp.clip(state.state, 0, num_q - 1)[:, None], (b, v))
     alive0 = match & constrained[:, None]
-    byte_class = tables.token_class[k][:, healing.byte_token]  # [B, 256]
+    ragged = _layout.is_ragged(tables)  # state blocks: the class map follows the state
+    if not ragged:
+        byte_class = tables.token_class[k][:, healing.byte_token]  # [B, 256]
 
     def cond(carry):
         i, q, alive = carry
@@ -217,8 +220,12 @@ def heal_mask(
         pos = hl[:, None] + i  # [B, 1]
         inside = pos < tl[None, :]
         byte = tb[:, jnp.clip(pos[:, 0], 0, width - 1)].T  # [B, V]: byte pos of each token
-        cls = jnp.take_along_axis(byte_class, byte.astype(jnp.int32), axis=1)
-        nxt = tables.next_state[k[:, None], q, cls]
+        if ragged:
+            tok = healing.byte_token[byte.astype(jnp.int32)]
+            cls = _layout.token_classes(tables, k[:, None], q, tok)
+        else:
+            cls = jnp.take_along_axis(byte_class, byte.astype(jnp.int32), axis=1)
+        nxt = _layout.cell(tables, tables.next_state, k[:, None], q, cls)
         step = alive & inside
         q = jnp.where(step, jnp.maximum(nxt, 0), q)
         alive = alive & (~inside | (nxt >= 0))

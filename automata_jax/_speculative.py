@@ -249,7 +249,7 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
     f = chunk_width(tables) - 1 if use_ff else 0
     use_exits = use_ff and spec.exit_drafts and tables.exit_tokens is not None
     d_max = k_max + (1 + f if use_exits else 0)  # draft slots: a copy, an exit, its run
-    num_k, num_q, _ = tables.next_state.shape
+    num_k, num_q, _ = tables.padded_shape
     slots = jnp.arange(w_max, dtype=jnp.int32)
     rows = jnp.arange(b)
     with_logits_at = accepts_logits_at(step_fn)

@@ -31,6 +31,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Int
 
+from automata_jax import _layout
+
 
 def _tops(stack: Int[Array, "B S"], depth: Int[Array, " B"], k: int) -> Int[Array, "B K"]:
     """The top ``k`` symbols of each row, top first (-2 where the stack is shorter)."""
@@ -79,7 +81,7 @@ def class_mask(tables, k, q, stack, depth, row_ok: Bool[Array, "B C"]) -> Bool[A
     edges."""
     s = stack.shape[1]
     b, c = row_ok.shape
-    grow = tables.push_len[k[:, None], tables.edge_push[k, q]]  # [B, C]
+    grow = tables.push_len[k[:, None], _layout.row(tables, tables.edge_push, k, q, 0)]  # [B, C]
     row_ok = row_ok & (depth[:, None] + grow <= s)
     ec, usable = _entries(tables, k, q, stack, depth)
     cls = tables.cd_class[k[:, None], ec]
@@ -105,7 +107,7 @@ def step(tables, k, q, cls, nxt, stack, depth):
     found = jnp.any(hit, axis=1)
     e = jnp.take_along_axis(ec, jnp.argmax(hit, axis=1)[:, None], axis=1)[:, 0]
     ci = nxt >= 0
-    ci_push = tables.edge_push[k, q, cls]
+    ci_push = _layout.cell(tables, tables.edge_push, k, q, cls)
     target = jnp.where(ci, nxt, tables.cd_target[k, e])
     push = jnp.where(ci, ci_push, tables.cd_push[k, e])
     npop = jnp.where(ci, 0, tables.cd_npop[k, e])

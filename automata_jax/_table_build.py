@@ -95,29 +95,61 @@ def bucket_sizes(
     )
 
 
+def block_sizes(dfas: Sequence[TokenDFA], capacity, sizes: Sizes) -> tuple[int, int] | None:
+    """``(NB, R)`` of the state-block layout (class maps per constraint, flat row cells per
+    constraint, both padded), or None for the dense layout: a batch without state blocks."""
+    if capacity is not None:
+        return (capacity.blocks, capacity.cells) if capacity.blocks else None
+    if not any(d.is_blocked for d in dfas):
+        return None
+    return bucket(max(d.num_blocks for d in dfas), 1), bucket(max(d.num_cells for d in dfas), 8)
+
+
 def dfa_arrays(
-    dfas: Sequence[TokenDFA], vocab_size: int, eos_ids: tuple[int, ...], sizes: Sizes
-) -> dict[str, np.ndarray]:
-    """The DFA part of the tables, padded to ``sizes`` (EOS ids get class 0)."""
+    dfas: Sequence[TokenDFA],
+    vocab_size: int,
+    eos_ids: tuple[int, ...],
+    sizes: Sizes,
+    blocks: tuple[int, int] | None = None,
+) -> dict:
+    """The DFA part of the tables, padded to ``sizes`` (EOS ids get class 0), in the dense
+    layout or (``blocks``: (NB, R)) the state-block one (see `automata_jax._layout`)."""
     kp, qp, cp = sizes
-    token_class = np.zeros((kp, vocab_size), np.int32)
-    next_state = np.full((kp, qp, cp), -1, np.int32)
+    nbp = blocks[0] if blocks else 1
+    token_class = np.zeros((kp * nbp, vocab_size), np.int32)
+    if blocks:  # each constraint's rows, then one dead row that padded states read
+        next_state = np.full((kp, blocks[1] + cp), -1, np.int32)
+        class_map = np.repeat(np.arange(kp, dtype=np.int32)[:, None] * nbp, qp, axis=1)
+        row_start = np.zeros((kp, qp), np.int32)
+        row_len = np.zeros((kp, qp), np.int32)
+    else:
+        next_state = np.full((kp, qp, cp), -1, np.int32)
     accepting = np.zeros((kp, qp), bool)
     viable = np.zeros((kp, qp), bool)
     start = np.zeros((kp,), np.int32)
     eos = np.zeros((vocab_size,), bool)
     eos[list(eos_ids)] = True
     for i, d in enumerate(dfas):
-        tc = _fit_vocabulary(d, vocab_size, i)
-        tc[list(eos_ids)] = 0
-        q, c = d.next_state.shape
-        token_class[i] = tc
-        next_state[i, :q, :c] = d.next_state
+        q = d.num_states
+        for b, states, tc, rows, _ in d.blocks():
+            tc = _fit_vocabulary(tc, vocab_size, i, d)
+            tc[list(eos_ids)] = 0
+            token_class[i * nbp + b] = tc
+            used = np.bincount(tc, minlength=rows.shape[1]) > 0
+            viable[i, states] = d.accepting[states] | (rows[:, used] >= 0).any(axis=1)
+        if blocks:
+            cells = d.flat_rows()
+            next_state[i, : cells.size] = cells
+            next_state_rows = d.flat_starts()
+            row_start[i, :q] = next_state_rows
+            row_start[i, q:] = blocks[1]  # the dead row
+            row_len[i, :q] = d.row_width
+            class_map[i, :q] = i * nbp + (d.class_block if d.is_blocked else 0)
+        else:
+            next_state[i, :q, : d.num_classes] = d.next_state
         accepting[i, :q] = d.accepting
-        used = np.bincount(tc, minlength=c) > 0
-        viable[i, :q] = d.accepting | (d.next_state[:, used] >= 0).any(axis=1)
         start[i] = d.start
-    return {
+    out = {
         "token_class": token_class,
         "next_state": next_state,
         "accepting": accepting,
@@ -125,6 +157,9 @@ def dfa_arrays(
         "start": start,
         "eos_mask": eos,
     }
+    if blocks:
+        out.update(class_map=class_map, row_start=row_start, row_len=row_len, row_width=cp)
+    return out
 
 
 def resolve_stack_size(dfas: Sequence[TokenDFA], stack_size, *, fixed: bool, bitmask: bool) -> int:
@@ -146,15 +181,16 @@ def resolve_stack_size(dfas: Sequence[TokenDFA], stack_size, *, fixed: bool, bit
 
 
 def pda_arrays(
-    dfas: Sequence[TokenDFA], sizes: Sizes, capacity, viable: np.ndarray
+    dfas: Sequence[TokenDFA], sizes: Sizes, capacity, viable: np.ndarray, cells: int = 0
 ) -> dict[str, np.ndarray]:
     """The PDA block ({} when none is needed); marks states with only context-dependent
-    edges as viable (in place)."""
+    edges as viable (in place). ``cells``: R of the state-block layout (0: dense), where
+    ``edge_push`` is flat like ``next_state``."""
     kp, qp, cp = sizes
     if capacity is not None:
-        pda = _pda_block(dfas, kp, qp, cp, capacity) if capacity.stack else {}
+        pda = _pda_block(dfas, kp, qp, cp, capacity, cells) if capacity.stack else {}
     else:
-        pda = _pda_block(dfas, kp, qp, cp) if any(d.is_pda for d in dfas) else {}
+        pda = _pda_block(dfas, kp, qp, cp, None, cells) if any(d.is_pda for d in dfas) else {}
     for i, d in enumerate(dfas):
         if d.is_pda:  # states with only context-dependent edges are not dead
             viable[i, np.unique(d.cd_state)] = True
@@ -187,7 +223,7 @@ def forced_tables(dfas: Sequence[TokenDFA], kp: int, qp: int, fixed: int | None 
             live = d.forced_len > j
             if j < n:
                 cur = cur.copy()
-                cur[live] = d.next_state[cur[live], d.token_class[d.forced_tokens[live, j]]]
+                cur[live] = d.step(cur[live], d.forced_tokens[live, j])
             states[i, :q, j] = cur
     return dict(forced_tokens=tokens, forced_len=length, forced_states=states)
 
@@ -210,36 +246,43 @@ def exit_tables(
     ``","`` is the exit.
     """
     exits = np.full((kp, qp), -1, np.int32)
+    nbp = token_class.shape[0] // kp
     not_eos = np.ones(token_class.shape[1], dtype=bool)
     not_eos[list(eos_ids)] = False
     scale = np.int64(1 << 40)  # lexicographic keys: (run, then token id)
     for i, d in enumerate(dfas):
         if d.forced_len is None:
             continue
-        q_n, c_n = d.next_state.shape
-        tc = token_class[i]
-        ids = np.flatnonzero((tc < c_n) & not_eos)
-        # each class's lowest non-EOS token id (``ids`` ascend: written in reverse, the
-        # last write to a class is its first id, as `canonical_numbering` relies on)
-        rep = np.full(c_n, -1, np.int64)
-        rep[tc[ids][::-1]] = ids[::-1]
-        next_state = np.asarray(d.next_state)
+        q_n = d.num_states
         forced_len = np.asarray(d.forced_len)
-        dfa_tc = np.asarray(d.token_class)
         end = np.arange(q_n)  # the state after each state's whole forced run
         for j in range(d.max_forced):
             live = forced_len > j
             end = end.copy()
-            end[live] = next_state[end[live], dfa_tc[d.forced_tokens[live, j]]]
-        # The allowed (state, class) pairs, sparse and row by row (most pairs are dead).
-        rows, cols = np.nonzero((next_state >= 0) & (rep >= 0)[None, :])
-        to = next_state[rows, cols].astype(np.int64)
-        only_eos = np.asarray(d.accepting) & (np.bincount(rows, minlength=q_n) == 0)
+            end[live] = d.step(end[live], d.forced_tokens[live, j])
+        # The allowed (state, class) pairs, sparse and row by row (most pairs are dead), block
+        # by block (each block its own class map); a state's pairs stay contiguous.
+        only_eos = np.zeros(q_n, bool)
+        pairs = []
+        for b, states, _, block_rows, _ in d.blocks():
+            tc = token_class[i * nbp + b]
+            c_n = block_rows.shape[1]
+            ids = np.flatnonzero((tc < c_n) & not_eos)
+            # each class's lowest non-EOS token id (``ids`` ascend: written in reverse, the
+            # last write to a class is its first id, as `canonical_numbering` relies on)
+            rep = np.full(c_n, -1, np.int64)
+            rep[tc[ids][::-1]] = ids[::-1]
+            r, cols = np.nonzero((block_rows >= 0) & (rep >= 0)[None, :])
+            only_eos[states] = np.asarray(d.accepting)[states] & (
+                np.bincount(r, minlength=states.shape[0]) == 0
+            )
+            pairs.append((states[r], block_rows[r, cols].astype(np.int64), rep[cols]))
+        rows, to, token = (np.concatenate([p[k] for p in pairs]) for k in range(3))
         run = forced_len[to]
         cand = (run > 0) | only_eos[to]
         if not cand.any():
             continue
-        rows, to, run, token = rows[cand], to[cand], run[cand], rep[cols[cand]]
+        rows, to, run, token = rows[cand], to[cand], run[cand], token[cand]
         reach = np.where(run > 0, end[to], to)
         total = 1 + run.astype(np.int64)
         starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])  # one segment per state
@@ -257,7 +300,12 @@ def exit_tables(
 
 
 def _pda_block(
-    dfas: list[TokenDFA], kp: int, qp: int, cp: int, capacity: TableCapacity | None = None
+    dfas: list[TokenDFA],
+    kp: int,
+    qp: int,
+    cp: int,
+    capacity: TableCapacity | None = None,
+    cells: int = 0,
 ) -> dict[str, np.ndarray]:
     """The PDA arrays of the batch, padded (DFAs: no pushes, no context-dependent edges).
 
@@ -277,7 +325,7 @@ def _pda_block(
         per_state = [np.bincount(d.cd_state, minlength=1).max(initial=0) for d in pdas]
         e = bucket(max(per_state), 16)
     out = {
-        "edge_push": np.zeros((kp, qp, cp), np.int32),
+        "edge_push": np.zeros((kp, cells + cp) if cells else (kp, qp, cp), np.int32),
         "push_seq": np.full((kp, pp, lp), -1, np.int32),
         "push_len": np.zeros((kp, pp), np.int32),
         "cd_index": np.full((kp, qp, e), -1, np.int32),
@@ -290,8 +338,12 @@ def _pda_block(
     for i, d in enumerate(dfas):
         if not d.is_pda:
             continue
-        q, c = d.next_state.shape
-        out["edge_push"][i, :q, :c] = d.edge_push
+        if cells:
+            flat = d.flat_rows("edge_push")
+            out["edge_push"][i, : flat.size] = flat
+        else:
+            q, c = d.next_state.shape
+            out["edge_push"][i, :q, :c] = d.edge_push
         p, length = d.push_seq.shape
         out["push_seq"][i, :p, :length] = d.push_seq
         out["push_len"][i, :p] = d.push_len
@@ -304,9 +356,9 @@ def _pda_block(
     return out
 
 
-def _fit_vocabulary(dfa: TokenDFA, vocab_size: int, index: int) -> np.ndarray:
-    """The DFA's token_class padded (class 0) or truncated to ``vocab_size`` ids."""
-    tc = np.asarray(dfa.token_class, np.int32)
+def _fit_vocabulary(tc: np.ndarray, vocab_size: int, index: int, dfa: TokenDFA) -> np.ndarray:
+    """A class map of the DFA padded (class 0) or truncated to ``vocab_size`` ids."""
+    tc = np.asarray(tc, np.int32)
     if tc.shape[0] <= vocab_size:
         return np.concatenate([tc, np.zeros(vocab_size - tc.shape[0], np.int32)])
     extra = np.flatnonzero(tc[vocab_size:])
@@ -322,38 +374,42 @@ def _fit_vocabulary(dfa: TokenDFA, vocab_size: int, index: int) -> np.ndarray:
 
 def bitmasks(
     token_class: np.ndarray,
-    next_state: np.ndarray,
-    num_states: list[int],
+    dfas: Sequence[TokenDFA],
+    kp: int,
+    qp: int,
     fixed_rows: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Deduplicated packed allowed-token masks of every real (constraint, state).
+    """Deduplicated packed allowed-token masks of every real (constraint, state), each
+    state's from its block's rows and class map (``token_class``: the tables', EOS at 0).
 
     Row 0 is the all-zero mask (padding, dead). Rows are padded to a power of two, or to
     ``fixed_rows`` (a capacity's ``mask_rows``).
     """
-    kp, qp, _ = next_state.shape
     v = token_class.shape[1]
+    nbp = token_class.shape[0] // kp
     words = (v + 31) // 32
     rows: dict[bytes, int] = {bytes(words * 4): 0}
     packed_rows = [np.zeros(words, np.uint32)]
     mask_row = np.zeros((kp, qp), np.int32)
     chunk = max(1, (1 << 24) // max(v, 1))  # ~16 MB of bools at a time
-    for k, q_real in enumerate(num_states):
-        # States with the same set of allowed classes have the same token mask.
-        patterns, inverse = np.unique(next_state[k, :q_real] >= 0, axis=0, return_inverse=True)
-        pattern_row = np.zeros(len(patterns), np.int32)
-        for lo in range(0, len(patterns), chunk):
-            allowed = patterns[lo : lo + chunk][:, token_class[k]]  # bool[n, V]
-            packed = np.packbits(allowed, axis=1, bitorder="little")
-            packed = np.pad(packed, ((0, 0), (0, words * 4 - packed.shape[1])))
-            for j, row in enumerate(packed):
-                key = row.tobytes()
-                idx = rows.get(key)
-                if idx is None:
-                    idx = rows[key] = len(packed_rows)
-                    packed_rows.append(np.frombuffer(key, "<u4").astype(np.uint32))
-                pattern_row[lo + j] = idx
-        mask_row[k, :q_real] = pattern_row[inverse.reshape(-1)]
+    for k, d in enumerate(dfas):
+        for b, states, _, block_rows, _ in d.blocks():
+            tc = token_class[k * nbp + b]
+            # States with the same set of allowed classes have the same token mask.
+            patterns, inverse = np.unique(block_rows >= 0, axis=0, return_inverse=True)
+            pattern_row = np.zeros(len(patterns), np.int32)
+            for lo in range(0, len(patterns), chunk):
+                allowed = patterns[lo : lo + chunk][:, tc]  # bool[n, V]
+                packed = np.packbits(allowed, axis=1, bitorder="little")
+                packed = np.pad(packed, ((0, 0), (0, words * 4 - packed.shape[1])))
+                for j, row in enumerate(packed):
+                    key = row.tobytes()
+                    idx = rows.get(key)
+                    if idx is None:
+                        idx = rows[key] = len(packed_rows)
+                        packed_rows.append(np.frombuffer(key, "<u4").astype(np.uint32))
+                    pattern_row[lo + j] = idx
+            mask_row[k, states] = pattern_row[inverse.reshape(-1)]
     m = bucket(len(packed_rows), 8)
     if fixed_rows is not None:
         if len(packed_rows) > fixed_rows:

@@ -89,6 +89,13 @@ class ConstraintTables:
       exit_tokens: int32[K, Q] or None (with the forced runs), each state's *exit*: the
         token that leaves it into its longest forced run (-1: none), which speculative
         decoding drafts where a copied span ends (see `_table_build.exit_tables`).
+      class_map, row_start, row_len: int32[K, Q] or None: the state-block layout, present
+        when a constraint of the batch has state blocks (`TokenDFA.class_block`, or a
+        capacity with ``blocks``). Then ``token_class`` is int32[K * NB, V] (each
+        constraint's NB class maps), ``next_state`` and ``edge_push`` are flat int32[K, R],
+        and state q of constraint k reads classes ``token_class[class_map[k, q]]`` and the
+        row of ``row_len[k, q]`` entries at ``row_start[k, q]``; ``row_width`` (static) is C,
+        the widest row. Read them through `automata_jax._layout`.
     """
 
     token_class: Int[Array, "K V"]
@@ -117,6 +124,11 @@ class ConstraintTables:
     forced_len: Int[Array, "K Q"] | None = None
     forced_states: Int[Array, "K Q F"] | None = None
     exit_tokens: Int[Array, "K Q"] | None = None
+    # --- state blocks (issue 24; see `_layout`): None in a batch without them ---
+    class_map: Int[Array, "K Q"] | None = None
+    row_start: Int[Array, "K Q"] | None = None
+    row_len: Int[Array, "K Q"] | None = None
+    row_width: int = struct.field(pytree_node=False, default=0)
 
     # -- sizes ----------------------------------------------------------------------------------
 
@@ -127,7 +139,9 @@ class ConstraintTables:
 
     @property
     def padded_shape(self) -> tuple[int, int, int]:
-        """(K, Q, C) after bucketing."""
+        """(K, Q, C) after bucketing (C: the widest row with state blocks)."""
+        if self.row_start is not None:
+            return (*(int(d) for d in self.row_start.shape), int(self.row_width))
         return tuple(int(d) for d in self.next_state.shape)
 
     @property
@@ -136,6 +150,12 @@ class ConstraintTables:
         built with it (``from_dfas(..., capacity=tables.capacity)``) have the same shapes,
         so they run in loops compiled for these with no retrace."""
         k, q, c = self.padded_shape
+        blocks = {}
+        if self.row_start is not None:
+            blocks = {
+                "blocks": int(self.token_class.shape[0]) // k,
+                "cells": int(self.next_state.shape[1]) - c,  # less the dead row of padding
+            }
         pda = {}
         if self.has_stack:
             pda = {
@@ -153,6 +173,7 @@ class ConstraintTables:
             forced=0 if self.forced_tokens is None else int(self.forced_tokens.shape[2]),
             mask_rows=0 if self.mask_bits is None else int(self.mask_bits.shape[0]),
             **pda,
+            **blocks,
         )
 
     @property
@@ -255,7 +276,8 @@ class ConstraintTables:
             )
         else:
             sizes = build.bucket_sizes(dfas, min_constraints, min_states, min_classes)
-        arrays = build.dfa_arrays(dfas, vocab_size, eos_ids, sizes)
+        blocks = build.block_sizes(dfas, capacity, sizes)
+        arrays = build.dfa_arrays(dfas, vocab_size, eos_ids, sizes, blocks)
         fixed_forced = None if capacity is None else capacity.forced
         forced = build.forced_tables(dfas, sizes[0], sizes[1], fixed_forced)
         if forced:
@@ -263,13 +285,14 @@ class ConstraintTables:
         stack_size = build.resolve_stack_size(
             dfas, stack_size, fixed=capacity is not None, bitmask=bitmask
         )
-        pda = build.pda_arrays(dfas, sizes, capacity, arrays["viable"])
+        cells = blocks[1] if blocks else 0
+        pda = build.pda_arrays(dfas, sizes, capacity, arrays["viable"], cells)
         mask_bits = mask_row = None
         if bitmask:
             mask_bits, mask_row = build.bitmasks(
                 arrays["token_class"],
-                arrays["next_state"],
-                [d.num_states for d in dfas],
+                dfas,
+                *sizes[:2],
                 None if capacity is None else capacity.mask_rows,
             )
         tables = cls(

@@ -80,8 +80,9 @@ def main() -> None:
     vocab = ac.Vocabulary.from_file(args.tokenizer)
     for n in args.sizes:
         tools = bench.bfcl_tools(n)[:n]
-        mono = ac.compile_tool_calls(tools, vocab)
-        blocks = [ac.compile_tool_calls([t], vocab) for t in tools]
+        built = ac.compile_tool_calls(tools, vocab)  # with state blocks (issue 24)
+        mono = built.dense()  # the one-table form
+        blocks = [ac.compile_tool_calls([t], vocab).dense() for t in tools]
         _, joined_of = np.unique(
             np.stack([d.token_class for d in blocks], axis=1), axis=0, return_inverse=True
         )
@@ -108,6 +109,10 @@ def main() -> None:
             state_block_classes_max=max(per_block),
             state_block_cells_M=round(mono.num_states * max(per_block) / 1e6, 2),
             state_block_ragged_cells_M=round(float(sizes @ np.array(per_block)) / 1e6, 2),
+            built_blocks=built.num_blocks,
+            built_cells_M=round(built.num_cells / 1e6, 2),
+            built_table_MB=round(built.nbytes / 2**20, 1),
+            dense_table_MB=round(mono.nbytes / 2**20, 1),
         )
         print(json.dumps(row), flush=True)
 

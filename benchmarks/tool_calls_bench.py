@@ -121,7 +121,7 @@ def mask_cost(dfa, batch: int, repeat: int = 30) -> dict:
     import automata_jax as aj
 
     tables = aj.ConstraintTables.from_dfas(dfa, vocab_size=dfa.vocab_size)
-    tok = jnp.zeros((batch,), jnp.int32) + int(np.flatnonzero(dfa.token_class > 0)[0])
+    tok = jnp.zeros((batch,), jnp.int32) + int(np.flatnonzero(dfa.class_map(dfa.start) > 0)[0])
 
     @jax.jit
     def step(tables, state):
@@ -172,6 +172,8 @@ def main() -> None:
             part=f"compile_tool_calls ({args.tokenizer.rstrip('/').split('/')[-2]})",
             states=dfa.num_states,
             classes=dfa.num_classes,
+            blocks=dfa.num_blocks,
+            cells_M=round(dfa.num_cells / 1e6, 2),
             table_mb=round(dfa.nbytes / 2**20, 1),
         )
         if args.mask_batch:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from automata_compile.automata import limits
+import numpy as np
+
+from automata_compile.automata import CALL, SHIFT, limits
 from automata_compile.frontends.tool_calls import tool_calls_pda, tool_calls_spec
+from automata_compile.frontends.tool_calls._tools import tool_unit
 from automata_compile.tokens import token_pda
 
 
@@ -20,7 +23,10 @@ def compile_tool_calls(
     **schema_options,
 ):
     """Compiles "free text, with calls of these tools where the model opens one" for a
-    vocabulary: a `TokenDFA` with the PDA block (batched with any other constraint).
+    vocabulary: a `TokenDFA` with the PDA block (batched with any other constraint) and
+    state blocks: the frame's states and each tool's have their own token classes, so the
+    table grows with the sum of the tools' classes, not their product (`TokenDFA.dense`
+    gives the one-table form).
 
     The language: free text (any bytes) in which the format's trigger appears only to
     open a call; after the trigger, a call of one of ``tools`` whose arguments are valid
@@ -72,4 +78,54 @@ def compile_tool_calls(
         pda = tool_calls_pda(
             fmt, tools, opts, parallel=parallel, require_call=require_call, allow_text=allow_text
         )
-        return token_pda(pda, vocab, spec_kind="tool_calls", spec=spec)
+        block = _tool_blocks(pda, tools, fmt, opts)
+        return token_pda(pda, vocab, spec_kind="tool_calls", spec=spec, block=block)
+
+
+def _tool_blocks(pda, tools, fmt, opts) -> np.ndarray:
+    """The block of each state: k for tool k's unit (its rules follow the root's in `link`'s
+    order; the units come from their cache) and for the root's states from which only tool
+    k's call can be reached (the end of its name, once no other name shares it); 0 for the
+    rest of the frame (free text, trigger, envelope, shared name prefixes, end tag)."""
+    rules = [len(tool_unit(t, fmt, opts).names) for t in tools]
+    rule_block = np.repeat(np.arange(len(tools) + 1), [1, *rules])
+    assert rule_block.shape[0] == len(pda.names)
+    block = rule_block[pda.rule_of]
+    root = np.flatnonzero(pda.rule_of == 0)
+    return _split_names(pda, root, block, rule_block)
+
+
+def _split_names(pda, root: np.ndarray, block: np.ndarray, rule_block) -> np.ndarray:
+    """``block`` with each root state that reaches exactly one tool's call (through the
+    root's shifts) moved to that tool's block. Any partition gives the same automaton;
+    this one keeps the frame's rows (as wide as every name's split of the vocabulary) to
+    the shared states."""
+    in_root = np.zeros(pda.num_states, bool)
+    in_root[root] = True
+    kind, arg, shift = pda.kind[root], pda.arg[root], pda.shift[root]
+    preds: dict[int, list[int]] = {}
+    for s, t in zip(*np.nonzero((shift >= 0) & (kind == SHIFT)), strict=True):
+        target = int(shift[s, t])
+        if in_root[target]:
+            preds.setdefault(target, []).append(int(root[s]))
+    calls: dict[int, set] = {}  # tool block -> the root states that call it
+    for s, t in zip(*np.nonzero(kind == CALL), strict=True):
+        calls.setdefault(int(rule_block[int(arg[s, t])]), set()).add(int(root[s]))
+    first: dict[int, int] = {}
+    many: set[int] = set()
+    for tool, states in sorted(calls.items()):
+        stack = list(states)
+        seen = set()
+        while stack:  # backwards over the root's shifts; each state expands at most twice
+            s = stack.pop()
+            if s in seen or s in many:
+                continue
+            seen.add(s)
+            if first.setdefault(s, tool) != tool:
+                many.add(s)
+            stack.extend(preds.get(s, ()))
+    out = block.copy()
+    for s, tool in first.items():
+        if s not in many:
+            out[s] = tool
+    return out

@@ -34,6 +34,7 @@ import numpy as np
 
 from automata_compile._errors import UnsupportedGrammarError
 from automata_compile.automata import BytePDA
+from automata_compile.tokens._blocks import block_tables
 from automata_compile.tokens._pda_units import rule_walks, walk_states
 from automata_compile.tokens._pda_walk import Walk, Walker
 from automata_compile.tokens._rows import unique_rows
@@ -41,10 +42,12 @@ from automata_compile.tokens._token_dfa import TokenDFA
 from automata_compile.tokens._token_trie import TokenTrie, trie_for
 
 
-def token_pda(pda: BytePDA, vocab, *, spec_kind: str, spec: str) -> TokenDFA:
+def token_pda(pda: BytePDA, vocab, *, spec_kind: str, spec: str, block=None) -> TokenDFA:
     """``pda`` composed with ``vocab``'s tokens: a `TokenDFA` with the PDA block (the one
-    artifact format of DFAs and PDAs), labelled with the spec it was compiled from."""
-    tables = compose_pda(pda, trie_for(vocab), vocab)
+    artifact format of DFAs and PDAs), labelled with the spec it was compiled from.
+    ``block``: int[Q], a partition of the byte PDA's states: the tables get state blocks
+    (`_blocks`), built from the allowed cells without the dense table."""
+    tables = compose_pda(pda, trie_for(vocab), vocab, block)
     return TokenDFA(
         token_class=tables.pop("token_class").astype(np.int32),
         next_state=tables.pop("next_state"),
@@ -58,7 +61,7 @@ def token_pda(pda: BytePDA, vocab, *, spec_kind: str, spec: str) -> TokenDFA:
     )
 
 
-def compose_pda(pda: BytePDA, trie: TokenTrie, vocab) -> dict:
+def compose_pda(pda: BytePDA, trie: TokenTrie, vocab, block=None) -> dict:
     """Builds the token-level tables.
 
     Returns a dict of NumPy arrays (see `TokenDFA`'s PDA block): ``token_class``,
@@ -86,7 +89,7 @@ def compose_pda(pda: BytePDA, trie: TokenTrie, vocab) -> dict:
     classes = _classes_hashed(parts, trie.num_groups, len(walker.outcomes))
     if classes is None:  # a hash collision (never seen): key the signatures exactly instead
         classes = _classes_exact(parts, trie.num_groups)
-    return _tables(pda, trie, walker, parts, *classes)
+    return _tables(pda, trie, walker, parts, *classes, block=block)
 
 
 # -- the walks, made canonical --------------------------------------------------------------------
@@ -352,17 +355,23 @@ def _number(first: np.ndarray, inverse: np.ndarray) -> tuple:
 # -- the tables -----------------------------------------------------------------------------------
 
 
-def _tables(pda, trie, walker, parts, group_class, reps) -> dict:
-    """The token-level tables from each class's first group (see `compose_pda`)."""
+def _tables(pda, trie, walker, parts, group_class, reps, block=None) -> dict:
+    """The token-level tables from each class's first group (see `compose_pda`); with
+    ``block``, in state blocks (`_blocks.block_tables`), from the allowed cells alone."""
     tg = trie.token_group
     token_class = np.where(tg >= 0, group_class[np.maximum(tg, 0)], 0).astype(np.int32)
     q_count, c_count = pda.num_states, reps.shape[0] + 1
     classes = np.arange(1, c_count)
-    next_state = np.full((q_count, c_count), -1, np.int32)
-    edge_push = np.zeros((q_count, c_count), np.int32)
+    if block is None:
+        next_state = np.full((q_count, c_count), -1, np.int32)
+        edge_push = np.zeros((q_count, c_count), np.int32)
+    cells = []  # with blocks: (state, class, target, push) of every allowed cell, in order
     for p in parts:  # dense entries: plain edges, nothing pushed
         row = _rows_of(p, reps) if p.wide.size else np.zeros(0, np.int64)
         ok = np.flatnonzero(row >= 0)
+        if block is not None:
+            cells.append(_walk_cells(p, row[ok], classes[ok]))
+            continue
         ends = p.rows[row[ok]]
         r, w = np.nonzero(ends != p.sink)
         next_state[p.wide[w], classes[ok][r]] = ends[r, w]
@@ -385,9 +394,12 @@ def _tables(pda, trie, walker, parts, group_class, reps) -> dict:
             if len(outs) == 1 and not popped:
                 ci_target[x], ci_push[x] = target, p_id
     ci = ci_target[o] >= 0
-    next_state[s[ci], c[ci]] = ci_target[o[ci]]
-    pu = ci & (ci_push[o] != 0)  # edge_push starts at 0 (untouched pages stay unallocated)
-    edge_push[s[pu], c[pu]] = ci_push[o[pu]]
+    if block is None:
+        next_state[s[ci], c[ci]] = ci_target[o[ci]]
+        pu = ci & (ci_push[o] != 0)  # edge_push starts at 0 (untouched pages stay unallocated)
+        edge_push[s[pu], c[pu]] = ci_push[o[pu]]
+    else:
+        cells.append((s[ci], c[ci], ci_target[o[ci]], ci_push[o[ci]]))
     cd = [
         (q, k, popped, target, pushes[pushed])
         for q, k, x in zip(s[~ci].tolist(), c[~ci].tolist(), o[~ci].tolist(), strict=True)
@@ -405,14 +417,7 @@ def _tables(pda, trie, walker, parts, group_class, reps) -> dict:
     for i, e in enumerate(cd):
         cd_pop[i, : len(e[2])] = e[2]
     col = np.array(cd, dtype=object).reshape(len(cd), 5)
-    return {
-        "token_class": token_class,
-        "next_state": next_state,
-        "accepting": pda.ends.copy(),
-        "start": int(pda.starts[0]),
-        "edge_push": edge_push,
-        "push_seq": push_seq,
-        "push_len": push_len,
+    edges = {
         "cd_state": col[:, 0].astype(np.int32),
         "cd_class": col[:, 1].astype(np.int32),
         "cd_pop": cd_pop,
@@ -420,6 +425,49 @@ def _tables(pda, trie, walker, parts, group_class, reps) -> dict:
         "cd_target": col[:, 3].astype(np.int32),
         "cd_push": col[:, 4].astype(np.int32),
     }
+    common = {
+        "accepting": pda.ends.copy(),
+        "start": int(pda.starts[0]),
+        "push_seq": push_seq,
+        "push_len": push_len,
+    }
+    if block is not None:
+        return common | block_tables(
+            q_count, c_count, token_class, _last_cells(cells, c_count), edges, block
+        )
+    return (
+        common
+        | edges
+        | {
+            "token_class": token_class,
+            "next_state": next_state,
+            "edge_push": edge_push,
+        }
+    )
+
+
+def _walk_cells(p: Walk, rows: np.ndarray, classes: np.ndarray) -> tuple:
+    """(state, class, target, push 0) of walk ``p``'s allowed wide cells for ``classes``
+    whose rows are ``rows``: each row's live cells, repeated per class (no dense
+    ``[classes, wide]`` block)."""
+    live_r, live_w = np.nonzero(p.rows != p.sink)  # sorted by row
+    count = np.bincount(live_r, minlength=p.rows.shape[0])
+    offs = np.concatenate([[0], np.cumsum(count)])
+    n = count[rows]
+    at = np.repeat(offs[rows] - np.cumsum(n) + n, n) + np.arange(int(n.sum()))
+    w = live_w[at]
+    target = p.rows[live_r[at], w]
+    return p.wide[w], np.repeat(classes, n), target, np.zeros(w.shape[0], np.int64)
+
+
+def _last_cells(cells: list, c_count: int) -> tuple:
+    """The cells concatenated, each (state, class) once: its last write (as the dense
+    table's assignments keep)."""
+    s, c, t, u = (np.concatenate([np.asarray(x[i], np.int64) for x in cells]) for i in range(4))
+    key = s * c_count + c
+    _, last = np.unique(key[::-1], return_index=True)
+    keep = key.shape[0] - 1 - last
+    return s[keep], c[keep], t[keep], u[keep]
 
 
 def _check_bytes(pda: BytePDA, trie: TokenTrie) -> None:

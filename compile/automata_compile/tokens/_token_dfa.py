@@ -9,6 +9,7 @@ The format is defined here once: a plain ``.npz`` (loaded with
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import zipfile
@@ -20,9 +21,10 @@ import numpy as np
 from automata_compile._errors import IncompatibleVocabularyError, TableFormatError
 
 FORMAT_LABEL = "automata-jax/token-dfa"
-FORMAT_VERSION = 2
-# Versions `load` reads: 1 = the same file without the optional forced-run and PDA blocks.
-READABLE_VERSIONS = (1, 2)
+FORMAT_VERSION = 3
+# Versions `load` reads: 1 = the same file without the optional forced-run and PDA blocks;
+# 2 = without the optional state blocks (``class_block`` / ``row_start``).
+READABLE_VERSIONS = (1, 2, 3)
 COMPILER_VERSION = "0.1.0"
 DEAD = -1
 _ARRAYS = ("token_class", "next_state", "accepting")
@@ -42,6 +44,14 @@ PDA_ARRAYS = (
     "cd_target",  # int32[E]: the state after the token,
     "cd_push",  # int32[E]: and the push_seq row pushed after popping.
 )
+# --- state blocks (optional; both present or both absent) -------------------------------------
+# A constraint whose states fall into NB blocks, each with its own token classes (a tool-call
+# constraint: the frame and one block per tool). ``token_class`` is then int32[NB, V] and
+# ``next_state`` / ``edge_push`` are flat int32[R]: state q's row is the slice of width
+# ``W(class_block[q])`` at ``row_start[q]``, indexed by the classes of its block's map.
+# Without them (every other constraint) the layout is the NB = 1 case stored densely:
+# ``class_block`` all 0, ``row_start[q] = q * C``.
+_BLOCK_ARRAYS = ("class_block", "row_start")
 
 
 @dataclasses.dataclass(frozen=True, eq=False, kw_only=True)
@@ -72,6 +82,12 @@ class TokenDFA:
         whose ``next_state`` is -1 may still be allowed by a context-dependent edge of that
         state whose popped symbols are the top of the stack; EOS is allowed iff
         ``accepting`` holds for the state and for every symbol on the stack.
+      class_block, row_start: int32[Q] each, or None: the optional state blocks (see
+        ``_BLOCK_ARRAYS``). With them ``token_class`` is int32[NB, V], ``next_state`` (and
+        ``edge_push``) int32[R], rows are stored in state order with no gaps, every state of
+        a block has the same row width, and ``cd_class`` is a class of its state's block.
+        Read rows and classes through `class_map`, `row`, `push_row` and `step`, which
+        cover both layouts.
     """
 
     token_class: np.ndarray
@@ -97,16 +113,22 @@ class TokenDFA:
     cd_npop: np.ndarray | None = None
     cd_target: np.ndarray | None = None
     cd_push: np.ndarray | None = None
+    # --- state blocks: both or none ---
+    class_block: np.ndarray | None = None
+    row_start: np.ndarray | None = None
 
     def __post_init__(self):
-        _validate_arrays(
-            self.token_class,
-            self.next_state,
-            self.accepting,
-            self.start,
-            self.eos_ids,
-            where="TokenDFA",
-        )
+        if self.class_block is None and self.row_start is None:
+            _validate_arrays(
+                self.token_class,
+                self.next_state,
+                self.accepting,
+                self.start,
+                self.eos_ids,
+                where="TokenDFA",
+            )
+        else:
+            _validate_blocks(self, where="TokenDFA")
         _validate_forced(self, where="TokenDFA")
         _validate_pda(self, where="TokenDFA")
 
@@ -134,34 +156,179 @@ class TokenDFA:
     # -- sizes --------------------------------------------------------------------------------
 
     @property
+    def is_blocked(self) -> bool:
+        """Whether the states fall into blocks with their own token classes (``class_block``)."""
+        return self.class_block is not None
+
+    @property
+    def num_blocks(self) -> int:
+        """NB, the number of class maps (1 without state blocks)."""
+        return int(self.token_class.shape[0]) if self.is_blocked else 1
+
+    @property
     def vocab_size(self) -> int:
-        return int(self.token_class.shape[0])
+        return int(self.token_class.shape[-1])
 
     @property
     def num_states(self) -> int:
-        return int(self.next_state.shape[0])
+        return int(self.accepting.shape[0])
 
     @property
     def num_classes(self) -> int:
+        """C, the widest row (the classes of the widest block)."""
+        if self.is_blocked:
+            return int(self.row_width.max(initial=1))
         return int(self.next_state.shape[1])
+
+    @property
+    def num_cells(self) -> int:
+        """R, the entries of ``next_state`` (Q x C without state blocks)."""
+        return int(self.next_state.size)
+
+    @functools.cached_property
+    def row_width(self) -> np.ndarray:
+        """int64[Q], the width of each state's row (its block's classes)."""
+        if not self.is_blocked:
+            return np.full(self.num_states, self.next_state.shape[1], np.int64)
+        ends = np.append(np.asarray(self.row_start[1:], np.int64), self.next_state.shape[0])
+        return ends - np.asarray(self.row_start, np.int64)
 
     @property
     def nbytes(self) -> int:
         """Bytes of the three tables (what the runtime puts on the device, before padding)."""
         base = self.token_class.nbytes + self.next_state.nbytes + self.accepting.nbytes
-        return int(base + sum(a.nbytes for a in self.pda_arrays().values()))
+        blocks = sum(a.nbytes for a in self.block_arrays().values())
+        return int(base + blocks + sum(a.nbytes for a in self.pda_arrays().values()))
+
+    def block_arrays(self) -> dict[str, np.ndarray]:
+        """The state blocks by name (empty without them)."""
+        return {k: getattr(self, k) for k in _BLOCK_ARRAYS} if self.is_blocked else {}
+
+    # -- the table layout: every reader of rows and classes goes through these ---------------
+
+    def class_map(self, state: int) -> np.ndarray:
+        """int32[V], the token classes of ``state``'s block."""
+        if self.is_blocked:
+            return self.token_class[self.class_block[state]]
+        return self.token_class
+
+    def row(self, state: int) -> np.ndarray:
+        """int32[W], ``state``'s next states by class of its block (a view)."""
+        if self.is_blocked:
+            lo = int(self.row_start[state])
+            return self.next_state[lo : lo + int(self.row_width[state])]
+        return self.next_state[state]
+
+    def push_row(self, state: int) -> np.ndarray:
+        """int32[W], ``state``'s ``edge_push`` by class (a PDA only)."""
+        if self.is_blocked:
+            lo = int(self.row_start[state])
+            return self.edge_push[lo : lo + int(self.row_width[state])]
+        return self.edge_push[state]
+
+    def classes(self, states, tokens) -> np.ndarray:
+        """The class of each token in each state's block (arrays broadcast)."""
+        if self.is_blocked:
+            return self.token_class[self.class_block[states], tokens]
+        return self.token_class[tokens]
+
+    def cells(self, array: np.ndarray, states, classes) -> np.ndarray:
+        """``array`` (``next_state`` or ``edge_push``) at (state, class), broadcast."""
+        if self.is_blocked:
+            return array[self.row_start[states] + classes]
+        return array[states, classes]
+
+    def blocks(self):
+        """Yields ``(block, states, class map int32[V], rows int32[n, W], push rows or None)``
+        per block with states (block 0, every state, without state blocks)."""
+        if not self.is_blocked:
+            yield 0, np.arange(self.num_states), self.token_class, self.next_state, self.edge_push
+            return
+        for b in range(self.num_blocks):
+            states = np.flatnonzero(self.class_block == b)
+            if not states.size:
+                continue
+            at = self.row_start[states][:, None] + np.arange(int(self.row_width[states[0]]))
+            push = self.edge_push[at] if self.is_pda else None
+            yield b, states, self.token_class[b], self.next_state[at], push
+
+    def flat_rows(self, name: str = "next_state") -> np.ndarray:
+        """``next_state`` (or ``edge_push``) as one flat row store, rows at `flat_starts`."""
+        return getattr(self, name).reshape(-1)
+
+    def flat_starts(self) -> np.ndarray:
+        """int64[Q], where each state's row starts in `flat_rows`."""
+        if self.is_blocked:
+            return np.asarray(self.row_start, np.int64)
+        return np.arange(self.num_states, dtype=np.int64) * self.next_state.shape[1]
+
+    def step(self, states, tokens) -> np.ndarray:
+        """The next state of each (state, token) by the context-independent edges (-1: none)."""
+        return self.cells(self.next_state, states, self.classes(states, tokens))
+
+    def dense(self) -> TokenDFA:
+        """The same automaton without state blocks (classes: the common refinement of the
+        blocks' maps); ``self`` if it has none. Exact, but as large as the blocks avoid."""
+        if not self.is_blocked:
+            return self
+        cols, token_class = np.unique(self.token_class.T, axis=0, return_inverse=True)
+        token_class = token_class.reshape(-1).astype(np.int32)
+        zero = np.flatnonzero(~cols.any(axis=1))  # the column of all-0 classes is class 0
+        order = np.concatenate([zero, np.setdiff1d(np.arange(len(cols)), zero)])
+        rank = np.empty(len(cols), np.int64)
+        rank[order] = np.arange(len(cols))
+        token_class = rank[token_class].astype(np.int32)
+        cols = cols[order]
+        if not zero.size:  # no token is class 0 everywhere: keep an empty class 0
+            cols = np.concatenate([np.zeros((1, cols.shape[1]), cols.dtype), cols])
+            token_class += 1
+        q = self.num_states
+        local = cols.T[self.class_block]  # [Q, C]: each dense class in each state's block
+        local[:, 0] = 0
+        rs = np.asarray(self.row_start, np.int64)[:, None]
+        next_state = self.next_state[rs + local].astype(np.int32)
+        next_state[:, 0] = DEAD
+        pda = {}
+        if self.is_pda:
+            edge_push = self.edge_push[rs + local].astype(np.int32)
+            edge_push[:, 0] = 0
+            # a context-dependent edge covers every dense class with its local class
+            src, cls = np.nonzero(local[self.cd_state] == self.cd_class[:, None])
+            keep = cls > 0
+            src, cls = src[keep], cls[keep]
+            order = np.lexsort((cls, self.cd_state[src]))
+            src, cls = src[order], cls[order]
+            pda = {k: getattr(self, k) for k in PDA_ARRAYS}
+            pda.update(
+                edge_push=edge_push,
+                cd_state=self.cd_state[src],
+                cd_class=cls.astype(np.int32),
+                cd_pop=self.cd_pop[src],
+                cd_npop=self.cd_npop[src],
+                cd_target=self.cd_target[src],
+                cd_push=self.cd_push[src],
+            )
+        del q
+        return dataclasses.replace(
+            self,
+            token_class=token_class,
+            next_state=next_state,
+            class_block=None,
+            row_start=None,
+            **pda,
+        )
 
     # -- NumPy reference semantics --------------------------------------------------------------
 
     def allowed(self, state: int, stack=()) -> np.ndarray:
         """bool[V]: tokens allowed in ``state`` (with ``stack``, bottom first, for a PDA);
         EOS ids are allowed iff the configuration accepts."""
-        ok = self.next_state[state] >= 0
+        ok = self.row(state) >= 0
         if self.is_pda:
             for e in self._cd_edges(state):
                 if self._pops_match(e, stack):
                     ok[self.cd_class[e]] = True
-        mask = ok[self.token_class]
+        mask = ok[self.class_map(state)]
         if self.accepting[state] and all(self.accepting[s] for s in stack):
             mask[list(self.eos_ids)] = True
         return mask
@@ -184,10 +351,10 @@ class TokenDFA:
         if token in self.eos_ids:
             ok = self.accepting[state] and all(self.accepting[s] for s in stack)
             return (int(state), tuple(stack)) if ok else None
-        c = int(self.token_class[token])
-        nxt = int(self.next_state[state, c])
+        c = int(self.classes(state, token))
+        nxt = int(self.cells(self.next_state, state, c))
         if nxt >= 0:
-            push = self.edge_push[state, c] if self.is_pda else 0
+            push = self.cells(self.edge_push, state, c) if self.is_pda else 0
             return nxt, tuple(stack) + self._pushed(push)
         if not self.is_pda:
             return None
@@ -224,7 +391,7 @@ class TokenDFA:
             raise TypeError("TokenDFA.advance: this is a PDA (a grammar); use advance_config")
         if token in self.eos_ids:
             return int(state) if self.accepting[state] else DEAD
-        return int(self.next_state[state, self.token_class[token]])
+        return int(self.step(state, token))
 
     def walk(self, tokens) -> int:
         """The state after a token sequence from ``start``; -1 once a token is not allowed."""
@@ -261,6 +428,7 @@ class TokenDFA:
             "terminals": list(self.terminals),
             "max_forced": self.max_forced,
             "pda": self.is_pda,
+            "blocks": self.num_blocks,
         }
 
     def save(self, path: str | os.PathLike) -> None:
@@ -278,6 +446,7 @@ class TokenDFA:
                 accepting=self.accepting,
                 **forced,
                 **self.pda_arrays(),
+                **self.block_arrays(),
             )
 
     @classmethod
@@ -314,6 +483,7 @@ class TokenDFA:
                 arrays = {k: data[k] for k in _ARRAYS}
                 arrays.update({k: data[k] for k in _FORCED_ARRAYS if k in data.files})
                 pda = {k: data[k] for k in PDA_ARRAYS if k in data.files}
+                blocks = {k: data[k] for k in _BLOCK_ARRAYS if k in data.files}
         except TableFormatError:
             raise
         except FileNotFoundError as e:
@@ -357,6 +527,7 @@ class TokenDFA:
                 terminals=tuple(meta.get("terminals", ())),
                 **{k: arrays.get(k) for k in _FORCED_ARRAYS},
                 **pda,
+                **blocks,
             )
         except TableFormatError as e:
             raise TableFormatError(f"{path}: {e}") from e
@@ -379,6 +550,7 @@ class TokenDFA:
 
     def __repr__(self) -> str:
         extra = f", context_edges={self.cd_state.shape[0]}" if self.is_pda else ""
+        extra += f", blocks={self.num_blocks}" if self.is_blocked else ""
         return (
             f"TokenDFA({self.spec_kind}, states={self.num_states}, classes={self.num_classes}, "
             f"vocab={self.vocab_size}{extra}, bytes={self.nbytes})"
@@ -453,7 +625,7 @@ def _validate_forced(dfa: TokenDFA, *, where: str) -> None:
     state = np.arange(q)
     for j in range(ft.shape[1]):
         live = fl > j
-        step = dfa.next_state[state[live], dfa.token_class[ft[live, j]]]
+        step = dfa.step(state[live], ft[live, j])
         if (step < 0).any():
             bad(
                 f"forced run of state {int(np.flatnonzero(live)[np.argmax(step < 0)])} is not allowed"
@@ -476,16 +648,17 @@ def _validate_pda(dfa: TokenDFA, *, where: str) -> None:
     if len(present) != len(PDA_ARRAYS):
         bad(f"expected all of {', '.join(PDA_ARRAYS)}, got only {', '.join(present)}")
     a = {k: getattr(dfa, k) for k in PDA_ARRAYS}
-    q, c = dfa.next_state.shape
-    want = {"edge_push": 2, "push_seq": 2, "cd_pop": 2}
+    q, c = dfa.num_states, dfa.num_classes
+    want = {"edge_push": 1 if dfa.is_blocked else 2, "push_seq": 2, "cd_pop": 2}
     for k, v in a.items():
         if not (isinstance(v, np.ndarray) and v.dtype == np.int32 and v.ndim == want.get(k, 1)):
             bad(f"{k} must be int32 of rank {want.get(k, 1)}, got {getattr(v, 'dtype', type(v))}"
                 f"{getattr(v, 'shape', '')}")  # fmt: skip
     p = a["push_seq"].shape[0]
     e = a["cd_state"].shape[0]
-    if a["edge_push"].shape != (q, c):
-        bad(f"edge_push must be [{q}, {c}], got {a['edge_push'].shape}")
+    if a["edge_push"].shape != dfa.next_state.shape:
+        bad(f"edge_push must have next_state's shape {dfa.next_state.shape}, got "
+            f"{a['edge_push'].shape}")  # fmt: skip
     if p == 0 or a["push_len"].shape != (p,) or a["push_len"][0] != 0:
         bad("push_seq / push_len must have P >= 1 rows and row 0 must push nothing")
     if (a["push_len"] < 0).any() or (a["push_len"] > a["push_seq"].shape[1]).any():
@@ -509,5 +682,51 @@ def _validate_pda(dfa: TokenDFA, *, where: str) -> None:
         for k, lo, hi in checks:
             if a[k].min() < lo or a[k].max() >= hi:
                 bad(f"{k} must lie in [{lo}, {hi})")
+        if dfa.is_blocked and (a["cd_class"] >= dfa.row_width[a["cd_state"]]).any():
+            bad("cd_class must be a class of its state's block")
         if ((a["cd_pop"] < -1) | (a["cd_pop"] >= q)).any():
             bad(f"cd_pop symbols must lie in [-1, {q})")
+
+
+def _validate_blocks(dfa: TokenDFA, *, where: str) -> None:
+    """The state-block layout (``_BLOCK_ARRAYS``): dtypes, shapes, contiguous rows of one width
+    per block, class maps within their block's width, and the values of ``next_state``."""
+
+    def bad(msg):
+        raise TableFormatError(f"{where}: state blocks: {msg}")
+
+    tc, ns, acc, cb, rs = (
+        dfa.token_class, dfa.next_state, dfa.accepting, dfa.class_block, dfa.row_start
+    )  # fmt: skip
+    for name, x, nd in (("class_block", cb, 1), ("row_start", rs, 1), ("token_class", tc, 2),
+                        ("next_state", ns, 1)):  # fmt: skip
+        if not (isinstance(x, np.ndarray) and x.dtype == np.int32 and x.ndim == nd):
+            bad(f"{name} must be int32 of rank {nd}, got "
+                f"{getattr(x, 'dtype', type(x))}{getattr(x, 'shape', '')}")  # fmt: skip
+    if not (isinstance(acc, np.ndarray) and acc.dtype == np.bool_ and acc.ndim == 1):
+        bad(f"accepting must be bool[Q], got {getattr(acc, 'dtype', type(acc))}")
+    q, nb = acc.shape[0], tc.shape[0]
+    if q == 0 or nb == 0 or ns.shape[0] == 0:
+        bad(f"empty tables (Q={q}, NB={nb}, R={ns.shape[0]})")
+    if cb.shape != (q,) or rs.shape != (q,):
+        bad(f"class_block and row_start must have shape [{q}] (like accepting)")
+    if cb.min() < 0 or cb.max() >= nb:
+        bad(f"class_block values must lie in [0, {nb})")
+    if rs[0] != 0 or (np.diff(rs.astype(np.int64)) <= 0).any() or rs[-1] >= ns.shape[0]:
+        bad("rows must be stored in state order from 0, each at least one class wide")
+    width = dfa.row_width
+    per_block = np.zeros(nb, np.int64)
+    per_block[cb] = width
+    if (per_block[cb] != width).any():
+        bad("every state of a block must have the same row width")
+    if tc.size and (tc.min() < 0 or (tc.max(axis=1) >= np.maximum(per_block, 1)).any()):
+        bad("token_class values must lie in [0, the width of their block's rows)")
+    if not 0 <= int(dfa.start) < q:
+        bad(f"start state {dfa.start} out of range [0, {q})")
+    if ns.min() < DEAD or ns.max() >= q:
+        bad(f"next_state values must lie in [-1, {q})")
+    if (ns[rs] != DEAD).any():
+        bad("class 0 must be the never-allowed class")
+    for i in dfa.eos_ids:
+        if not 0 <= int(i) < tc.shape[1]:
+            bad(f"eos id {i} out of range [0, {tc.shape[1]})")

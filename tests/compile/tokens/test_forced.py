@@ -177,7 +177,7 @@ def test_round_trip_and_version_1_files(toy_vocab, tmp_path):
     v1 = TokenDFA.load(old)
     assert v1.forced_len is None and v1.max_forced == 0
     assert v1.forced_run(v1.start) == ([], v1.start)
-    assert tdfa.FORMAT_VERSION == 2
+    assert tdfa.FORMAT_VERSION == 3
 
 
 def test_bad_forced_arrays_are_refused(toy_vocab):

@@ -1,0 +1,282 @@
+"""State blocks: one `TokenDFA` whose states fall into blocks, each with its own token classes.
+
+A constraint made of independent parts (a tool-call constraint: the frame of free text,
+trigger and names, and one unit per tool) has one dense ``[states, classes]`` table whose
+classes are the common refinement of every part's: each tool's keys and enums split the
+vocabulary its own way, and one table carries every split in every row (98% of the cells
+of a 100-tool table are dead). `split_blocks` gives each block of states the classes its
+own rows, pushes and context-dependent edges tell apart, and stores the rows ragged: each
+state's row is as wide as its block's classes (see `TokenDFA`, ``_BLOCK_ARRAYS``).
+
+Exact by construction: two dense classes share a block class exactly when every state of
+the block has the same next state, push and context-dependent edges for both.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from automata_compile.tokens._token_dfa import DEAD, TokenDFA
+
+__all__ = ["block_tables", "split_blocks"]
+
+
+def split_blocks(dfa: TokenDFA, block: np.ndarray) -> TokenDFA:
+    """``dfa`` (without state blocks) with its states split into ``block``'s blocks.
+
+    Args:
+      dfa: a `TokenDFA` (a DFA or a PDA) without state blocks.
+      block: int[Q], any partition of the states (ids need not be dense). States whose row
+        allows nothing and that have no context-dependent edge (stack-only and unreached
+        states) go to one extra block of width 1, whatever ``block`` says.
+
+    Returns:
+      The same automaton with ``class_block`` / ``row_start``: masks, steps and acceptance
+      are identical for every configuration; `TokenDFA.dense` maps it back.
+    """
+    if dfa.is_blocked:
+        raise ValueError("split_blocks: the TokenDFA already has state blocks")
+    q, c = dfa.next_state.shape
+    ns = dfa.next_state
+    ep = dfa.edge_push if dfa.is_pda else None
+    s, k = np.nonzero(ns >= 0 if ep is None else (ns >= 0) | (ep != 0))
+    entries = (s, k, ns[s, k], None if ep is None else ep[s, k])
+    cd = dfa.pda_arrays() if dfa.is_pda else None
+    tables = block_tables(q, c, dfa.token_class, entries, cd, block)
+    return dataclasses.replace(dfa, **tables)
+
+
+def block_tables(q: int, c: int, token_class, entries, cd: dict | None, block) -> dict:
+    """The state-block arrays of an automaton given by its allowed cells, without its dense
+    ``[Q, C]`` table (see `split_blocks`, which this is the body of).
+
+    Args:
+      q, c: the states and (global) token classes.
+      token_class: int[V], each token's global class.
+      entries: (state, class, next state, push or None) int arrays: every cell of the dense
+        table that is allowed (or pushes), each (state, class) once.
+      cd: the PDA block (``cd_state`` ... ``cd_push``; ``edge_push`` unused) or None.
+      block: int[Q], the partition of the states.
+
+    Returns:
+      ``token_class``, ``next_state``, ``class_block``, ``row_start`` and, for a PDA,
+      ``edge_push`` and the context-dependent edges in block classes.
+    """
+    block = np.asarray(block)
+    if block.shape != (q,):
+        raise ValueError(f"split_blocks: expected one block per state ({q}), got {block.shape}")
+    es, ek, et, ep = (None if x is None else np.asarray(x) for x in entries)
+    es, ek = es.astype(np.int64), ek.astype(np.int64)
+    key = es * c + ek
+    if key.size and (np.diff(key) <= 0).any():
+        order = np.argsort(key, kind="stable")
+        es, ek, et = es[order], ek[order], et[order]
+        ep = None if ep is None else ep[order]
+    pda = cd is not None
+    if pda:
+        cd = {name: np.asarray(cd[name]) for name in CD_ARRAYS}
+    has_entry = np.zeros(q, bool)
+    has_entry[es] = True
+    if pda:
+        has_entry[cd["cd_state"]] = True
+    ids, bl = np.unique(np.where(has_entry, block, -1), return_inverse=True)
+    bl = bl.reshape(-1).astype(np.int32)  # the empty block (if any) is block 0
+    nb = len(ids)
+    local, rep_of = _sparse_classes(q, c, bl, nb, (es, ek, et, ep), cd)
+    if local is None:  # a hash collision (never seen): compare the blocks' columns exactly
+        local, rep_of = _exact_classes(q, c, bl, nb, (es, ek, et, ep), cd, has_entry)
+    width = local.max(axis=1) + 1
+    rows = width[bl]
+    row_start = np.concatenate([[0], np.cumsum(rows)[:-1]]).astype(np.int32)
+    flat = np.full(int(rows.sum()), DEAD, np.int32)
+    cell = bl[es].astype(np.int64) * c + ek
+    own = rep_of[cell] == ek  # the representative's cells: the others are the same
+    at = row_start[es[own]] + local.reshape(-1)[cell[own]]
+    flat[at] = et[own]
+    out = {
+        "token_class": local.astype(np.int32)[:, np.asarray(token_class)],  # [NB, V]
+        "next_state": flat,
+        "class_block": bl,
+        "row_start": row_start,
+    }
+    if pda:
+        flat_push = np.zeros_like(flat)
+        if ep is not None:
+            flat_push[at] = ep[own]
+        cls = local[bl[cd["cd_state"]], cd["cd_class"]]
+        key = np.concatenate(
+            [
+                np.stack(
+                    [cd["cd_state"], cls, cd["cd_npop"], cd["cd_target"], cd["cd_push"]], axis=1
+                ),
+                cd["cd_pop"],
+            ],
+            axis=1,
+        )
+        _, first = np.unique(key, axis=0, return_index=True)  # merged classes: same edges
+        first = first[np.lexsort((cls[first], cd["cd_state"][first]))]
+        out.update(
+            edge_push=flat_push,
+            cd_state=cd["cd_state"][first].astype(np.int32),
+            cd_class=cls[first].astype(np.int32),
+            cd_pop=cd["cd_pop"][first].astype(np.int32),
+            cd_npop=cd["cd_npop"][first].astype(np.int32),
+            cd_target=cd["cd_target"][first].astype(np.int32),
+            cd_push=cd["cd_push"][first].astype(np.int32),
+        )
+    return out
+
+
+CD_ARRAYS = ("cd_state", "cd_class", "cd_pop", "cd_npop", "cd_target", "cd_push")
+
+
+def _mix(x: np.ndarray, seed: int) -> np.ndarray:
+    """A 64-bit mix of uint64 values (splitmix64's finalizer), one stream per seed."""
+    with np.errstate(over="ignore"):
+        z = x.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(seed)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+def _cd_signature(cd: dict) -> np.ndarray:
+    """int64[E]: an id per distinct (pops, target, push) of the context-dependent edges."""
+    sig = np.concatenate(
+        [np.stack([cd["cd_npop"], cd["cd_target"], cd["cd_push"]], 1), cd["cd_pop"]], axis=1
+    )
+    return np.unique(sig, axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
+
+
+def _sparse_classes(q, c, bl, nb, entries, cd) -> tuple:
+    """(int64[NB, C]: each global class's class in each block (class 0: dead in every state
+    of the block), int64[NB * C]: the first global class of each one's block class), keyed
+    by two 64-bit hashes of the class's entries in the block (its next state and push, or
+    its context-dependent edges, per state); (None, None) if the check that every class
+    equals its block class's first class fails (a collision)."""
+    es, ek, et, ep = entries
+    val = et.astype(np.int64) * (q + 1) + (0 if ep is None else ep.astype(np.int64))
+    n0 = es.size
+    s_all, k_all, v_all = [es], [ek], [val]
+    if cd is not None and cd["cd_state"].size:
+        sid = _cd_signature(cd)
+        s_all.append(cd["cd_state"].astype(np.int64))
+        k_all.append(cd["cd_class"].astype(np.int64))
+        v_all.append(-1 - sid)
+    s_all, k_all, v_all = (np.concatenate(x) for x in (s_all, k_all, v_all))
+    cell = bl[s_all].astype(np.int64) * c + k_all  # (block, class)
+    # two 32-bit hashes per entry, summed per (block, class) exactly in float64 (fewer than
+    # 2**20 entries per cell; an inexact sum would only be a weaker hash: checked below)
+    h = _mix(_mix(s_all, 1) ^ v_all.astype(np.uint64), 2)
+    keys = [
+        np.bincount(cell, weights=(h >> np.uint64(s)) & np.uint64(0xFFFFFFFF), minlength=nb * c)
+        for s in (0, 32)
+    ]
+    # Only the (block, class) pairs with entries are grouped: the others are class 0.
+    count = np.bincount(cell[:n0], minlength=nb * c)
+    cd_count = np.bincount(cell[n0:], minlength=nb * c)
+    live = np.flatnonzero((count + cd_count) > 0)
+    kb, kc = live // c, live % c
+    k1, k2 = keys[0][live], keys[1][live]
+    order = np.lexsort((kc, k2, k1, kb))
+    sb, s1, s2 = kb[order], k1[order], k2[order]
+    new = np.ones(live.size, bool)
+    new[1:] = (sb[1:] != sb[:-1]) | (s1[1:] != s1[:-1]) | (s2[1:] != s2[:-1])
+    gid = np.cumsum(new) - 1
+    first_c, group_block = kc[order][new], sb[new]  # c is the last key: the group's first
+    gorder = np.lexsort((first_c, group_block))
+    starts = np.searchsorted(group_block[gorder], np.arange(nb))
+    rank = np.empty(len(gorder), np.int64)
+    rank[gorder] = np.arange(len(gorder)) - starts[group_block[gorder]] + 1
+    local = np.zeros(nb * c, np.int64)
+    local[live[order]] = rank[gid]
+    rep_of = np.zeros(nb * c, np.int64)  # the first global class of each cell's block class
+    rep_of[live[order]] = first_c[gid]
+    cell_rep = kb * c + rep_of[live]
+    # Exact check: every class has its representative's numbers of entries and edges, each
+    # of its entries equals the representative's at the same state (so the sets are
+    # equal), and its edges are among the representative's (deduplicated, they are as
+    # many as the representatives' own).
+    if (count[live] != count[cell_rep]).any() or (cd_count[live] != cd_count[cell_rep]).any():
+        return None, None
+    rk = rep_of[cell[:n0]]
+    at = np.minimum(np.searchsorted(es * c + ek, es * c + rk), max(n0 - 1, 0))
+    if n0 and ((es[at] != es) | (ek[at] != rk) | (val[at] != val)).any():
+        return None, None
+    if cd is not None and cd["cd_state"].size:
+        cd_cell = cell[n0:]
+        own = rep_of[cd_cell] == cd["cd_class"]
+        key = np.stack([cd["cd_state"], local[cd_cell], sid], 1)
+        if np.unique(key, axis=0).shape[0] != int(own.sum()):
+            return None, None
+    return local.reshape(nb, c), rep_of
+
+
+def _exact_classes(q, c, bl, nb, entries, cd, has_entry) -> tuple:
+    """`_sparse_classes` by comparing each block's dense columns (the collision fallback)."""
+    es, ek, et, ep = entries
+    ns = np.full((q, c), DEAD, np.int32)
+    ns[es, ek] = et
+    push = None
+    if cd is not None:
+        push = np.zeros((q, c), np.int32)
+        if ep is not None:
+            push[es, ek] = ep
+    local = np.zeros((nb, c), np.int64)
+    rep_of = np.zeros(nb * c, np.int64)
+    for b in range(nb):
+        states = np.flatnonzero(bl == b)
+        if has_entry[states[0]]:
+            local[b], reps = _block_classes(states, ns, push, cd)
+            rep_of[b * c : (b + 1) * c] = reps[local[b]]
+    return local, rep_of
+
+
+def _block_classes(states, ns, ep, cd) -> tuple[np.ndarray, np.ndarray]:
+    """(int64[C]: each dense class's class within ``states``' block, with class 0 for every
+    class dead in all of them; int64[W]: one dense class per block class)."""
+    cols = [ns[states].T]
+    if ep is not None:
+        cols.append(ep[states].T)
+        m = np.isin(cd["cd_state"], states)
+        if m.any():  # each class's context-dependent edges from these states, as one id
+            sig = np.concatenate(
+                [
+                    np.stack([cd["cd_state"], cd["cd_npop"], cd["cd_target"], cd["cd_push"]], 1),
+                    cd["cd_pop"],
+                ],
+                axis=1,
+            )[m]
+            _, sid = np.unique(sig, axis=0, return_inverse=True)
+            edges: dict[int, list] = {}
+            for k, x in zip(cd["cd_class"][m].tolist(), sid.reshape(-1).tolist(), strict=True):
+                edges.setdefault(k, []).append(x)
+            ids: dict[tuple, int] = {(): 0}
+            per_class = np.zeros((ns.shape[1], 1), np.int64)
+            for k, xs in edges.items():
+                per_class[k, 0] = ids.setdefault(tuple(sorted(xs)), len(ids))
+            cols.append(per_class)
+    sig = np.concatenate([x.astype(np.int64) for x in cols], axis=1)
+    first, inverse = _distinct_rows(sig)
+    # number block classes by first dense class, so dense class 0 (never allowed) is class 0
+    order = np.argsort(first)
+    rank = np.empty(len(first), np.int64)
+    rank[order] = np.arange(len(first))
+    return rank[inverse], first[order].astype(np.int64)
+
+
+def _distinct_rows(sig: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the first row of each distinct row, each row's distinct-row id) of int64[C, m]:
+    rows keyed by two 64-bit hashes, then checked equal to their key's first row (a
+    collision, never seen, falls back to an exact sort of the rows)."""
+    rng = np.random.default_rng(0x5EED)
+    w = rng.integers(1, 2**63, size=(sig.shape[1], 2), dtype=np.uint64) | np.uint64(1)
+    with np.errstate(over="ignore"):
+        keys = sig.astype(np.uint64) @ w  # wraps mod 2**64
+    _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    if (sig == sig[first[inverse]]).all():
+        return first, inverse
+    _, first, inverse = np.unique(sig, axis=0, return_index=True, return_inverse=True)
+    return first, inverse.reshape(-1)
