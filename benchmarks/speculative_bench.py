@@ -338,6 +338,18 @@ def main(argv=None) -> int:
             fast_forward=True, speculate=eager, keys="lowercase", lead=False
         ),
         "ff+spec_eager+lckeys": dict(fast_forward=True, speculate=eager, keys="lowercase"),
+        # As before copies were skipped at the constraint's structure (`structure_copies`):
+        "ff+spec+lckeys_structcopy": dict(
+            fast_forward=True, speculate=aj.Speculate(structure_copies=True), keys="lowercase"
+        ),
+        "ff+spec_eager+lckeys_structcopy": dict(
+            fast_forward=True,
+            speculate=aj.Speculate(slot_cost=0.0, logit_cost=0.0, structure_copies=True),
+            keys="lowercase",
+        ),
+        # With bare spellings (`aj.bare_spellings`: ``Ber`` drafts ``gen`` from `` Bergen``):
+        "ff+spec+lcspell": dict(fast_forward=True, speculate=True, keys="spell"),
+        "ff+spec_eager+lcspell": dict(fast_forward=True, speculate=eager, keys="spell"),
     }
     chosen = [k for k in args.loops.split(",") if k]
     unknown = sorted(set(chosen) - set(loops))
@@ -382,8 +394,13 @@ def main(argv=None) -> int:
                     lead = kw.pop("lead", True)
                     keyed = kw.pop("keys", False)
                     if keyed:  # built on the host with the prompts, as the job does
+                        spellings = None
+                        if keyed == "spell":
+                            spellings = aj.bare_spellings(
+                                vocab.tokens, vocab.encode, np.unique(tokens)
+                            )
                         kw["draft_keys"] = aj.draft_keys(
-                            tokens, twins_lc if keyed == "lowercase" else twins
+                            tokens, twins if keyed is True else twins_lc, spellings
                         )
                     kws[loop] = kw, lead
                     with _lead(lead):
