@@ -99,9 +99,11 @@ class Speculate:
         (a paraphrase, a case change) often ends after the token the model chose.
       structure_copies: for constrained rows, also copy after a head that ends with a forced
         run (``,"occupation``) and after a one-token n-gram found only in the row's own
-        output (the previous value's ``":"``). Off by default: such a context is the
-        constraint's structure, the copy is the previous value (or the prompt's schema),
-        and the model rejects it at its first token: a wider call for nothing.
+        output (the previous value's ``":"``), and draft a lone exit after a chosen token
+        the row already wrote. Off by default: such a context is the constraint's
+        structure (a value just opened), the copy is the previous value (or the prompt's
+        schema), the exit an empty value, and the model rejects them at their first
+        token: a wider call for nothing.
 
     Example:
       >>> Speculate(draft_len=3).resolve(forced=0)
@@ -418,6 +420,9 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
             # After a chosen token with no forced run (inside a value), an empty copy
             # may still end the value (`Speculate.lone_exits`).
             lone = sampling & (post_n == 0) if spec.lone_exits else jnp.zeros((b,), bool)
+            if not spec.structure_copies:  # not after a token the row already wrote (`":"`)
+                wrote = jnp.arange(capacity, dtype=jnp.int32)[None, :] < written[:, None]
+                lone = lone & ~jnp.any(wrote & (buffer == x[:, None]), axis=1)
             drafts, k = end_the_copy(full_head, drafts, k_cut, k, stop, budget - head_n, lone)
         need = ~forces(walk(full_head, drafts, k))  # [D+1, B]: slot j's choice needs logits
         need_upto = jnp.cumsum(need.astype(jnp.int32), axis=0).T  # [B, D+1]
