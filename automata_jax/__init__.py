@@ -26,7 +26,7 @@ from automata_jax._constraint import (
     init_state,
     mask_logits,
 )
-from automata_jax._draft import bare_twins, draft_keys
+from automata_jax._draft import bare_spellings, bare_twins, draft_keys
 from automata_jax._errors import (
     RuntimeDtypeError,
     RuntimeShapeError,
@@ -72,6 +72,7 @@ __all__ = [
     "UnknownConstraintError",
     "advance",
     "allowed_mask",
+    "bare_spellings",
     "bare_twins",
     "batch_sharding",
     "cache_length",

@@ -94,12 +94,61 @@ def bare_twins(tokens: Sequence[bytes | None], *, lowercase_stops: bool = False)
     return twins
 
 
-def draft_keys(prompt_tokens, twins: np.ndarray) -> np.ndarray:
+def bare_spellings(tokens: Sequence[bytes | None], encode, ids, *, pieces: int = 3) -> np.ndarray:
+    """Each token's bare word as the tokenizer spells it in two or more tokens (host side).
+
+    A document's `` Bergen`` is one token, but the JSON string spells ``Bergen`` ``Ber``
+    ``gen`` (no bare twin): after the output's ``Ber`` the lookup finds nothing. A slot
+    whose token has such a *bare spelling* drafts the spelling's rest (``gen``) and then
+    the document's tokens after the slot (see `prompt_lookup`'s ``spellings``).
+
+    Args:
+      tokens: ``tokens[id]``, the exact bytes of each token id (None: no text).
+      encode: the tokenizer, ``str -> list[int]`` (`automata_compile.Vocabulary.encode`).
+      ids: the token ids to spell (e.g. ``np.unique(prompt_tokens)``; the rest get -1).
+      pieces: the most tokens a spelling may have.
+
+    Returns:
+      int32[V, pieces]: ``spellings[id]`` is ``encode(bare)`` padded with -1 where ``tokens[id]``
+      starts with a space, its bare bytes are UTF-8 that needs no escape inside a JSON string
+      and starts no new clause, and the encoding has 2 to ``pieces`` tokens that spell it back;
+      else all -1.
+
+    Example:
+      >>> toks = [b"Ber", b"gen", b" Bergen", b" Ada", b"Ada"]
+      >>> enc = {"Bergen": [0, 1], "Ada": [4]}.__getitem__
+      >>> bare_spellings(toks, enc, [2, 3], pieces=2).tolist()
+      [[-1, -1], [-1, -1], [0, 1], [-1, -1], [-1, -1]]
+    """
+    out = np.full((len(tokens), pieces), -1, np.int32)
+    for i in np.asarray(ids, np.int64).ravel().tolist():
+        t = tokens[i] if 0 <= i < len(tokens) else None
+        if t is None or len(t) < 2 or t[:1] != b" ":
+            continue
+        bare = t[1:]
+        if _NOT_IN_A_STRING.intersection(bare) or bare[0] in CLAUSE_START or bare[:1] == b" ":
+            continue
+        try:
+            text = bare.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        spelled = list(encode(text))
+        if 2 <= len(spelled) <= pieces and b"".join(tokens[j] or b"\0" for j in spelled) == bare:
+            out[i, : len(spelled)] = spelled
+    return out
+
+
+def draft_keys(prompt_tokens, twins: np.ndarray, spellings: np.ndarray | None = None) -> np.ndarray:
     """`generate`'s ``draft_keys`` for these prompts: each slot's bare twin (-1: none).
 
     Args:
       prompt_tokens: int[B, T], the (padded) prompts.
       twins: int32[V], from `bare_twins`.
+      spellings: optional int32[V, R], from `bare_spellings`.
+
+    Returns:
+      int32[B, T] (``twins`` of each slot's token), or with ``spellings`` int32[B, T, 1 + R]:
+      the twin, then the slot's bare spelling.
 
     Raises:
       RuntimeShapeError: a prompt token is outside ``[0, V)`` or the shapes are wrong.
@@ -116,7 +165,16 @@ def draft_keys(prompt_tokens, twins: np.ndarray) -> np.ndarray:
             f"draft_keys: prompt token ids must lie in [0, {twins.shape[0]}), got "
             f"[{tokens.min()}, {tokens.max()}]"
         )
-    return twins[tokens].astype(np.int32)
+    keys = twins[tokens].astype(np.int32)
+    if spellings is None:
+        return keys
+    spellings = np.asarray(spellings)
+    if spellings.ndim != 2 or spellings.shape[0] != twins.shape[0] or spellings.shape[1] < 2:
+        raise RuntimeShapeError(
+            f"draft_keys: expected spellings [{twins.shape[0]}, R >= 2], got shape "
+            f"{list(spellings.shape)}"
+        )
+    return np.concatenate([keys[..., None], spellings[tokens].astype(np.int32)], axis=-1)
 
 
 def prompt_lookup(
@@ -127,6 +185,8 @@ def prompt_lookup(
     ngram_sizes: tuple[int, ...],
     draft_len: int,
     keys: Int[Array, "B L"] | None = None,
+    spellings: Int[Array, "B L R"] | None = None,
+    unigrams_before: Int[Array, " B"] | None = None,
 ) -> tuple[Int[Array, "B K"], Int[Array, " B"]]:
     """Each row's draft: the tokens after the latest earlier occurrence of its last n-gram.
 
@@ -139,6 +199,12 @@ def prompt_lookup(
       keys: optional int32[B, L], each slot's alternate spelling (-1: none; ``<= STOP``:
         the slot starts a new clause, see `stop_key`; see `draft_keys`): a slot matches a
         token equal to its id or its alternate id.
+      spellings: optional int32[B, L, R], each slot's bare spelling (`bare_spellings`; -1
+        padded; all -1: none). Where no n-gram of two or more tokens matches, a slot whose
+        spelling starts with the row's last token matches too (before the 1-gram lookup),
+        and its draft is the spelling's rest, then the tokens after the slot.
+      unigrams_before: optional int32[B]: a one-token n-gram matches only slots before this
+        one (a row's output start: its own structure, ``":"``, is no copy to draft from).
 
     Returns:
       ``(drafts int32[B, K], count int32[B], stop int32[B])``: row b's draft is
@@ -157,8 +223,34 @@ def prompt_lookup(
     rows_end = end.astype(jnp.int32)
     best = jnp.full((b,), -1, jnp.int32)
     alt = None if keys is None else alternate(keys)
+    last_at = jnp.clip(rows_end - 1, 0, length - 1)[:, None]
+    last = jnp.take_along_axis(history, last_at, axis=1)  # [B, 1]
+    last_ok = jnp.take_along_axis(valid, last_at, axis=1) & (rows_end >= 1)[:, None]
+    shift = jnp.zeros((b,), jnp.int32)  # spelled tokens drafted before the slots after best
+    spelled = jnp.full((b, draft_len), -1, jnp.int32)
+
+    def spelling_match(best, shift, spelled):
+        pieces = jnp.sum(jnp.cumprod(spellings >= 0, axis=2), axis=2).astype(jnp.int32)
+        match = (spellings[:, :, 0] == last) & (pieces >= 2) & last_ok & valid
+        match = match & (slots[None, :] < rows_end[:, None] - 1)
+        latest = jnp.max(jnp.where(match, slots[None, :], -1), axis=1)
+        found = (best < 0) & (latest >= 0)
+        rest = jnp.take_along_axis(spellings, jnp.maximum(latest, 0)[:, None, None], axis=1)[:, 0]
+        rest = jnp.pad(rest[:, 1:], ((0, 0), (0, max(0, draft_len - rest.shape[1] + 1))))
+        rest = rest[:, :draft_len]
+        n_rest = jnp.take_along_axis(pieces, jnp.maximum(latest, 0)[:, None], axis=1)[:, 0] - 1
+        return (
+            jnp.where(found, latest, best),
+            jnp.where(found, n_rest, shift),
+            jnp.where(found[:, None], rest, spelled),
+        )
+
     for n in sorted(set(ngram_sizes), reverse=True):
+        if spellings is not None and n == 1:
+            best, shift, spelled = spelling_match(best, shift, spelled)
         match = (slots[None, :] < rows_end[:, None] - 1) & (slots[None, :] >= n - 1)
+        if n == 1 and unigrams_before is not None:
+            match = match & (slots[None, :] < unigrams_before[:, None])
         for i in range(n):  # static: the n-gram's i-th token from its end
             at = jnp.clip(rows_end - 1 - i, 0, length - 1)[:, None]
             want = jnp.take_along_axis(history, at, axis=1)
@@ -171,14 +263,19 @@ def prompt_lookup(
             match = match & same & shifted_ok & want_ok
         latest = jnp.max(jnp.where(match, slots[None, :], -1), axis=1)
         best = jnp.where(best < 0, latest, best)
-    offsets = best[:, None] + 1 + jnp.arange(draft_len, dtype=jnp.int32)[None, :]
+    if spellings is not None and 1 not in ngram_sizes:
+        best, shift, spelled = spelling_match(best, shift, spelled)
+    j = jnp.arange(draft_len, dtype=jnp.int32)[None, :]
+    from_spelling = j < shift[:, None]  # the spelling's rest comes first
+    offsets = best[:, None] + 1 + j - shift[:, None]
     at = jnp.clip(offsets, 0, length - 1)
-    drafts = jnp.take_along_axis(history, at, axis=1)
+    drafts = jnp.where(from_spelling, spelled, jnp.take_along_axis(history, at, axis=1))
     ok = (best >= 0)[:, None] & (offsets < rows_end[:, None])
     ok = ok & jnp.take_along_axis(valid, at, axis=1)
+    ok = ok | ((best >= 0)[:, None] & from_spelling)
     count = jnp.sum(jnp.cumprod(ok.astype(jnp.int32), axis=1), axis=1)
     stop = jnp.full((b,), draft_len, jnp.int32)
     if keys is not None:
-        go_on = jnp.take_along_axis(keys, at, axis=1) > STOP
+        go_on = (jnp.take_along_axis(keys, at, axis=1) > STOP) | from_spelling
         stop = jnp.sum(jnp.cumprod(go_on.astype(jnp.int32), axis=1), axis=1)
     return drafts.astype(jnp.int32), count.astype(jnp.int32), stop.astype(jnp.int32)

@@ -286,8 +286,9 @@ def generate(
       draft_keys: optional int[B, T] with ``speculate``: each prompt slot's alternate
         spelling for the draft lookup (-1: none), e.g. the token without its leading
         space as a JSON string spells a document's word (`automata_jax.draft_keys`,
-        built on the host with the prompts). Changes which drafts are proposed, never
-        the outputs.
+        built on the host with the prompts); or int[B, T, 1 + R], that key then the
+        slot's bare spelling in up to R tokens (`automata_jax.bare_spellings`). Changes
+        which drafts are proposed, never the outputs.
       canonical: optional `CanonicalTables` (`canonical_tables(canonical_bpe(path))`):
         canonical-only decoding. A token is allowed iff the text stays a prefix of the
         row's language AND the generated token sequence stays the tokenizer's own
@@ -343,9 +344,11 @@ def generate(
     if draft_keys is not None:
         if speculate is None:
             raise RuntimeShapeError("draft_keys: only used with speculate; pass speculate=True")
-        if tuple(np.shape(draft_keys)) != tuple(prompt_tokens.shape):
+        shape = tuple(np.shape(draft_keys))
+        if shape[:2] != tuple(prompt_tokens.shape) or len(shape) not in (2, 3):
             raise RuntimeShapeError(
-                f"draft_keys: expected the prompts' shape {list(prompt_tokens.shape)}, got "
+                f"draft_keys: expected the prompts' shape {list(prompt_tokens.shape)} (or "
+                f"with a trailing axis of spellings), got "
                 f"{list(np.shape(draft_keys))}"
             )
         draft_keys = jnp.asarray(draft_keys, jnp.int32)

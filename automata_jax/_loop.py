@@ -69,7 +69,7 @@ class LoopInputs:
     cache: Any  # None when LoopConfig.init_cache builds it
     pad_id: Int[Array, ""]
     healing: Any = None  # TokenHealing or None
-    draft_keys: Any = None  # int32[B, T] or None: the prompt's alternate spellings for drafts
+    draft_keys: Any = None  # int32[B, T] or [B, T, 1 + R] or None: alternate spellings for drafts
     canonical: Any = None  # CanonicalTables or None
 
 

@@ -97,10 +97,17 @@ class Speculate:
         forced run (it is inside a value: ``programmer``, ``3``) and whose lookup copies
         nothing drafts the exit alone, with its run: a value the document does not spell
         (a paraphrase, a case change) often ends after the token the model chose.
+      structure_copies: for constrained rows, also copy after a head that ends with a forced
+        run (``,"occupation``) and after a one-token n-gram found only in the row's own
+        output (the previous value's ``":"``), and draft a lone exit after a chosen token
+        the row already wrote. Off by default: such a context is the constraint's
+        structure (a value just opened), the copy is the previous value (or the prompt's
+        schema), the exit an empty value, and the model rejects them at their first
+        token: a wider call for nothing.
 
     Example:
       >>> Speculate(draft_len=3).resolve(forced=0)
-      Speculate(draft_len=3, ngram_sizes=(3, 2, 1), widths=(4,), slot_cost=0.05, logit_cost=0.1, prior_accepted=1.0, prior_drafted=2.0, exit_drafts=True, lone_exits=True)
+      Speculate(draft_len=3, ngram_sizes=(3, 2, 1), widths=(4,), slot_cost=0.05, logit_cost=0.1, prior_accepted=1.0, prior_drafted=2.0, exit_drafts=True, lone_exits=True, structure_copies=False)
     """
 
     draft_len: int = 4
@@ -112,13 +119,14 @@ class Speculate:
     prior_drafted: float = 2.0
     exit_drafts: bool = True
     lone_exits: bool = True
+    structure_copies: bool = False
 
     def __post_init__(self):
         k = self.draft_len
         if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
             raise RuntimeShapeError(f"Speculate.draft_len: expected an int >= 1, got {k!r}")
         object.__setattr__(self, "draft_len", int(k))
-        for name in ("exit_drafts", "lone_exits"):
+        for name in ("exit_drafts", "lone_exits", "structure_copies"):
             if not isinstance(getattr(self, name), bool | np.bool_):
                 raise RuntimeShapeError(
                     f"Speculate.{name}: expected a bool, got {getattr(self, name)!r}"
@@ -256,9 +264,20 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
     valid = getattr(cache, "valid", None)
     cache_length = None if valid is None else valid.shape[1]
 
-    keys = None  # the prompt's alternate spellings; the output has none
+    keys = spellings = None  # the prompt's alternate spellings; the output has none
     if draft_keys is not None:
+        if draft_keys.ndim == 3:  # the twin, then the bare spelling (`_draft.draft_keys`)
+            spelled = draft_keys[:, :, 1:]
+            spellings = jnp.where((spelled >= 0) & (spelled < v), spelled, -1)
+            spellings = jnp.concatenate(
+                [spellings, jnp.full((b, capacity, spelled.shape[2]), -1, jnp.int32)], axis=1
+            )
+            draft_keys = draft_keys[:, :, 0]
         keys = jnp.concatenate([draft_keys, jnp.full((b, capacity), -1, jnp.int32)], axis=1)
+
+    unigrams_before = None  # constrained rows: no one-token match in their own output
+    if not spec.structure_copies:
+        unigrams_before = jnp.where(state.constraint >= 0, t, t + capacity).astype(jnp.int32)
 
     def run_of(st):
         """(forced tokens [B, F], length [B], states after each [B, F]) of each row's state."""
@@ -388,14 +407,22 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
             ngram_sizes=spec.ngram_sizes,
             draft_len=k_max,
             keys=keys,
+            spellings=spellings,
+            unigrams_before=unigrams_before,
         )
         full_head = head_state(head_n)
-        k_cut = jnp.where(active & ~full_head.done, jnp.minimum(k, budget - head_n), 0)
+        looks = active & ~full_head.done
+        if not spec.structure_copies:  # a head ending with a forced run: no copy after it
+            looks = looks & ~(pre | (sampling & (post_n > 0)))
+        k_cut = jnp.where(looks, jnp.minimum(k, budget - head_n), 0)
         drafts, k = in_language(full_head, drafts, k_cut)
         if use_exits:
             # After a chosen token with no forced run (inside a value), an empty copy
             # may still end the value (`Speculate.lone_exits`).
             lone = sampling & (post_n == 0) if spec.lone_exits else jnp.zeros((b,), bool)
+            if not spec.structure_copies:  # not after a token the row already wrote (`":"`)
+                wrote = jnp.arange(capacity, dtype=jnp.int32)[None, :] < written[:, None]
+                lone = lone & ~jnp.any(wrote & (buffer == x[:, None]), axis=1)
             drafts, k = end_the_copy(full_head, drafts, k_cut, k, stop, budget - head_n, lone)
         need = ~forces(walk(full_head, drafts, k))  # [D+1, B]: slot j's choice needs logits
         need_upto = jnp.cumsum(need.astype(jnp.int32), axis=0).T  # [B, D+1]

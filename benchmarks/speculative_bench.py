@@ -16,7 +16,8 @@ one process, greedy, so machine noise hits both alike and outputs must be identi
 Figures per set and loop: model calls per record (prefill included), generated tokens
 per record, drafted / accepted tokens per model call, records/s (total time of the timed
 batches, each batch's median of ``--repeats`` interleaved runs; the first batch of each set
-is run once untimed to compile), and the ratios.
+is run once untimed to compile), records per CPU second (process time, the same medians:
+steadier than wall time on a shared machine), and the ratios.
 
 ``--breakdown`` also says where each loop's calls go per record, without touching the runtime:
 each batch is replayed with an *oracle* model (`OracleModel`: its logits at a position are
@@ -338,6 +339,18 @@ def main(argv=None) -> int:
             fast_forward=True, speculate=eager, keys="lowercase", lead=False
         ),
         "ff+spec_eager+lckeys": dict(fast_forward=True, speculate=eager, keys="lowercase"),
+        # As before copies were skipped at the constraint's structure (`structure_copies`):
+        "ff+spec+lckeys_structcopy": dict(
+            fast_forward=True, speculate=aj.Speculate(structure_copies=True), keys="lowercase"
+        ),
+        "ff+spec_eager+lckeys_structcopy": dict(
+            fast_forward=True,
+            speculate=aj.Speculate(slot_cost=0.0, logit_cost=0.0, structure_copies=True),
+            keys="lowercase",
+        ),
+        # With bare spellings (`aj.bare_spellings`: ``Ber`` drafts ``gen`` from `` Bergen``):
+        "ff+spec+lcspell": dict(fast_forward=True, speculate=True, keys="spell"),
+        "ff+spec_eager+lcspell": dict(fast_forward=True, speculate=eager, keys="spell"),
     }
     chosen = [k for k in args.loops.split(",") if k]
     unknown = sorted(set(chosen) - set(loops))
@@ -374,16 +387,22 @@ def main(argv=None) -> int:
             tokens, mask = aj.pad_prompts([prompts[r] for r in full], length=length)
             cids = np.asarray([ids[r] for r in full], np.int32)
             outs, kws, times = {}, {}, {k: [] for k in loops}
+            cpu = {k: [] for k in loops}  # process CPU time: steadier than wall time when shared
             for repeat in range(1 if number == 0 else args.repeats):
                 forward = (number + repeat) % 2  # the order alternates
                 for loop in list(loops) if forward else list(loops)[::-1]:
-                    start = time.perf_counter()
+                    start, cpu_start = time.perf_counter(), time.process_time()
                     kw = dict(loops[loop])
                     lead = kw.pop("lead", True)
                     keyed = kw.pop("keys", False)
                     if keyed:  # built on the host with the prompts, as the job does
+                        spellings = None
+                        if keyed == "spell":
+                            spellings = aj.bare_spellings(
+                                vocab.tokens, vocab.encode, np.unique(tokens)
+                            )
                         kw["draft_keys"] = aj.draft_keys(
-                            tokens, twins_lc if keyed == "lowercase" else twins
+                            tokens, twins if keyed is True else twins_lc, spellings
                         )
                     kws[loop] = kw, lead
                     with _lead(lead):
@@ -394,6 +413,7 @@ def main(argv=None) -> int:
                         )  # fmt: skip
                         out = jax.device_get(out)
                     times[loop].append(time.perf_counter() - start)
+                    cpu[loop].append(time.process_time() - cpu_start)
                     outs[loop] = out
             for loop in loops if number else ():  # number 0: the compile run
                 out = outs[loop]
@@ -401,6 +421,8 @@ def main(argv=None) -> int:
                 s = stats[loop]
                 s["seconds"] += float(np.median(times[loop]))  # the batch's median
                 s.setdefault("batch_seconds", []).append([round(x, 3) for x in times[loop]])
+                s["cpu_seconds"] = s.get("cpu_seconds", 0.0) + float(np.median(cpu[loop]))
+                s.setdefault("batch_cpu_seconds", []).append([round(x, 3) for x in cpu[loop]])
                 s["records"] += n
                 s["calls"] += int(out.model_calls[:n].sum())
                 s["tokens"] += int((out.lengths[:n] + out.accepted[:n]).sum())
@@ -426,12 +448,14 @@ def main(argv=None) -> int:
             s["calls_per_record"] = s["calls"] / s["records"]
             s["tokens_per_record"] = s["tokens"] / s["records"]
             s["records_per_s"] = s["records"] / s["seconds"]
+            s["records_per_cpu_s"] = s["records"] / s["cpu_seconds"]
             s["drafted_per_call"] = s["drafted"] / s["calls"]
             s["accepted_per_call"] = s["accepted"] / s["calls"]
         base = stats["ff"]
         for s in stats.values():
             s["calls_ratio"] = s["calls_per_record"] / base["calls_per_record"]
             s["speed_ratio"] = s["records_per_s"] / base["records_per_s"]
+            s["cpu_speed_ratio"] = s["records_per_cpu_s"] / base["records_per_cpu_s"]
         results[name] = dict(loops=stats, identical_records=same, records=base["records"])
         if args.breakdown:
             for k, s in stats.items():
@@ -442,15 +466,16 @@ def main(argv=None) -> int:
     Path(args.output).write_text(json.dumps(dict(args=vars(args), results=results), indent=1))
     print(
         "| set | loop | calls/record | ratio | tokens/record | records/s | ratio | "
-        "drafted/call | accepted/call | identical |"
+        "records/CPU-s | ratio | drafted/call | accepted/call | identical |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name, r in results.items():
         for loop, s in r["loops"].items():
             print(
                 f"| {name} | {loop} | {s['calls_per_record']:.1f} | {s['calls_ratio']:.2f}x | "
                 f"{s['tokens_per_record']:.1f} | {s['records_per_s']:.3f} | "
-                f"{s['speed_ratio']:.2f}x | {s['drafted_per_call']:.2f} | "
+                f"{s['speed_ratio']:.2f}x | {s['records_per_cpu_s']:.3f} | "
+                f"{s['cpu_speed_ratio']:.2f}x | {s['drafted_per_call']:.2f} | "
                 f"{s['accepted_per_call']:.2f} | {r['identical_records']}/{r['records']} |"
             )
     if args.breakdown:

@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh
 
-from automata_jax._draft import bare_twins, draft_keys
+from automata_jax._draft import bare_spellings, bare_twins, draft_keys
 from automata_jax._errors import ExtractError
 from automata_jax._generate import cache_length, pad_prompts
 from automata_jax._sampling import Greedy, Temperature
@@ -204,7 +204,9 @@ class Runner:
         if self.speculate:
             if self.twins is None:
                 self.twins = bare_twins(self.vocab.tokens, lowercase_stops=True)
-            keys = draft_keys(tokens, self.twins)
+            # ` Bergen` is spelled `Ber` `gen` in a value: the prompts' bare spellings too
+            spellings = bare_spellings(self.vocab.tokens, self.vocab.encode, np.unique(tokens))
+            keys = draft_keys(tokens, self.twins, spellings)
         out = generate_sharded(
             self.mesh,
             step,

@@ -8,16 +8,42 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from automata_jax import RuntimeShapeError, bare_twins, draft_keys
+from automata_jax import RuntimeShapeError, bare_spellings, bare_twins, draft_keys
 from automata_jax._draft import STOP, prompt_lookup
 
 
-def _oracle(history, valid, end, sizes, k, keys=None):
+def _oracle(history, valid, end, sizes, k, keys=None, spellings=None, before=None):
     """The draft of one row: longest n first, then the latest match ending before end - 1
-    (a slot matches a token equal to its id or, with ``keys``, to its key); and the first
-    draft position copied from a STOP slot (len(draft) if none)."""
+    (a slot matches a token equal to its id or, with ``keys``, to its key); with
+    ``spellings``, before n = 1 (or last), the latest slot whose bare spelling (2+ pieces)
+    starts with the last token: the spelling's rest, then what follows the slot; and the
+    first draft position copied from a STOP slot (len(draft) if none). With ``before``, a
+    one-token n-gram matches only slots before it."""
     known = [(int(t) if ok else None) for t, ok in zip(history[:end], valid[:end], strict=True)]
     keys = [-1] * len(known) if keys is None else [int(x) for x in keys[:end]]
+
+    def copy(p, first):
+        draft, stop = list(first[:k]), None
+        for i, t in enumerate(known[p + 1 : p + 1 + k - len(draft)]):
+            if t is None:
+                break
+            if stop is None and keys[p + 1 + i] <= STOP:
+                stop = len(draft)
+            draft.append(t)
+        return draft, len(draft) if stop is None else stop
+
+    def spelled():
+        if spellings is None or end < 2 or known[end - 1] is None:
+            return None
+        for p in range(end - 2, -1, -1):
+            pieces = []
+            for t in spellings[p]:
+                if t < 0:
+                    break
+                pieces.append(int(t))
+            if known[p] is not None and len(pieces) >= 2 and pieces[0] == known[end - 1]:
+                return copy(p, pieces[1:])
+        return None
 
     def matches(p, suffix):
         slots = range(p - len(suffix) + 1, p + 1)
@@ -27,22 +53,19 @@ def _oracle(history, valid, end, sizes, k, keys=None):
         )
 
     for n in sorted(set(sizes), reverse=True):
+        if n == 1 and spelled() is not None:
+            return spelled()
         if end < n + 1:
             continue
         suffix = known[end - n :]
         if None in suffix:
             continue
         for p in range(end - 2, n - 2, -1):  # p: the last slot of an earlier occurrence
+            if n == 1 and before is not None and p >= before:
+                continue
             if matches(p, suffix):
-                draft, stop = [], None
-                for i, t in enumerate(known[p + 1 : p + 1 + k]):
-                    if t is None:
-                        break
-                    if stop is None and keys[p + 1 + i] <= STOP:
-                        stop = i
-                    draft.append(t)
-                return draft, len(draft) if stop is None else stop
-    return [], 0
+                return copy(p, [])
+    return spelled() or ([], 0)
 
 
 @settings(max_examples=60, deadline=None)
@@ -59,8 +82,10 @@ def _oracle(history, valid, end, sizes, k, keys=None):
     sizes=st.sampled_from([(1,), (3, 2, 1), (4, 2)]),
     k=st.sampled_from([1, 4]),
     key_seed=st.one_of(st.none(), st.integers(0, 2**16)),
+    spell_seed=st.one_of(st.none(), st.integers(0, 2**16)),
+    before=st.one_of(st.none(), st.lists(st.integers(0, 24), min_size=4, max_size=4)),
 )
-def test_matches_a_brute_force(rows, sizes, k, key_seed):
+def test_matches_a_brute_force(rows, sizes, k, key_seed, spell_seed, before):
     length = 24  # fixed shapes: one compilation per (sizes, k)
     history = np.full((4, length), 9, np.int32)
     valid = np.zeros((4, length), bool)
@@ -74,14 +99,22 @@ def test_matches_a_brute_force(rows, sizes, k, key_seed):
     keys = None  # alternate spellings: random ids (-1: none), also on unknown slots
     if key_seed is not None:
         keys = np.random.default_rng(key_seed).integers(-6, 4, size=(4, length)).astype(np.int32)
+    spellings = None  # bare spellings: random ids and -1 (a -1 ends a spelling)
+    if spell_seed is not None:
+        spell_rng = np.random.default_rng(spell_seed)
+        spellings = spell_rng.integers(-1, 4, size=(4, length, 3)).astype(np.int32)
+        spellings[spell_rng.random((4, length)) < 0.5] = -1  # most slots have none
     drafts, count, stop = prompt_lookup(
         jnp.asarray(history), jnp.asarray(valid), jnp.asarray(end), ngram_sizes=sizes, draft_len=k,
         keys=None if keys is None else jnp.asarray(keys),
+        spellings=None if spellings is None else jnp.asarray(spellings),
+        unigrams_before=None if before is None else jnp.asarray(before, jnp.int32),
     )  # fmt: skip
     for b in range(len(rows)):
         want, want_stop = _oracle(
-            history[b], valid[b], int(end[b]), sizes, k, None if keys is None else keys[b]
-        )
+            history[b], valid[b], int(end[b]), sizes, k, None if keys is None else keys[b],
+            None if spellings is None else spellings[b], None if before is None else before[b],
+        )  # fmt: skip
         assert np.asarray(drafts[b, : int(count[b])]).tolist() == want, (b, rows[b])
         assert min(int(stop[b]), int(count[b])) == want_stop, (b, rows[b])
 
@@ -157,3 +190,32 @@ def test_draft_keys_rejects_ids_outside_the_vocabulary():
         draft_keys([[0, 2]], twins)
     with pytest.raises(RuntimeShapeError, match="draft_keys: expected prompt_tokens"):
         draft_keys([0, 1], twins)
+
+
+def test_a_bare_spelling_starts_the_draft():
+    # " in Bergen, Norway" in the prompt; the output spells the value "Ber" "gen" (the bare
+    # word is two tokens): after "Ber", draft "gen" then the prompt's tokens after " Bergen".
+    tokens = [b"Ber", b"gen", b" Bergen", b",", b" Norway", b'"', b" in"]
+    spell = {"Bergen": [0, 1], "Norway": [7, 7]}.get  # id 7: no text, never spelled
+    spellings = bare_spellings(tokens + [None], lambda text: spell(text, [8]), range(8))
+    assert spellings[2].tolist() == [0, 1, -1] and (spellings[[0, 1, 3, 4, 5, 6]] == -1).all()
+    prompt = [6, 2, 3, 4]
+    keys = draft_keys([prompt + [5, 0]], bare_twins(tokens + [None]), spellings)
+    assert keys.shape == (1, 6, 4)
+    history = jnp.asarray([prompt + [5, 0]])
+    drafts, count, stop = prompt_lookup(
+        history, history >= 0, jnp.asarray([6]), ngram_sizes=(3, 2, 1), draft_len=4,
+        keys=jnp.asarray(keys[..., 0]), spellings=jnp.asarray(keys[..., 1:]),
+    )  # fmt: skip
+    assert drafts[0, : int(count[0])].tolist() == [1, 3, 4, 5]  # "gen" "," " Norway" '"'
+    assert int(stop[0]) == 1  # the copy stops at the clause start ","
+
+
+def test_bare_spellings_skip_escapes_clauses_and_wrong_spellings():
+    tokens = [b"a", b"b", b' a"', b" ,a", b" ab", b" \xff", b" ba"]
+    enc = {'a"': [0, 1], ",a": [0, 1], "ab": [0, 1], "ba": [0, 0]}.__getitem__
+    spellings = bare_spellings(tokens, enc, range(7))
+    assert spellings[4].tolist() == [0, 1, -1]  # "ab" spelled a, b
+    assert (np.delete(spellings, 4, axis=0) == -1).all()  # escapes, clauses, bad bytes, b != a
+    with pytest.raises(RuntimeShapeError, match="spellings"):
+        draft_keys([[0]], bare_twins(tokens), np.zeros((7, 1), np.int32))

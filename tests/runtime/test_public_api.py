@@ -45,6 +45,7 @@ PUBLIC = [
     "UnknownConstraintError",
     "advance",
     "allowed_mask",
+    "bare_spellings",
     "bare_twins",
     "batch_sharding",
     "cache_length",

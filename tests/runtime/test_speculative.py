@@ -296,6 +296,8 @@ def test_bad_policies_and_caches():
         Speculate(exit_drafts="yes")
     with pytest.raises(aj.RuntimeShapeError, match="lone_exits"):
         Speculate(lone_exits=1)
+    with pytest.raises(aj.RuntimeShapeError, match="structure_copies"):
+        Speculate(structure_copies=None)
     with pytest.raises(aj.RuntimeShapeError, match="draft_len"):
         Speculate(draft_len=0)
     with pytest.raises(aj.RuntimeShapeError, match="ngram_sizes"):
@@ -362,20 +364,34 @@ def test_exit_drafts_change_the_drafts_not_the_outputs():
     adversarial = rng.integers(-3 - v, v, size=tokens.shape).astype(np.int32)  # twins, stops
     no_exits = Speculate(slot_cost=0.0, logit_cost=0.0, exit_drafts=False)
     no_lone = Speculate(slot_cost=0.0, logit_cost=0.0, lone_exits=False)
+    run_copies = Speculate(slot_cost=0.0, logit_cost=0.0, structure_copies=True)
     kw = dict(model=model, fast_forward=True)
     off = _run(mparams, tables, ids, prompts, 32, **kw)
     drafted = {}
     for name, keys in (("clause", clause), ("adversarial", adversarial)):
-        for spec in (EAGER, no_lone, no_exits):
+        for spec in (EAGER, no_lone, no_exits, run_copies):
             on = _run(mparams, tables, ids, prompts, 32, speculate=spec, draft_keys=keys, **kw)
             np.testing.assert_array_equal(on.tokens, off.tokens)
             np.testing.assert_array_equal(on.lengths, off.lengths)
             for a, b in zip(jax.tree.leaves(on.states), jax.tree.leaves(off.states), strict=True):
                 np.testing.assert_array_equal(a, b)
             assert (on.drafts_accepted <= on.drafted).all()
-            drafted[name, spec.exit_drafts, spec.lone_exits] = int(on.drafted.sum())
-    assert drafted["clause", True, False] != drafted["clause", False, True]  # exits drafted
-    assert drafted["clause", True, True] != drafted["clause", True, False]  # lone exits too
+            drafted[name, spec] = int(on.drafted.sum())
+    assert drafted["clause", no_lone] != drafted["clause", no_exits]  # exits drafted
+    assert drafted["clause", EAGER] != drafted["clause", no_lone]  # lone exits too
+    # Copies at the constraint's structure (the output's own `":"`) change the drafts.
+    assert drafted["clause", run_copies] != drafted["clause", EAGER]
+    # Bare spellings: the job's (the toy vocabulary's own encoder) and random ids, -1 and
+    # ids outside the vocabulary (ignored) after random keys.
+    spelled = aj.bare_spellings(vocab.tokens, vocab.encode, np.unique(tokens))
+    random_spellings = rng.integers(-2, v + 3, size=tokens.shape + (3,)).astype(np.int32)
+    for keys in (aj.draft_keys(tokens, aj.bare_twins(vocab.tokens), spelled),
+                 np.concatenate([adversarial[..., None], random_spellings], axis=-1)):  # fmt: skip
+        on = _run(mparams, tables, ids, prompts, 32, speculate=EAGER, draft_keys=keys, **kw)
+        np.testing.assert_array_equal(on.tokens, off.tokens)
+        np.testing.assert_array_equal(on.lengths, off.lengths)
+        for a, b in zip(jax.tree.leaves(on.states), jax.tree.leaves(off.states), strict=True):
+            np.testing.assert_array_equal(a, b)
 
 
 def test_cache_length_is_what_generate_allocates(dfas, params):
