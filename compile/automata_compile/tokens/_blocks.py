@@ -168,7 +168,8 @@ def _sparse_classes(q, c, bl, nb, entries, cd) -> tuple:
     cell = bl[s_all].astype(np.int64) * c + k_all  # (block, class)
     # two 32-bit hashes per entry, summed per (block, class) exactly in float64 (fewer than
     # 2**20 entries per cell; an inexact sum would only be a weaker hash: checked below)
-    h = _mix(_mix(s_all, 1) ^ v_all.astype(np.uint64), 2)
+    with np.errstate(over="ignore"):  # one mix of (state, value): the check below is exact
+        h = _mix(s_all.astype(np.uint64) * np.uint64(0xD6E8FEB86659FD93) ^ v_all.astype(np.uint64), 2)
     keys = [
         np.bincount(cell, weights=(h >> np.uint64(s)) & np.uint64(0xFFFFFFFF), minlength=nb * c)
         for s in (0, 32)

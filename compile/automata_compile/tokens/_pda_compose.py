@@ -462,12 +462,19 @@ def _walk_cells(p: Walk, rows: np.ndarray, classes: np.ndarray) -> tuple:
 
 def _last_cells(cells: list, c_count: int) -> tuple:
     """The cells concatenated, each (state, class) once: its last write (as the dense
-    table's assignments keep)."""
+    table's assignments keep), in (state, class) order. One unstable sort when no cell is
+    written twice (the usual case); a stable one keeps the last write otherwise."""
     s, c, t, u = (np.concatenate([np.asarray(x[i], np.int64) for x in cells]) for i in range(4))
     key = s * c_count + c
-    _, last = np.unique(key[::-1], return_index=True)
-    keep = key.shape[0] - 1 - last
-    return s[keep], c[keep], t[keep], u[keep]
+    order = np.argsort(key)
+    sk = key[order]
+    if sk.size > 1 and (sk[1:] == sk[:-1]).any():
+        order = np.argsort(key, kind="stable")
+        sk = key[order]
+        last = np.ones(sk.shape[0], bool)
+        last[:-1] = sk[1:] != sk[:-1]
+        order = order[last]
+    return s[order], c[order], t[order], u[order]
 
 
 def _check_bytes(pda: BytePDA, trie: TokenTrie) -> None:
