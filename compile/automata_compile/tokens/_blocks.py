@@ -471,12 +471,26 @@ def _row_classes(q, c, bl, nb, entries, key, walks, prepared, cd):
     live = np.flatnonzero(total > 0)
     kb, kc = live // c, live % c
     k1, k2 = keys[0][live], keys[1][live]
-    order = np.lexsort((kc, k2, k1, kb))
-    sb, s1, s2 = kb[order], k1[order], k2[order]
+    # one stable sort of a 64-bit key of (block, hashes): ``live`` is in (block, class)
+    # order, so each group's first entry is its first class; a key shared by two
+    # different (block, hashes) (checked) falls back to sorting them all
+    with np.errstate(over="ignore"):
+        u = _mix(kb.astype(np.uint64) ^ (k1.astype(np.uint64) << np.uint64(32)), 3) ^ _mix(
+            k2.astype(np.uint64), 4
+        )
+    order = np.argsort(u, kind="stable")
+    su = u[order]
     new = np.ones(live.size, bool)
-    new[1:] = (sb[1:] != sb[:-1]) | (s1[1:] != s1[:-1]) | (s2[1:] != s2[:-1])
+    new[1:] = su[1:] != su[:-1]
     gid = np.cumsum(new) - 1
-    first_c, group_block = kc[order][new], sb[new]
+    head = order[new][gid]
+    if (kb[head] != kb[order]).any() or (k1[head] != k1[order]).any() or (k2[head] != k2[order]).any():
+        order = np.lexsort((kc, k2, k1, kb))
+        sb, s1, s2 = kb[order], k1[order], k2[order]
+        new = np.ones(live.size, bool)
+        new[1:] = (sb[1:] != sb[:-1]) | (s1[1:] != s1[:-1]) | (s2[1:] != s2[:-1])
+        gid = np.cumsum(new) - 1
+    first_c, group_block = kc[order][new], kb[order][new]
     gorder = np.lexsort((first_c, group_block))
     starts = np.searchsorted(group_block[gorder], np.arange(nb))
     rank = np.empty(len(gorder), np.int64)
