@@ -147,7 +147,7 @@ def _cd_signature(cd: dict) -> np.ndarray:
     sig = np.concatenate(
         [np.stack([cd["cd_npop"], cd["cd_target"], cd["cd_push"]], 1), cd["cd_pop"]], axis=1
     )
-    return np.unique(sig, axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
+    return distinct_rows(sig.astype(np.int64))[1].astype(np.int64)  # ids only compared
 
 
 def _sparse_classes(q, c, bl, nb, entries, cd) -> tuple:
