@@ -106,27 +106,7 @@ def block_tables(q: int, c: int, token_class, entries, cd: dict | None, block) -
         flat_push = np.zeros_like(flat)
         if ep is not None:
             flat_push[at] = ep[own]
-        cls = local[bl[cd["cd_state"]], cd["cd_class"]]
-        key = np.concatenate(
-            [
-                np.stack(
-                    [cd["cd_state"], cls, cd["cd_npop"], cd["cd_target"], cd["cd_push"]], axis=1
-                ),
-                cd["cd_pop"],
-            ],
-            axis=1,
-        )
-        _, first = np.unique(key, axis=0, return_index=True)  # merged classes: same edges
-        first = first[np.lexsort((cls[first], cd["cd_state"][first]))]
-        out.update(
-            edge_push=flat_push,
-            cd_state=cd["cd_state"][first].astype(np.int32),
-            cd_class=cls[first].astype(np.int32),
-            cd_pop=cd["cd_pop"][first].astype(np.int32),
-            cd_npop=cd["cd_npop"][first].astype(np.int32),
-            cd_target=cd["cd_target"][first].astype(np.int32),
-            cd_push=cd["cd_push"][first].astype(np.int32),
-        )
+        out.update(edge_push=flat_push, **_cd_in_blocks(cd, local, bl))
     return out
 
 
@@ -170,7 +150,9 @@ def _sparse_classes(q, c, bl, nb, entries, cd) -> tuple:
     # two 32-bit hashes per entry, summed per (block, class) exactly in float64 (fewer than
     # 2**20 entries per cell; an inexact sum would only be a weaker hash: checked below)
     with np.errstate(over="ignore"):  # one mix of (state, value): the check below is exact
-        h = _mix(s_all.astype(np.uint64) * np.uint64(0xD6E8FEB86659FD93) ^ v_all.astype(np.uint64), 2)
+        h = _mix(
+            s_all.astype(np.uint64) * np.uint64(0xD6E8FEB86659FD93) ^ v_all.astype(np.uint64), 2
+        )
     keys = [
         np.bincount(cell, weights=(h >> np.uint64(s)) & np.uint64(0xFFFFFFFF), minlength=nb * c)
         for s in (0, 32)
@@ -352,7 +334,7 @@ def block_tables_walks(q: int, c: int, token_class, entries, walks, cd: dict | N
     at = row_start[es[own]] + local.reshape(-1)[cell[own]]
     flat[at] = et[own]
     flat_push[at] = ep[own]
-    for (wide, rows, sink, crow), (ub, _, _, cell_of, lo, n) in zip(walks, prepared, strict=True):
+    for (wide, rows, _, crow), (ub, _, cell_of, lo, n) in zip(walks, prepared, strict=True):
         ks = np.flatnonzero(crow >= 0)
         if not ks.size or not ub.size:
             continue
@@ -385,13 +367,14 @@ def _split_by(key: np.ndarray, items: np.ndarray):
     order = np.argsort(key, kind="stable")
     k, it = key[order], items[order]
     cuts = np.flatnonzero(np.diff(k)) + 1
-    return [(int(g[0]), x) for g, x in zip(np.split(k, cuts), np.split(it, cuts)) if g.size]
+    pairs = zip(np.split(k, cuts), np.split(it, cuts), strict=True)
+    return [(int(g[0]), x) for g, x in pairs if g.size]
 
 
 def _walk_rows(walk, bl, q):
     """A walk's live cells grouped by (row, block of its column): (the walk's blocks ub,
-    each column's index in ub, None, the cells (row, column) in (row, block) order, the
-    first cell and the number of cells of each (row, block), int64[R, len(ub)])."""
+    each column's index in ub, the cells (row, column) in (row, block) order, the first
+    cell and the number of cells of each (row, block), int64[R, len(ub)])."""
     wide, rows, sink, crow = walk
     ub, cj = np.unique(bl[wide], return_inverse=True)
     cj = cj.reshape(-1)
@@ -402,7 +385,7 @@ def _walk_rows(walk, bl, q):
     live_r, live_w, idx = live_r[order], live_w[order], idx[order]
     n = np.bincount(idx, minlength=rows.shape[0] * nub).reshape(rows.shape[0], nub)
     lo = (np.cumsum(n.reshape(-1)) - n.reshape(-1)).reshape(n.shape)
-    return ub, cj, None, (live_r, live_w), lo, n
+    return ub, cj, (live_r, live_w), lo, n
 
 
 def _row_classes(q, c, bl, nb, entries, key, walks, prepared, cd):
@@ -419,7 +402,9 @@ def _row_classes(q, c, bl, nb, entries, key, walks, prepared, cd):
     s_all, k_all, v_all = (np.concatenate(x) for x in (s_all, k_all, v_all))
     cell = bl[s_all].astype(np.int64) * c + k_all
     with np.errstate(over="ignore"):
-        h = _mix(s_all.astype(np.uint64) * np.uint64(0xD6E8FEB86659FD93) ^ v_all.astype(np.uint64), 2)
+        h = _mix(
+            s_all.astype(np.uint64) * np.uint64(0xD6E8FEB86659FD93) ^ v_all.astype(np.uint64), 2
+        )
     keys = [
         np.bincount(cell, weights=(h >> np.uint64(s)) & np.uint64(0xFFFFFFFF), minlength=nb * c)
         for s in (0, 32)
@@ -428,7 +413,7 @@ def _row_classes(q, c, bl, nb, entries, key, walks, prepared, cd):
     cd_count = np.bincount(cell[n0:], minlength=nb * c)
     wcount = np.zeros(nb * c, np.int64)
     canon = []
-    for (wide, rows, sink, crow), (ub, cj, _, (live_r, live_w), lo, n) in zip(
+    for (wide, rows, sink, crow), (ub, cj, (live_r, live_w), _, n) in zip(
         walks, prepared, strict=True
     ):
         nub = ub.shape[0]
@@ -484,7 +469,11 @@ def _row_classes(q, c, bl, nb, entries, key, walks, prepared, cd):
     new[1:] = su[1:] != su[:-1]
     gid = np.cumsum(new) - 1
     head = order[new][gid]
-    if (kb[head] != kb[order]).any() or (k1[head] != k1[order]).any() or (k2[head] != k2[order]).any():
+    if (
+        (kb[head] != kb[order]).any()
+        or (k1[head] != k1[order]).any()
+        or (k2[head] != k2[order]).any()
+    ):
         order = np.lexsort((kc, k2, k1, kb))
         sb, s1, s2 = kb[order], k1[order], k2[order]
         new = np.ones(live.size, bool)
@@ -509,7 +498,7 @@ def _row_classes(q, c, bl, nb, entries, key, walks, prepared, cd):
     if n0 and ((es[at] != es) | (ek[at] != rk) | (val[at] != val)).any():
         return None
     # rows: each class's row, restricted to the block, is its representative's
-    for (wide, rows, sink, crow), (ub, *_), can in zip(walks, prepared, canon, strict=True):
+    for (_, rows, _, crow), (ub, *_), can in zip(walks, prepared, canon, strict=True):
         dead_id = rows.shape[0]
         rows_of = np.where(crow >= 0, crow, dead_id)
         bc = (ub[:, None].astype(np.int64) * c + np.arange(c)[None, :]).reshape(-1)
