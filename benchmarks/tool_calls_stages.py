@@ -61,7 +61,8 @@ def main() -> None:
         setattr(module, name, g)
 
     timed(pipeline, "tool_calls_pda", "units + link")
-    timed(_pda_compose, "block_tables", "blocks (in tables)")
+    timed(_pda_compose, "block_tables_walks", "blocks (in tables)")
+    timed(_pda_compose, "block_tables", "blocks from listed cells (in tables; fallback)")
     sizes = {}
     if args.no_tables:
 

@@ -18,9 +18,10 @@ import dataclasses
 
 import numpy as np
 
+from automata_compile.tokens._rows import distinct_rows
 from automata_compile.tokens._token_dfa import DEAD, TokenDFA
 
-__all__ = ["block_tables", "split_blocks"]
+__all__ = ["block_tables", "block_tables_walks", "split_blocks"]
 
 
 def split_blocks(dfa: TokenDFA, block: np.ndarray) -> TokenDFA:
@@ -105,27 +106,7 @@ def block_tables(q: int, c: int, token_class, entries, cd: dict | None, block) -
         flat_push = np.zeros_like(flat)
         if ep is not None:
             flat_push[at] = ep[own]
-        cls = local[bl[cd["cd_state"]], cd["cd_class"]]
-        key = np.concatenate(
-            [
-                np.stack(
-                    [cd["cd_state"], cls, cd["cd_npop"], cd["cd_target"], cd["cd_push"]], axis=1
-                ),
-                cd["cd_pop"],
-            ],
-            axis=1,
-        )
-        _, first = np.unique(key, axis=0, return_index=True)  # merged classes: same edges
-        first = first[np.lexsort((cls[first], cd["cd_state"][first]))]
-        out.update(
-            edge_push=flat_push,
-            cd_state=cd["cd_state"][first].astype(np.int32),
-            cd_class=cls[first].astype(np.int32),
-            cd_pop=cd["cd_pop"][first].astype(np.int32),
-            cd_npop=cd["cd_npop"][first].astype(np.int32),
-            cd_target=cd["cd_target"][first].astype(np.int32),
-            cd_push=cd["cd_push"][first].astype(np.int32),
-        )
+        out.update(edge_push=flat_push, **_cd_in_blocks(cd, local, bl))
     return out
 
 
@@ -146,7 +127,7 @@ def _cd_signature(cd: dict) -> np.ndarray:
     sig = np.concatenate(
         [np.stack([cd["cd_npop"], cd["cd_target"], cd["cd_push"]], 1), cd["cd_pop"]], axis=1
     )
-    return np.unique(sig, axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
+    return distinct_rows(sig.astype(np.int64))[1].astype(np.int64)  # ids only compared
 
 
 def _sparse_classes(q, c, bl, nb, entries, cd) -> tuple:
@@ -168,7 +149,10 @@ def _sparse_classes(q, c, bl, nb, entries, cd) -> tuple:
     cell = bl[s_all].astype(np.int64) * c + k_all  # (block, class)
     # two 32-bit hashes per entry, summed per (block, class) exactly in float64 (fewer than
     # 2**20 entries per cell; an inexact sum would only be a weaker hash: checked below)
-    h = _mix(_mix(s_all, 1) ^ v_all.astype(np.uint64), 2)
+    with np.errstate(over="ignore"):  # one mix of (state, value): the check below is exact
+        h = _mix(
+            s_all.astype(np.uint64) * np.uint64(0xD6E8FEB86659FD93) ^ v_all.astype(np.uint64), 2
+        )
     keys = [
         np.bincount(cell, weights=(h >> np.uint64(s)) & np.uint64(0xFFFFFFFF), minlength=nb * c)
         for s in (0, 32)
@@ -280,3 +264,276 @@ def _distinct_rows(sig: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return first, inverse
     _, first, inverse = np.unique(sig, axis=0, return_index=True, return_inverse=True)
     return first, inverse.reshape(-1)
+
+
+def block_tables_walks(q: int, c: int, token_class, entries, walks, cd: dict | None, block):
+    """`block_tables` with most allowed cells given as rows instead of listed: a walk's
+    cells for global class k are the live entries of its row for k over its wide states,
+    so a row shared by many classes is hashed, checked and written once per block instead
+    of once per class (at 1,000 BFCL tools, most of the 8,465 global classes share each
+    tool's few rows).
+
+    Args:
+      entries: (state, class, next state, push) of the other allowed cells, each once.
+      walks: (wide int[W], rows int[R, W], sink, class_row int[C]: each global class's row,
+        -1 for none) per walk; the cells of row r at column w: (wide[w], rows[r, w]), push
+        0, where not ``sink``.
+
+    Returns:
+      `block_tables`' arrays, or None where the walks' wide states overlap, a listed entry
+      falls on a live row cell (the dense table's last write would decide) or a hash check
+      fails: the caller then lists every cell (`block_tables`).
+    """
+    block = np.asarray(block)
+    if block.shape != (q,):
+        raise ValueError(f"split_blocks: expected one block per state ({q}), got {block.shape}")
+    es, ek, et, ep = (np.asarray(x, np.int64) for x in entries)
+    key = es * c + ek
+    order = np.argsort(key, kind="stable")
+    es, ek, et, ep, key = es[order], ek[order], et[order], ep[order], key[order]
+    if key.size > 1 and (key[1:] == key[:-1]).any():
+        return None
+    owner = np.full(q, -1, np.int64)
+    col = np.full(q, -1, np.int64)
+    has_entry = np.zeros(q, bool)
+    has_entry[es] = True
+    for i, (wide, rows, sink, crow) in enumerate(walks):
+        if (owner[wide] >= 0).any():
+            return None
+        owner[wide] = i
+        col[wide] = np.arange(wide.shape[0])
+        used = np.unique(crow[crow >= 0])
+        if used.size:
+            has_entry[wide[(rows[used] != sink).any(axis=0)]] = True
+    hit = np.flatnonzero(owner[es] >= 0)  # listed entries at wide states: on dead row cells?
+    for i, at in _split_by(owner[es[hit]], hit):
+        wide, rows, sink, crow = walks[i]
+        r = crow[ek[at]]
+        ok = r >= 0
+        if (rows[r[ok], col[es[at[ok]]]] != sink).any():
+            return None
+    pda = cd is not None
+    if pda:
+        cd = {name: np.asarray(cd[name]) for name in CD_ARRAYS}
+        has_entry[cd["cd_state"]] = True
+    ids, bl = np.unique(np.where(has_entry, block, -1), return_inverse=True)
+    bl = bl.reshape(-1).astype(np.int32)
+    nb = len(ids)
+    prepared = [_walk_rows(w, bl, q) for w in walks]
+    got = _row_classes(q, c, bl, nb, (es, ek, et, ep), key, walks, prepared, cd)
+    if got is None:
+        return None
+    local, rep_of = got
+    width = local.max(axis=1) + 1
+    row_len = width[bl]
+    row_start = np.concatenate([[0], np.cumsum(row_len)[:-1]]).astype(np.int32)
+    flat = np.full(int(row_len.sum()), DEAD, np.int32)
+    flat_push = np.zeros_like(flat)
+    cell = bl[es].astype(np.int64) * c + ek
+    own = rep_of[cell] == ek
+    at = row_start[es[own]] + local.reshape(-1)[cell[own]]
+    flat[at] = et[own]
+    flat_push[at] = ep[own]
+    for (wide, rows, _, crow), (ub, _, cell_of, lo, n) in zip(walks, prepared, strict=True):
+        ks = np.flatnonzero(crow >= 0)
+        if not ks.size or not ub.size:
+            continue
+        # every (class, block of the walk) whose class is its block class's first
+        kk = np.repeat(ks, ub.shape[0])
+        jj = np.tile(np.arange(ub.shape[0]), ks.shape[0])
+        bc = ub[jj] * c + kk
+        m = rep_of[bc] == kk
+        kk, jj, bc = kk[m], jj[m], bc[m]
+        cnt = n[crow[kk], jj]
+        sel = cnt > 0
+        kk, jj, bc, cnt = kk[sel], jj[sel], bc[sel], cnt[sel]
+        start = lo[crow[kk], jj]
+        pos = np.repeat(start - np.cumsum(cnt) + cnt, cnt) + np.arange(int(cnt.sum()))
+        r_, w_ = cell_of[0][pos], cell_of[1][pos]
+        flat[row_start[wide[w_]] + local.reshape(-1)[np.repeat(bc, cnt)]] = rows[r_, w_]
+    out = {
+        "token_class": local.astype(np.int32)[:, np.asarray(token_class)],
+        "next_state": flat,
+        "class_block": bl,
+        "row_start": row_start,
+    }
+    if pda:
+        out.update(edge_push=flat_push, **_cd_in_blocks(cd, local, bl))
+    return out
+
+
+def _split_by(key: np.ndarray, items: np.ndarray):
+    """(key value, its items) for each distinct value of ``key`` (aligned with ``items``)."""
+    order = np.argsort(key, kind="stable")
+    k, it = key[order], items[order]
+    cuts = np.flatnonzero(np.diff(k)) + 1
+    pairs = zip(np.split(k, cuts), np.split(it, cuts), strict=True)
+    return [(int(g[0]), x) for g, x in pairs if g.size]
+
+
+def _walk_rows(walk, bl, q):
+    """A walk's live cells grouped by (row, block of its column): (the walk's blocks ub,
+    each column's index in ub, the cells (row, column) in (row, block) order, the first
+    cell and the number of cells of each (row, block), int64[R, len(ub)])."""
+    wide, rows, sink, crow = walk
+    ub, cj = np.unique(bl[wide], return_inverse=True)
+    cj = cj.reshape(-1)
+    nub = ub.shape[0]
+    live_r, live_w = np.nonzero(rows != sink)
+    idx = live_r * nub + cj[live_w]
+    order = np.argsort(idx, kind="stable")
+    live_r, live_w, idx = live_r[order], live_w[order], idx[order]
+    n = np.bincount(idx, minlength=rows.shape[0] * nub).reshape(rows.shape[0], nub)
+    lo = (np.cumsum(n.reshape(-1)) - n.reshape(-1)).reshape(n.shape)
+    return ub, cj, (live_r, live_w), lo, n
+
+
+def _row_classes(q, c, bl, nb, entries, key, walks, prepared, cd):
+    """`_sparse_classes` with the walks' rows: (local, rep_of) or None on a failed check."""
+    es, ek, et, ep = entries
+    val = et * (q + 1) + ep
+    n0 = es.size
+    s_all, k_all, v_all = [es], [ek], [val]
+    if cd is not None and cd["cd_state"].size:
+        sid = _cd_signature(cd)
+        s_all.append(cd["cd_state"].astype(np.int64))
+        k_all.append(cd["cd_class"].astype(np.int64))
+        v_all.append(-1 - sid)
+    s_all, k_all, v_all = (np.concatenate(x) for x in (s_all, k_all, v_all))
+    cell = bl[s_all].astype(np.int64) * c + k_all
+    with np.errstate(over="ignore"):
+        h = _mix(
+            s_all.astype(np.uint64) * np.uint64(0xD6E8FEB86659FD93) ^ v_all.astype(np.uint64), 2
+        )
+    keys = [
+        np.bincount(cell, weights=(h >> np.uint64(s)) & np.uint64(0xFFFFFFFF), minlength=nb * c)
+        for s in (0, 32)
+    ]
+    count = np.bincount(cell[:n0], minlength=nb * c)
+    cd_count = np.bincount(cell[n0:], minlength=nb * c)
+    wcount = np.zeros(nb * c, np.int64)
+    canon = []
+    for (wide, rows, sink, crow), (ub, cj, (live_r, live_w), _, n) in zip(
+        walks, prepared, strict=True
+    ):
+        nub = ub.shape[0]
+        # canonical ids of the rows restricted to each block's columns (last: the dead row)
+        dead = np.full((1, rows.shape[1]), sink, rows.dtype)
+        full_rows = np.concatenate([rows, dead])
+        can = np.empty((full_rows.shape[0], nub), np.int64)
+        for j in range(nub):
+            can[:, j] = distinct_rows(full_rows[:, cj == j])[1]
+        canon.append(can)
+        ks = np.flatnonzero(crow >= 0)
+        if not ks.size or not live_r.size:
+            continue
+        with np.errstate(over="ignore"):
+            hc = _mix(
+                wide[live_w].astype(np.uint64) * np.uint64(0xD6E8FEB86659FD93)
+                ^ (rows[live_r, live_w].astype(np.uint64) * np.uint64(q + 1)),
+                2,
+            )
+        idx = live_r * nub + cj[live_w]
+        size = rows.shape[0] * nub
+        hr = [
+            np.bincount(idx, weights=(hc >> np.uint64(s)) & np.uint64(0xFFFFFFFF), minlength=size)
+            for s in (0, 32)
+        ]
+        pr, pj = np.nonzero(n)  # (row, block) pairs with live cells
+        # classes by row, then every (class, block) with cells: distinct within a walk
+        korder = ks[np.argsort(crow[ks], kind="stable")]
+        kr = crow[korder]
+        first = np.searchsorted(kr, pr)
+        many = np.searchsorted(kr, pr, side="right") - first
+        pos = np.repeat(first - np.cumsum(many) + many, many) + np.arange(int(many.sum()))
+        kk = korder[pos]
+        flat_pair = np.repeat(pr * nub + pj, many)
+        bc = ub[np.repeat(pj, many)].astype(np.int64) * c + kk
+        for x, part in zip(keys, hr, strict=True):
+            x[bc] += part[flat_pair]
+        wcount[bc] += n.reshape(-1)[flat_pair]
+    total = count + cd_count + wcount
+    live = np.flatnonzero(total > 0)
+    kb, kc = live // c, live % c
+    k1, k2 = keys[0][live], keys[1][live]
+    # one stable sort of a 64-bit key of (block, hashes): ``live`` is in (block, class)
+    # order, so each group's first entry is its first class; a key shared by two
+    # different (block, hashes) (checked) falls back to sorting them all
+    with np.errstate(over="ignore"):
+        u = _mix(kb.astype(np.uint64) ^ (k1.astype(np.uint64) << np.uint64(32)), 3) ^ _mix(
+            k2.astype(np.uint64), 4
+        )
+    order = np.argsort(u, kind="stable")
+    su = u[order]
+    new = np.ones(live.size, bool)
+    new[1:] = su[1:] != su[:-1]
+    gid = np.cumsum(new) - 1
+    head = order[new][gid]
+    if (
+        (kb[head] != kb[order]).any()
+        or (k1[head] != k1[order]).any()
+        or (k2[head] != k2[order]).any()
+    ):
+        order = np.lexsort((kc, k2, k1, kb))
+        sb, s1, s2 = kb[order], k1[order], k2[order]
+        new = np.ones(live.size, bool)
+        new[1:] = (sb[1:] != sb[:-1]) | (s1[1:] != s1[:-1]) | (s2[1:] != s2[:-1])
+        gid = np.cumsum(new) - 1
+    first_c, group_block = kc[order][new], kb[order][new]
+    gorder = np.lexsort((first_c, group_block))
+    starts = np.searchsorted(group_block[gorder], np.arange(nb))
+    rank = np.empty(len(gorder), np.int64)
+    rank[gorder] = np.arange(len(gorder)) - starts[group_block[gorder]] + 1
+    local = np.zeros(nb * c, np.int64)
+    local[live[order]] = rank[gid]
+    rep_of = np.zeros(nb * c, np.int64)
+    rep_of[live[order]] = first_c[gid]
+    cell_rep = kb * c + rep_of[live]
+    for x in (count, cd_count, wcount):
+        if (x[live] != x[cell_rep]).any():
+            return None
+    # listed entries: each equals its representative's at the same state
+    rk = rep_of[cell[:n0]]
+    at = np.minimum(np.searchsorted(key, es * c + rk), max(n0 - 1, 0))
+    if n0 and ((es[at] != es) | (ek[at] != rk) | (val[at] != val)).any():
+        return None
+    # rows: each class's row, restricted to the block, is its representative's
+    for (_, rows, _, crow), (ub, *_), can in zip(walks, prepared, canon, strict=True):
+        dead_id = rows.shape[0]
+        rows_of = np.where(crow >= 0, crow, dead_id)
+        bc = (ub[:, None].astype(np.int64) * c + np.arange(c)[None, :]).reshape(-1)
+        j = np.repeat(np.arange(ub.shape[0]), c)
+        k = np.tile(np.arange(c), ub.shape[0])
+        lv = total[bc] > 0
+        bc, j, k = bc[lv], j[lv], k[lv]
+        if (can[rows_of[k], j] != can[rows_of[rep_of[bc]], j]).any():
+            return None
+    if cd is not None and cd["cd_state"].size:
+        cd_cell = cell[n0:]
+        own = rep_of[cd_cell] == cd["cd_class"]
+        ckey = np.stack([cd["cd_state"], local[cd_cell], sid], 1)
+        if np.unique(ckey, axis=0).shape[0] != int(own.sum()):
+            return None
+    return local.reshape(nb, c), rep_of
+
+
+def _cd_in_blocks(cd: dict, local: np.ndarray, bl: np.ndarray) -> dict:
+    """The context-dependent edges in block classes, merged classes' duplicates dropped."""
+    cls = local[bl[cd["cd_state"]], cd["cd_class"]]
+    key = np.concatenate(
+        [
+            np.stack([cd["cd_state"], cls, cd["cd_npop"], cd["cd_target"], cd["cd_push"]], axis=1),
+            cd["cd_pop"],
+        ],
+        axis=1,
+    )
+    _, first = np.unique(key, axis=0, return_index=True)
+    first = first[np.lexsort((cls[first], cd["cd_state"][first]))]
+    return {
+        "cd_state": cd["cd_state"][first].astype(np.int32),
+        "cd_class": cls[first].astype(np.int32),
+        "cd_pop": cd["cd_pop"][first].astype(np.int32),
+        "cd_npop": cd["cd_npop"][first].astype(np.int32),
+        "cd_target": cd["cd_target"][first].astype(np.int32),
+        "cd_push": cd["cd_push"][first].astype(np.int32),
+    }

@@ -34,7 +34,7 @@ import numpy as np
 
 from automata_compile._errors import UnsupportedGrammarError
 from automata_compile.automata import BytePDA
-from automata_compile.tokens._blocks import block_tables
+from automata_compile.tokens._blocks import block_tables, block_tables_walks
 from automata_compile.tokens._pda_units import rule_walks, walk_states
 from automata_compile.tokens._pda_walk import Walk, Walker
 from automata_compile.tokens._rows import unique_rows
@@ -365,12 +365,13 @@ def _tables(pda, trie, walker, parts, group_class, reps, block=None) -> dict:
     if block is None:
         next_state = np.full((q_count, c_count), -1, np.int32)
         edge_push = np.zeros((q_count, c_count), np.int32)
-    cells = []  # with blocks: (state, class, target, push) of every allowed cell, in order
+    walks = []  # with blocks: (walk, each class's row) of the walks with rows
     for p in parts:  # dense entries: plain edges, nothing pushed
         row = _rows_of(p, reps) if p.wide.size else np.zeros(0, np.int64)
         ok = np.flatnonzero(row >= 0)
         if block is not None:
-            cells.append(_walk_cells(p, row[ok], classes[ok]))
+            if p.wide.size:
+                walks.append((p, row))
             continue
         ends = p.rows[row[ok]]
         r, w = np.nonzero(ends != p.sink)
@@ -399,7 +400,7 @@ def _tables(pda, trie, walker, parts, group_class, reps, block=None) -> dict:
         pu = ci & (ci_push[o] != 0)  # edge_push starts at 0 (untouched pages stay unallocated)
         edge_push[s[pu], c[pu]] = ci_push[o[pu]]
     else:
-        cells.append((s[ci], c[ci], ci_target[o[ci]], ci_push[o[ci]]))
+        listed = (s[ci], c[ci], ci_target[o[ci]], ci_push[o[ci]])
     cd = [
         (q, k, popped, target, pushes[pushed])
         for q, k, x in zip(s[~ci].tolist(), c[~ci].tolist(), o[~ci].tolist(), strict=True)
@@ -432,9 +433,7 @@ def _tables(pda, trie, walker, parts, group_class, reps, block=None) -> dict:
         "push_len": push_len,
     }
     if block is not None:
-        return common | block_tables(
-            q_count, c_count, token_class, _last_cells(cells, c_count), edges, block
-        )
+        return common | _block_tables(q_count, c_count, token_class, walks, listed, edges, block)
     return (
         common
         | edges
@@ -444,6 +443,28 @@ def _tables(pda, trie, walker, parts, group_class, reps, block=None) -> dict:
             "edge_push": edge_push,
         }
     )
+
+
+def _block_tables(q_count, c_count, token_class, walks, listed, edges, block) -> dict:
+    """The state blocks from the walks' rows (each row hashed and written once per block,
+    not once per class: `block_tables_walks`) and the listed cells; where that declines
+    (overlapping cells, a failed hash check), from every allowed cell listed, the walks'
+    first and each (state, class) at its last write, as the dense table's assignments."""
+    rows = []
+    for p, row in walks:
+        crow = np.full(c_count, -1, np.int64)  # class 0: dead everywhere
+        crow[1:] = row
+        rows.append((p.wide, p.rows, p.sink, crow))
+    out = block_tables_walks(q_count, c_count, token_class, listed, rows, edges, block)
+    if out is not None:
+        return out
+    classes = np.arange(1, c_count)
+    cells = []
+    for p, row in walks:
+        ok = np.flatnonzero(row >= 0)
+        cells.append(_walk_cells(p, row[ok], classes[ok]))
+    cells.append(listed)
+    return block_tables(q_count, c_count, token_class, _last_cells(cells, c_count), edges, block)
 
 
 def _walk_cells(p: Walk, rows: np.ndarray, classes: np.ndarray) -> tuple:
@@ -462,12 +483,19 @@ def _walk_cells(p: Walk, rows: np.ndarray, classes: np.ndarray) -> tuple:
 
 def _last_cells(cells: list, c_count: int) -> tuple:
     """The cells concatenated, each (state, class) once: its last write (as the dense
-    table's assignments keep)."""
+    table's assignments keep), in (state, class) order. One unstable sort when no cell is
+    written twice (the usual case); a stable one keeps the last write otherwise."""
     s, c, t, u = (np.concatenate([np.asarray(x[i], np.int64) for x in cells]) for i in range(4))
     key = s * c_count + c
-    _, last = np.unique(key[::-1], return_index=True)
-    keep = key.shape[0] - 1 - last
-    return s[keep], c[keep], t[keep], u[keep]
+    order = np.argsort(key)
+    sk = key[order]
+    if sk.size > 1 and (sk[1:] == sk[:-1]).any():
+        order = np.argsort(key, kind="stable")
+        sk = key[order]
+        last = np.ones(sk.shape[0], bool)
+        last[:-1] = sk[1:] != sk[:-1]
+        order = order[last]
+    return s[order], c[order], t[order], u[order]
 
 
 def _check_bytes(pda: BytePDA, trie: TokenTrie) -> None:

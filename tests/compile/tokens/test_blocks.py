@@ -151,7 +151,7 @@ def test_bad_blocks_are_refused(tool_dfa):
 def test_exact_fallback_gives_the_same_blocks(byte_level_vocab, llama3_vocab, monkeypatch):
     """Where the hashed class keys fail their check, the blocks' columns are compared
     exactly: the same blocks."""
-    from automata_compile.tokens import _blocks
+    from automata_compile.tokens import _blocks, _pda_compose
 
     grammar = ac.compile_grammar(
         'start: "[" (item ("," item)*)? "]"\nitem: /[a-c]+/ | start', byte_level_vocab
@@ -159,7 +159,41 @@ def test_exact_fallback_gives_the_same_blocks(byte_level_vocab, llama3_vocab, mo
     part = np.random.default_rng(5).integers(0, 3, grammar.num_states)
     fast = [split_blocks(grammar, part), ac.compile_tool_calls(TOOLS, llama3_vocab)]
     monkeypatch.setattr(_blocks, "_sparse_classes", lambda *a: (None, None))
+    monkeypatch.setattr(_pda_compose, "block_tables_walks", lambda *a: None)
     slow = [split_blocks(grammar, part), ac.compile_tool_calls(TOOLS, llama3_vocab)]
     for f, sl in zip(fast, slow, strict=True):
         for name in ("token_class", "next_state", "class_block", "row_start", *PDA_ARRAYS):
             assert np.array_equal(getattr(f, name), getattr(sl, name)), name
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        {"format": "hermes", "parallel": True},
+        {"format": "gemma"},
+        {"format": "hermes", "require_call": True, "allow_text": False, "parallel": True},
+        {"format": "hermes", "tool": "get"},
+    ],
+)
+def test_blocks_from_rows_equal_blocks_from_listed_cells(llama3_vocab, monkeypatch, flags):
+    """`block_tables_walks` (each walk row hashed, checked and written once per block) gives
+    the arrays of `block_tables` over every allowed cell listed, and does not decline."""
+    from automata_compile.tokens import _blocks, _pda_compose
+
+    declined = []
+    real = _blocks.block_tables_walks
+
+    def spy(*a):
+        out = real(*a)
+        declined.append(out is None)
+        return out
+
+    monkeypatch.setattr(_pda_compose, "block_tables_walks", spy)
+    fast = ac.compile_tool_calls(TOOLS, llama3_vocab, **flags)
+    assert declined == [False]
+    monkeypatch.setattr(_pda_compose, "block_tables_walks", lambda *a: None)
+    slow = ac.compile_tool_calls(TOOLS, llama3_vocab, **flags)
+    assert fast.num_blocks > 1
+    for name in ("token_class", "next_state", "class_block", "row_start", *PDA_ARRAYS):
+        a, b = getattr(fast, name), getattr(slow, name)
+        assert a.dtype == b.dtype and np.array_equal(a, b), name

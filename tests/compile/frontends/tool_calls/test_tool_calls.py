@@ -10,6 +10,7 @@ partial matching). A token is allowed iff the prefix + its bytes stays viable.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -262,6 +263,44 @@ def test_tools_compile_once(llama3_vocab, monkeypatch):
     assert dfa.accepts(
         llama3_vocab.encode('<tool_call>{"name": "other", "arguments": {"key": "q"}}</tool_call>')
     )
+
+
+def _arrays(dfa) -> dict:
+    """Every array and scalar field of a `TokenDFA` (the tables, the PDA block, the blocks)."""
+    out = {}
+    for f in dataclasses.fields(dfa):
+        v = getattr(dfa, f.name)
+        out[f.name] = np.asarray(v) if isinstance(v, np.ndarray) else v
+    return out
+
+
+def test_warm_compile_gives_the_cold_tables(llama3_vocab):
+    """The walk and unit caches change nothing: a cold compile, the same request warm, and
+    a request whose tools were partly compiled before (in another order) give equal
+    arrays, blocks and class maps included."""
+    from automata_compile.tokens import _pda_units
+
+    tools = [*TOOLS, {"name": "other", "parameters": _params(TOOLS[2])}]
+
+    def cold():
+        _tools.clear_cache()
+        _pda_units.clear_cache()
+        return ac.compile_tool_calls(tools, llama3_vocab, parallel=True)
+
+    ref = _arrays(cold())
+    warm = _arrays(ac.compile_tool_calls(tools, llama3_vocab, parallel=True))
+    _tools.clear_cache()
+    _pda_units.clear_cache()
+    ac.compile_tool_calls(tools[::-1][:2], llama3_vocab)  # some units and walks cached
+    part = _arrays(ac.compile_tool_calls(tools, llama3_vocab, parallel=True))
+    assert ref["class_block"] is not None
+    for got in (warm, part):
+        assert got.keys() == ref.keys()
+        for name, v in ref.items():
+            if isinstance(v, np.ndarray):
+                assert v.dtype == got[name].dtype and np.array_equal(v, got[name]), name
+            else:
+                assert v == got[name], name
 
 
 def test_recursive_schemas(llama3_vocab):
