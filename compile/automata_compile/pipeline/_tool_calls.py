@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from automata_compile.automata import CALL, SHIFT, limits
-from automata_compile.frontends.tool_calls import tool_calls_pda, tool_calls_spec
-from automata_compile.frontends.tool_calls._tools import tool_unit
+from automata_compile.frontends.tool_calls import tool_calls_pda, tool_calls_spec, tool_unit
 from automata_compile.tokens import token_pda
 
 

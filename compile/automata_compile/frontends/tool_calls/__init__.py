@@ -13,7 +13,7 @@ from automata_compile.frontends.tool_calls._parse import (
     ToolCallParseError,
     parse_tool_calls,
 )
-from automata_compile.frontends.tool_calls._tools import InvalidToolError
+from automata_compile.frontends.tool_calls._tools import InvalidToolError, tool_unit
 
 __all__ = [
     "TOOL_CALL_FORMATS",
@@ -24,4 +24,5 @@ __all__ = [
     "parse_tool_calls",
     "tool_calls_pda",
     "tool_calls_spec",
+    "tool_unit",
 ]
