@@ -136,10 +136,26 @@ def _sparse_classes(q, c, bl, nb, entries, cd) -> tuple:
     by two 64-bit hashes of the class's entries in the block (its next state and push, or
     its context-dependent edges, per state); (None, None) if the check that every class
     equals its block class's first class fails (a collision)."""
+    es, ek, _, _ = entries
+    val, cell, keys, counts, sid = _cell_hashes(q, c, bl, nb, entries, cd)
+    live = np.flatnonzero(sum(counts) > 0)  # only these are grouped: the others are class 0
+    local, rep_of = _group_cells(live, keys, nb, c)
+    if not _like_representatives(live, counts, rep_of, c) or not _listed_like_representatives(
+        es, ek, val, es * c + ek, cell, rep_of, local, cd, sid, c
+    ):
+        return None, None
+    return local.reshape(nb, c), rep_of
+
+
+def _cell_hashes(q, c, bl, nb, entries, cd) -> tuple:
+    """The listed entries and context-dependent edges summed per (block, global class) cell:
+    (each entry's value, each item's cell (entries first, then edges), two 32-bit hash
+    sums per cell, [entries, edges] per cell, the edges' signature ids or None)."""
     es, ek, et, ep = entries
     val = et.astype(np.int64) * (q + 1) + (0 if ep is None else ep.astype(np.int64))
     n0 = es.size
     s_all, k_all, v_all = [es], [ek], [val]
+    sid = None
     if cd is not None and cd["cd_state"].size:
         sid = _cd_signature(cd)
         s_all.append(cd["cd_state"].astype(np.int64))
@@ -148,8 +164,8 @@ def _sparse_classes(q, c, bl, nb, entries, cd) -> tuple:
     s_all, k_all, v_all = (np.concatenate(x) for x in (s_all, k_all, v_all))
     cell = bl[s_all].astype(np.int64) * c + k_all  # (block, class)
     # two 32-bit hashes per entry, summed per (block, class) exactly in float64 (fewer than
-    # 2**20 entries per cell; an inexact sum would only be a weaker hash: checked below)
-    with np.errstate(over="ignore"):  # one mix of (state, value): the check below is exact
+    # 2**20 entries per cell; an inexact sum would only be a weaker hash: checked after)
+    with np.errstate(over="ignore"):  # one mix of (state, value): the check is exact
         h = _mix(
             s_all.astype(np.uint64) * np.uint64(0xD6E8FEB86659FD93) ^ v_all.astype(np.uint64), 2
         )
@@ -157,18 +173,43 @@ def _sparse_classes(q, c, bl, nb, entries, cd) -> tuple:
         np.bincount(cell, weights=(h >> np.uint64(s)) & np.uint64(0xFFFFFFFF), minlength=nb * c)
         for s in (0, 32)
     ]
-    # Only the (block, class) pairs with entries are grouped: the others are class 0.
-    count = np.bincount(cell[:n0], minlength=nb * c)
-    cd_count = np.bincount(cell[n0:], minlength=nb * c)
-    live = np.flatnonzero((count + cd_count) > 0)
+    counts = [
+        np.bincount(cell[:n0], minlength=nb * c),
+        np.bincount(cell[n0:], minlength=nb * c),
+    ]
+    return val, cell, keys, counts, sid
+
+
+def _group_cells(live, keys, nb, c) -> tuple[np.ndarray, np.ndarray]:
+    """(int64[NB * C]: each live cell's class in its block, numbered from 1 by first global
+    class; int64[NB * C]: the first global class of its block class) for the live (block,
+    class) cells grouped by (block, hash sums)."""
     kb, kc = live // c, live % c
     k1, k2 = keys[0][live], keys[1][live]
-    order = np.lexsort((kc, k2, k1, kb))
-    sb, s1, s2 = kb[order], k1[order], k2[order]
+    # one stable sort of a 64-bit key of (block, hashes): ``live`` is in (block, class)
+    # order, so each group's first entry is its first class; a key shared by two
+    # different (block, hashes) (checked) falls back to sorting them all
+    with np.errstate(over="ignore"):
+        u = _mix(kb.astype(np.uint64) ^ (k1.astype(np.uint64) << np.uint64(32)), 3) ^ _mix(
+            k2.astype(np.uint64), 4
+        )
+    order = np.argsort(u, kind="stable")
+    su = u[order]
     new = np.ones(live.size, bool)
-    new[1:] = (sb[1:] != sb[:-1]) | (s1[1:] != s1[:-1]) | (s2[1:] != s2[:-1])
+    new[1:] = su[1:] != su[:-1]
     gid = np.cumsum(new) - 1
-    first_c, group_block = kc[order][new], sb[new]  # c is the last key: the group's first
+    head = order[new][gid]
+    if (
+        (kb[head] != kb[order]).any()
+        or (k1[head] != k1[order]).any()
+        or (k2[head] != k2[order]).any()
+    ):
+        order = np.lexsort((kc, k2, k1, kb))
+        sb, s1, s2 = kb[order], k1[order], k2[order]
+        new = np.ones(live.size, bool)
+        new[1:] = (sb[1:] != sb[:-1]) | (s1[1:] != s1[:-1]) | (s2[1:] != s2[:-1])
+        gid = np.cumsum(new) - 1
+    first_c, group_block = kc[order][new], kb[order][new]
     gorder = np.lexsort((first_c, group_block))
     starts = np.searchsorted(group_block[gorder], np.arange(nb))
     rank = np.empty(len(gorder), np.int64)
@@ -177,24 +218,32 @@ def _sparse_classes(q, c, bl, nb, entries, cd) -> tuple:
     local[live[order]] = rank[gid]
     rep_of = np.zeros(nb * c, np.int64)  # the first global class of each cell's block class
     rep_of[live[order]] = first_c[gid]
-    cell_rep = kb * c + rep_of[live]
-    # Exact check: every class has its representative's numbers of entries and edges, each
-    # of its entries equals the representative's at the same state (so the sets are
-    # equal), and its edges are among the representative's (deduplicated, they are as
-    # many as the representatives' own).
-    if (count[live] != count[cell_rep]).any() or (cd_count[live] != cd_count[cell_rep]).any():
-        return None, None
+    return local, rep_of
+
+
+def _like_representatives(live, counts, rep_of, c) -> bool:
+    """Whether every live cell has its representative's count of each kind."""
+    cell_rep = (live // c) * c + rep_of[live]
+    return not any((x[live] != x[cell_rep]).any() for x in counts)
+
+
+def _listed_like_representatives(es, ek, val, key, cell, rep_of, local, cd, sid, c) -> bool:
+    """The exact check of the listed items, after `_like_representatives`: each entry
+    equals its representative's at the same state (so the sets are equal), and each
+    class's context-dependent edges are among its representative's (deduplicated, they
+    are as many as the representatives' own). ``key``: ``es * c + ek``, sorted."""
+    n0 = es.size
     rk = rep_of[cell[:n0]]
-    at = np.minimum(np.searchsorted(es * c + ek, es * c + rk), max(n0 - 1, 0))
+    at = np.minimum(np.searchsorted(key, es * c + rk), max(n0 - 1, 0))
     if n0 and ((es[at] != es) | (ek[at] != rk) | (val[at] != val)).any():
-        return None, None
-    if cd is not None and cd["cd_state"].size:
+        return False
+    if sid is not None:
         cd_cell = cell[n0:]
         own = rep_of[cd_cell] == cd["cd_class"]
-        key = np.stack([cd["cd_state"], local[cd_cell], sid], 1)
-        if np.unique(key, axis=0).shape[0] != int(own.sum()):
-            return None, None
-    return local.reshape(nb, c), rep_of
+        ckey = np.stack([cd["cd_state"], local[cd_cell], sid], 1)
+        if np.unique(ckey, axis=0).shape[0] != int(own.sum()):
+            return False
+    return True
 
 
 def _exact_classes(q, c, bl, nb, entries, cd, has_entry) -> tuple:
@@ -390,27 +439,8 @@ def _walk_rows(walk, bl, q):
 
 def _row_classes(q, c, bl, nb, entries, key, walks, prepared, cd):
     """`_sparse_classes` with the walks' rows: (local, rep_of) or None on a failed check."""
-    es, ek, et, ep = entries
-    val = et * (q + 1) + ep
-    n0 = es.size
-    s_all, k_all, v_all = [es], [ek], [val]
-    if cd is not None and cd["cd_state"].size:
-        sid = _cd_signature(cd)
-        s_all.append(cd["cd_state"].astype(np.int64))
-        k_all.append(cd["cd_class"].astype(np.int64))
-        v_all.append(-1 - sid)
-    s_all, k_all, v_all = (np.concatenate(x) for x in (s_all, k_all, v_all))
-    cell = bl[s_all].astype(np.int64) * c + k_all
-    with np.errstate(over="ignore"):
-        h = _mix(
-            s_all.astype(np.uint64) * np.uint64(0xD6E8FEB86659FD93) ^ v_all.astype(np.uint64), 2
-        )
-    keys = [
-        np.bincount(cell, weights=(h >> np.uint64(s)) & np.uint64(0xFFFFFFFF), minlength=nb * c)
-        for s in (0, 32)
-    ]
-    count = np.bincount(cell[:n0], minlength=nb * c)
-    cd_count = np.bincount(cell[n0:], minlength=nb * c)
+    es, ek, _, _ = entries
+    val, cell, keys, counts, sid = _cell_hashes(q, c, bl, nb, entries, cd)
     wcount = np.zeros(nb * c, np.int64)
     canon = []
     for (wide, rows, sink, crow), (ub, cj, (live_r, live_w), _, n) in zip(
@@ -452,50 +482,11 @@ def _row_classes(q, c, bl, nb, entries, key, walks, prepared, cd):
         for x, part in zip(keys, hr, strict=True):
             x[bc] += part[flat_pair]
         wcount[bc] += n.reshape(-1)[flat_pair]
-    total = count + cd_count + wcount
+    counts.append(wcount)
+    total = sum(counts)
     live = np.flatnonzero(total > 0)
-    kb, kc = live // c, live % c
-    k1, k2 = keys[0][live], keys[1][live]
-    # one stable sort of a 64-bit key of (block, hashes): ``live`` is in (block, class)
-    # order, so each group's first entry is its first class; a key shared by two
-    # different (block, hashes) (checked) falls back to sorting them all
-    with np.errstate(over="ignore"):
-        u = _mix(kb.astype(np.uint64) ^ (k1.astype(np.uint64) << np.uint64(32)), 3) ^ _mix(
-            k2.astype(np.uint64), 4
-        )
-    order = np.argsort(u, kind="stable")
-    su = u[order]
-    new = np.ones(live.size, bool)
-    new[1:] = su[1:] != su[:-1]
-    gid = np.cumsum(new) - 1
-    head = order[new][gid]
-    if (
-        (kb[head] != kb[order]).any()
-        or (k1[head] != k1[order]).any()
-        or (k2[head] != k2[order]).any()
-    ):
-        order = np.lexsort((kc, k2, k1, kb))
-        sb, s1, s2 = kb[order], k1[order], k2[order]
-        new = np.ones(live.size, bool)
-        new[1:] = (sb[1:] != sb[:-1]) | (s1[1:] != s1[:-1]) | (s2[1:] != s2[:-1])
-        gid = np.cumsum(new) - 1
-    first_c, group_block = kc[order][new], kb[order][new]
-    gorder = np.lexsort((first_c, group_block))
-    starts = np.searchsorted(group_block[gorder], np.arange(nb))
-    rank = np.empty(len(gorder), np.int64)
-    rank[gorder] = np.arange(len(gorder)) - starts[group_block[gorder]] + 1
-    local = np.zeros(nb * c, np.int64)
-    local[live[order]] = rank[gid]
-    rep_of = np.zeros(nb * c, np.int64)
-    rep_of[live[order]] = first_c[gid]
-    cell_rep = kb * c + rep_of[live]
-    for x in (count, cd_count, wcount):
-        if (x[live] != x[cell_rep]).any():
-            return None
-    # listed entries: each equals its representative's at the same state
-    rk = rep_of[cell[:n0]]
-    at = np.minimum(np.searchsorted(key, es * c + rk), max(n0 - 1, 0))
-    if n0 and ((es[at] != es) | (ek[at] != rk) | (val[at] != val)).any():
+    local, rep_of = _group_cells(live, keys, nb, c)
+    if not _like_representatives(live, counts, rep_of, c):
         return None
     # rows: each class's row, restricted to the block, is its representative's
     for (_, rows, _, crow), (ub, *_), can in zip(walks, prepared, canon, strict=True):
@@ -508,12 +499,8 @@ def _row_classes(q, c, bl, nb, entries, key, walks, prepared, cd):
         bc, j, k = bc[lv], j[lv], k[lv]
         if (can[rows_of[k], j] != can[rows_of[rep_of[bc]], j]).any():
             return None
-    if cd is not None and cd["cd_state"].size:
-        cd_cell = cell[n0:]
-        own = rep_of[cd_cell] == cd["cd_class"]
-        ckey = np.stack([cd["cd_state"], local[cd_cell], sid], 1)
-        if np.unique(ckey, axis=0).shape[0] != int(own.sum()):
-            return None
+    if not _listed_like_representatives(es, ek, val, key, cell, rep_of, local, cd, sid, c):
+        return None
     return local.reshape(nb, c), rep_of
 
 
