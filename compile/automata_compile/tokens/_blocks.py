@@ -351,9 +351,12 @@ def block_tables_walks(q: int, c: int, token_class, entries, walks, cd: dict | N
             return None
         owner[wide] = i
         col[wide] = np.arange(wide.shape[0])
-        used = np.unique(crow[crow >= 0])
-        if used.size:
-            has_entry[wide[(rows[used] != sink).any(axis=0)]] = True
+        used = np.zeros(rows.shape[0] + 1, bool)
+        used[crow] = True  # the rows some class has (-1: the last entry, dead)
+        used = used[:-1]
+        if used.any():
+            live = rows[used] != sink if not used.all() else rows != sink
+            has_entry[wide[live.any(axis=0)]] = True
     hit = np.flatnonzero(owner[es] >= 0)  # listed entries at wide states: on dead row cells?
     for i, at in _split_by(owner[es[hit]], hit):
         wide, rows, sink, crow = walks[i]
@@ -454,7 +457,8 @@ def _row_classes(q, c, bl, nb, entries, key, walks, prepared, cd):
     val, cell, keys, counts, sid = _cell_hashes(q, c, bl, nb, entries, cd)
     bg_key = [np.zeros(nb), np.zeros(nb)]  # the background's hash sums and cells per block
     bg_count = np.zeros(nb, np.int64)
-    dev = [cell]  # (block, class) cells off the background: listed entries and edges...
+    off = np.zeros(nb * c, bool)  # (block, class) cells off the background: listed...
+    off[cell] = True
     info = []
     for (wide, rows, sink, crow), (ub, cj, (live_r, live_w), _, n) in zip(
         walks, prepared, strict=True
@@ -489,9 +493,9 @@ def _row_classes(q, c, bl, nb, entries, key, walks, prepared, cd):
             x[ub] += h[ref]
         bg_count[ub] += nf[ref]
         kk, jj = np.nonzero((can != can[ref])[rows_of])  # ...and rows off the background
-        dev.append(ub[jj].astype(np.int64) * c + kk)
+        off[ub[jj].astype(np.int64) * c + kk] = True
         info.append((ub, can, rows_of, ref, hr, nf))
-    d = np.unique(np.concatenate(dev))
+    d = np.flatnonzero(off)
     db = d // c
     cuts = np.searchsorted(db, np.arange(nb + 1))
     dkeys = [x[d] + b[db] for x, b in zip(keys, bg_key, strict=True)]
@@ -533,11 +537,10 @@ def _row_classes(q, c, bl, nb, entries, key, walks, prepared, cd):
     # the background classes: every other cell of a block is its background's
     bg_local = np.zeros(nb, np.int64)
     bg_local[bg] = local[bg * c + k0[bg]]
-    off = np.ones(nb * c, bool)
-    off[d] = False
-    ob = np.flatnonzero(off) // c
-    local[off] = bg_local[ob]
-    rep_of[off] = np.minimum(k0, c - 1)[ob]
+    on = ~off
+    ob = np.flatnonzero(on) // c
+    local[on] = bg_local[ob]
+    rep_of[on] = np.minimum(k0, c - 1)[ob]
     reps = live[rep_of[live] == live % c]
     return local.reshape(nb, c), rep_of, reps
 

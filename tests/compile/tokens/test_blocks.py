@@ -197,3 +197,86 @@ def test_blocks_from_rows_equal_blocks_from_listed_cells(llama3_vocab, monkeypat
     for name in ("token_class", "next_state", "class_block", "row_start", *PDA_ARRAYS):
         a, b = getattr(fast, name), getattr(slow, name)
         assert a.dtype == b.dtype and np.array_equal(a, b), name
+
+
+MORE_TOOLS = [
+    *TOOLS,
+    {
+        "name": "search_flights",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "origin": {"type": "string"},
+                "dest": {"type": "string", "enum": ["OSL", "CDG", "JFK"]},
+                "passengers": {"type": "integer"},
+                "flexible": {"type": "boolean"},
+            },
+            "required": ["origin", "dest"],
+        },
+    },
+    {
+        "name": "set_alarm",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "time": {"type": "string", "pattern": "^[0-9]{2}:[0-9]{2}$"},
+                "days": {"type": "array", "items": {"enum": ["mon", "tue", "wed"]}},
+                "label": {"type": "string", "maxLength": 5},
+            },
+            "required": ["time"],
+        },
+    },
+    {
+        "name": "sum",
+        "parameters": {
+            "type": "object",
+            "properties": {"xs": {"type": "array", "items": {"type": "number"}}},
+            "required": ["xs"],
+        },
+    },
+    {
+        "name": "search",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string"},
+                "filters": {
+                    "type": "object",
+                    "properties": {"lang": {"type": "string"}, "year": {"type": "integer"}},
+                },
+            },
+            "required": ["query"],
+        },
+    },
+]
+
+
+@pytest.mark.parametrize("fmt", ["hermes", "gemma"])
+def test_blocks_from_rows_with_backgrounds(llama3_vocab, monkeypatch, fmt):
+    """Eight tools whose blocks share few classes (strings, enums, numbers, arrays, nested
+    objects; names sharing prefixes): `_row_classes` (only the cells off their block's
+    background row hashed and grouped) gives the listed-cell path's arrays, and the same
+    automaton as the dense tables along random walks."""
+    from automata_compile.tokens import _blocks, _pda_compose
+
+    seen = []
+    real = _blocks._row_classes
+
+    def spy(q, c, bl, nb, *rest):
+        out = real(q, c, bl, nb, *rest)
+        local = out[0]
+        seen.append([np.unique(local[b]).size for b in range(nb)])
+        return out
+
+    monkeypatch.setattr(_blocks, "_row_classes", spy)
+    fast = ac.compile_tool_calls(MORE_TOOLS, llama3_vocab, format=fmt, parallel=True)
+    assert len(seen) == 1 and max(seen[0]) > 2
+    monkeypatch.setattr(_pda_compose, "block_tables_walks", lambda *a: None)
+    slow = ac.compile_tool_calls(MORE_TOOLS, llama3_vocab, format=fmt, parallel=True)
+    assert fast.num_blocks == len(MORE_TOOLS) + 2
+    for name in ("token_class", "next_state", "class_block", "row_start", *PDA_ARRAYS):
+        a, b = getattr(fast, name), getattr(slow, name)
+        assert a.dtype == b.dtype and np.array_equal(a, b), name
+    dense = fast.dense()
+    walks = _random_walks(fast, np.random.default_rng(3), 6, 40)
+    assert _same_automaton(fast, dense, walks) > 40
