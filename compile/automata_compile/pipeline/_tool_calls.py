@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
+
 import numpy as np
 
 from automata_compile.automata import CALL, SHIFT, limits
-from automata_compile.frontends.tool_calls import tool_calls_pda, tool_calls_spec, tool_unit
+from automata_compile.frontends.tool_calls import tool_calls_layout, tool_calls_spec, tool_unit
 from automata_compile.tokens import token_pda
+from automata_compile.tokens._unit_blocks import Fixed, NotCacheable, Unit, token_pda_units
 
 
 def compile_tool_calls(
@@ -73,12 +78,44 @@ def compile_tool_calls(
         allow_text=allow_text,
         **schema_options,
     )
+    flags = dict(parallel=parallel, require_call=require_call, allow_text=allow_text)
     with limits(timeout_s, "the tool calls"):
-        pda = tool_calls_pda(
-            fmt, tools, opts, parallel=parallel, require_call=require_call, allow_text=allow_text
-        )
-        block = _tool_blocks(pda, tools, fmt, opts)
-        return token_pda(pda, vocab, spec_kind="tool_calls", spec=spec, block=block)
+        pda, lay = tool_calls_layout(fmt, tools, opts, **flags)
+        head = json.dumps([dataclasses.asdict(fmt), flags, repr(opts.key())], sort_keys=True)
+        units = [
+            Unit(
+                lo=lay.unit_lo[k],
+                n=lay.unit_states[k],
+                rules=(lay.rule_lo[k], lay.rule_lo[k] + lay.unit_rules[k]),
+                key=hashlib.sha256(
+                    json.dumps([head, t.name, t.parameters], sort_keys=True).encode()
+                ).hexdigest(),
+            )
+            for k, t in enumerate(tools)
+        ]
+        try:
+            return token_pda_units(
+                pda,
+                vocab,
+                spec_kind="tool_calls",
+                spec=spec,
+                fixed=Fixed(lay.q0, lay.trie_lo, lay.trie_hi),
+                units=units,
+                root_block=_root_blocks(lay),
+            )
+        except NotCacheable:  # a unit's rows reach the names' trie (never seen)
+            block = _tool_blocks(pda, tools, fmt, opts)
+            return token_pda(pda, vocab, spec_kind="tool_calls", spec=spec, block=block)
+
+
+def _root_blocks(lay) -> np.ndarray:
+    """The root's blocks: 0 for its fixed states (free text, trigger, envelope, end tag),
+    and the names' trie split by the names' first byte (each part reads only the tokens
+    that spell its names), so no block's classes depend on every name."""
+    block = np.zeros(lay.q0, np.int64)
+    first = np.asarray(lay.trie_first, np.int64)
+    block[lay.trie_lo : lay.trie_hi] = 1 + first
+    return block
 
 
 def _tool_blocks(pda, tools, fmt, opts) -> np.ndarray:

@@ -21,6 +21,7 @@ _EXPORTS = {
     "forced_runs": "_forced",
     "read_gguf_header": "_gguf",
     "token_pda": "_pda_compose",
+    "token_pda_units": "_unit_blocks",
     "trie_for": "_token_trie",
 }
 

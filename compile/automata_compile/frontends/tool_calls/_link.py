@@ -28,6 +28,8 @@ class _Root:
 
     def __init__(self):
         self.edges: list[dict[int, int]] = []
+        self.trie_lo = self.trie_hi = 0
+        self.trie_first: list[int] = []
         self.calls: dict[int, int] = {}  # state -> tool index
         self.finals: set[int] = set()
 
@@ -104,6 +106,7 @@ def root_and_calls(
         f = r.opt(f, b" ", "the envelope")
         f = r.lit(f, b'"', "the envelope")
     trie: dict[bytes, int] = {}
+    r.trie_lo = len(r.edges)  # the names' trie: states trie_lo .. trie_hi - 1
     for k, name in enumerate(names):
         data = name.encode()
         for i in range(1, len(data) + 1):
@@ -112,6 +115,8 @@ def root_and_calls(
                 for s in f if i == 1 else [trie[data[: i - 1]]]:
                     r.edge(s, data[i - 1], trie[data[:i]], "tool names")
         r.calls[trie[data]] = k
+    r.trie_hi = len(r.edges)
+    r.trie_first = [p[0] for p in trie]  # each trie state's first name byte, in state order
     back = r.new()
     f = r.opt([back], fmt.before_end.encode(), "before the end tag")
     r.lit(f, fmt.end.encode(), "the end tag", to=text_b[0])
