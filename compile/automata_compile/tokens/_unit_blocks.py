@@ -239,10 +239,7 @@ def _decode(x: np.ndarray, u: Unit, fixed: Fixed) -> np.ndarray:
 def _unit_block(parts, u: Unit, fixed: Fixed, walker, trie, pda) -> _Block:
     """Unit ``u``'s block from its walks alone: its own classes (`_classes_hashed` over its
     walks), its rows dense over its states (`_tables`), then made relative."""
-    g = trie.num_groups
-    classes = _classes_hashed(parts, g, len(walker.outcomes)) if parts else None
-    if classes is None:
-        classes = _classes_exact(parts, g)
+    classes = _unit_classes(parts, trie.num_groups, len(walker.outcomes))
     local = [
         dataclasses.replace(p, src=p.src - u.lo, wide=p.wide - u.lo) for p in parts
     ]  # its rows keep the whole PDA's numbers (values only)
@@ -284,6 +281,41 @@ def _unit_block(parts, u: Unit, fixed: Fixed, walker, trie, pda) -> _Block:
         cd=cd,
         exits=exits,
     )
+
+
+def _unit_classes(parts, num_groups: int, num_outcomes: int) -> tuple:
+    """`_pda_compose._classes_hashed` (or `_classes_exact`) of a unit's walks, over the
+    groups they name (their sparse entries and the rows that are not their walk's default
+    one) and the first group they do not name, which stands for every other group (all of
+    them have every walk's default row and no entry): a few thousand groups, not 128,000.
+    The same classes and numbering (by first group; the dead class 0)."""
+    if not parts:  # nothing walked: every group dead
+        return np.zeros(num_groups, np.int64), np.zeros(0, np.int64)
+    named = [np.asarray(p.group, np.int64) for p in parts]
+    named += [np.asarray(p.other_group, np.int64) for p in parts]
+    named = np.unique(np.concatenate(named))
+    gap = np.flatnonzero(named != np.arange(named.shape[0]))  # the first group not named
+    first_free = int(gap[0]) if gap.size else named.shape[0]
+    universe = named
+    if first_free < num_groups:
+        universe = np.insert(named, np.searchsorted(named, first_free), first_free)
+    compact = [
+        dataclasses.replace(
+            p,
+            group=np.searchsorted(universe, p.group).astype(np.int64),
+            other_group=np.searchsorted(universe, p.other_group).astype(np.int32),
+        )
+        for p in parts
+    ]
+    n = universe.shape[0]
+    got = _classes_hashed(compact, n, num_outcomes)
+    if got is None:
+        got = _classes_exact(compact, n)
+    group_class, reps = got
+    rest = group_class[np.searchsorted(universe, first_free)] if first_free < num_groups else 0
+    out = np.full(num_groups, rest, group_class.dtype)
+    out[universe] = group_class
+    return out, universe[reps]
 
 
 def _assemble(out: dict, blocks: list[_Block], units: list[Unit], fixed: Fixed) -> dict:
