@@ -46,6 +46,7 @@ CACHE_BYTES = 2 << 30
 _CACHE: collections.OrderedDict = collections.OrderedDict()
 _LOCK = threading.Lock()
 _cache_bytes = 0
+_NONE = -(2**30)  # a cell with no state / push in a cached block (`_Block`)
 _CD = ("cd_state", "cd_class", "cd_pop", "cd_npop", "cd_target", "cd_push")
 
 
@@ -86,8 +87,10 @@ class _Block:
     token_class: np.ndarray  # int16 / int32[V]
     has: np.ndarray  # bool[n]: states with a row (the others: the empty block, width 1)
     width: int
-    next_state: np.ndarray  # int32[cells], every state's row in state order, relative
-    edge_push: np.ndarray  # int32[cells], the unit's push ids (0: none)
+    next_state: np.ndarray  # int32[cells], every state's row in state order (`_flat`)
+    edge_push: np.ndarray  # int32[cells], the unit's push ids minus 1 (none: _NONE)
+    root_at: np.ndarray  # int32[E]: the cells whose next state is a fixed root state
+    root_to: np.ndarray  # int32[E]: those states, relative
     push_seq: np.ndarray  # int32[P, L], relative; row 0 empty
     push_len: np.ndarray
     cd: dict  # cd_state local, cd_class, cd_pop / cd_target relative, cd_npop, cd_push local
@@ -269,6 +272,11 @@ def _unit_block(parts, u: Unit, fixed: Fixed, walker, trie, pda) -> _Block:
     at = (at[:, None] + np.arange(width)[None, :]).reshape(-1)
     flat[at] = rel.reshape(-1)
     flat_push[at] = ep[has].reshape(-1)
+    root_at = np.flatnonzero((flat >= 0) & (flat < fixed.count)).astype(np.int32)
+    root_to = flat[root_at]
+    # the assembly adds the unit's offset, then clamps at -1: one pass each, in place
+    flat = np.where(flat >= fixed.count, flat - fixed.count, _NONE).astype(np.int32)
+    flat_push = np.where(flat_push > 0, flat_push - 1, _NONE).astype(np.int32)
     tc = t["token_class"]
     return _Block(
         token_class=tc.astype(np.int16) if width < 2**15 else tc.astype(np.int32),
@@ -276,6 +284,8 @@ def _unit_block(parts, u: Unit, fixed: Fixed, walker, trie, pda) -> _Block:
         width=width,
         next_state=flat,
         edge_push=flat_push,
+        root_at=root_at,
+        root_to=root_to,
         push_seq=_encode(t["push_seq"], u, fixed).astype(np.int32),
         push_len=t["push_len"],
         cd=cd,
@@ -346,7 +356,6 @@ def _assemble(out: dict, blocks: list[_Block], units: list[Unit], fixed: Fixed) 
     n_push = out["push_seq"].shape[0]
     cds = [{name: out[name] for name in _CD}]
     at, k = root_cells, nb_root
-    t = fixed.trie_hi - fixed.trie_lo
     for u, b, rows in zip(units, blocks, with_rows, strict=True):
         if rows:
             token_class[k] = b.token_class
@@ -354,14 +363,13 @@ def _assemble(out: dict, blocks: list[_Block], units: list[Unit], fixed: Fixed) 
             k += 1
         row_len[u.lo : u.lo + u.n] = np.where(b.has, b.width, 1)
         cells = b.next_state.shape[0]
-        x = b.next_state  # decoded in place (`_decode`)
         got = next_state[at : at + cells]
-        np.add(x, np.where(x >= fixed.count, u.lo - fixed.count, 0), out=got)
-        if t:
-            got += np.where((x >= fixed.trie_lo) & (x < fixed.count), t, 0).astype(np.int32)
-        got[x < 0] = -1
-        p = b.edge_push
-        edge_push[at : at + cells] = np.where(p > 0, p + (n_push - 1), 0)
+        np.add(b.next_state, u.lo, out=got)  # the unit's states; _NONE stays below -1
+        np.maximum(got, -1, out=got)
+        got[b.root_at] = _decode(b.root_to, u, fixed)
+        pushed = edge_push[at : at + cells]
+        np.add(b.edge_push, n_push, out=pushed)
+        np.maximum(pushed, 0, out=pushed)
         at += cells
         push_seq.append(_decode(b.push_seq[1:], u, fixed))
         push_len.append(b.push_len[1:])
