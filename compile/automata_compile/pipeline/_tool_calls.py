@@ -10,8 +10,13 @@ import numpy as np
 
 from automata_compile.automata import CALL, SHIFT, limits
 from automata_compile.frontends.tool_calls import tool_calls_layout, tool_calls_spec, tool_unit
-from automata_compile.tokens import token_pda
-from automata_compile.tokens._unit_blocks import Fixed, NotCacheable, Unit, token_pda_units
+from automata_compile.tokens import (
+    PdaRoot,
+    PdaUnit,
+    UnitNotCacheable,
+    token_pda,
+    token_pda_units,
+)
 
 
 def compile_tool_calls(
@@ -83,7 +88,7 @@ def compile_tool_calls(
         pda, lay = tool_calls_layout(fmt, tools, opts, **flags)
         head = json.dumps([dataclasses.asdict(fmt), flags, repr(opts.key())], sort_keys=True)
         units = [
-            Unit(
+            PdaUnit(
                 lo=lay.unit_lo[k],
                 n=lay.unit_states[k],
                 rules=(lay.rule_lo[k], lay.rule_lo[k] + lay.unit_rules[k]),
@@ -99,11 +104,11 @@ def compile_tool_calls(
                 vocab,
                 spec_kind="tool_calls",
                 spec=spec,
-                fixed=Fixed(lay.q0, lay.trie_lo, lay.trie_hi),
+                fixed=PdaRoot(lay.q0, lay.trie_lo, lay.trie_hi),
                 units=units,
                 root_block=_root_blocks(lay),
             )
-        except NotCacheable:  # a unit's rows reach the names' trie (never seen)
+        except UnitNotCacheable:  # a unit's rows reach the names' trie (never seen)
             block = _tool_blocks(pda, tools, fmt, opts)
             return token_pda(pda, vocab, spec_kind="tool_calls", spec=spec, block=block)
 

@@ -50,12 +50,12 @@ _NONE = -(2**30)  # a cell with no state / push in a cached block (`_Block`)
 _CD = ("cd_state", "cd_class", "cd_pop", "cd_npop", "cd_target", "cd_push")
 
 
-class NotCacheable(Exception):
+class UnitNotCacheable(Exception):
     """A unit's rows reach a state outside the unit and the root's fixed states."""
 
 
 @dataclasses.dataclass(frozen=True)
-class Unit:
+class PdaUnit:
     """A unit's place in the PDA: states ``lo .. lo + n - 1`` (contiguous, units after the
     root and in order), rules ``rules[0] .. rules[1] - 1``, and its cache key (the caller's:
     it must name everything the unit's block depends on but the vocabulary)."""
@@ -67,7 +67,7 @@ class Unit:
 
 
 @dataclasses.dataclass(frozen=True)
-class Fixed:
+class PdaRoot:
     """The root's states: ``0 .. q0 - 1``; ``trie_lo .. trie_hi - 1`` are the names' trie
     (request-dependent), the others fixed for a format and flags."""
 
@@ -94,7 +94,7 @@ class _Block:
     push_seq: np.ndarray  # int32[P, L], relative; row 0 empty
     push_len: np.ndarray
     cd: dict  # cd_state local, cd_class, cd_pop / cd_target relative, cd_npop, cd_push local
-    exits: np.ndarray  # relative ids (< Fixed.count) of the root states its rows reach
+    exits: np.ndarray  # relative ids (< PdaRoot.count) of the root states its rows reach
 
     @property
     def nbytes(self) -> int:
@@ -130,7 +130,7 @@ def _put(key, block: _Block) -> None:
 
 
 def token_pda_units(
-    pda, vocab, *, spec_kind: str, spec: str, fixed: Fixed, units: list[Unit], root_block
+    pda, vocab, *, spec_kind: str, spec: str, fixed: PdaRoot, units: list[PdaUnit], root_block
 ) -> TokenDFA:
     """`_pda_compose.token_pda` for a root and units (`compose_units`)."""
     tables = compose_units(pda, vocab, fixed=fixed, units=units, root_block=root_block)
@@ -147,12 +147,12 @@ def token_pda_units(
     )
 
 
-def compose_units(pda, vocab, *, fixed: Fixed, units: list[Unit], root_block) -> dict:
+def compose_units(pda, vocab, *, fixed: PdaRoot, units: list[PdaUnit], root_block) -> dict:
     """The token tables of ``pda`` (as `_pda_compose.compose_pda` returns them, with state
     blocks): the root's states in ``root_block``'s blocks (int[q0]), each unit one block.
 
     Raises:
-      NotCacheable: a unit's rows reach a state outside it and the root's fixed states
+      UnitNotCacheable: a unit's rows reach a state outside it and the root's fixed states
         (the caller then composes the whole PDA at once).
       UnsupportedGrammarError: as `compose_pda`.
     """
@@ -193,7 +193,7 @@ def compose_units(pda, vocab, *, fixed: Fixed, units: list[Unit], root_block) ->
     return _assemble(out, blocks, units, fixed)
 
 
-def _check_layout(pda, fixed: Fixed, units: list[Unit]) -> None:
+def _check_layout(pda, fixed: PdaRoot, units: list[PdaUnit]) -> None:
     lo = fixed.q0
     for u in units:
         if u.lo != lo:
@@ -203,7 +203,7 @@ def _check_layout(pda, fixed: Fixed, units: list[Unit]) -> None:
         raise ValueError("compose_units: the root's and units' states must cover the PDA")
 
 
-def _collapsed(fixed: Fixed, units, blocks):
+def _collapsed(fixed: PdaRoot, units, blocks):
     """(node per state: a cached unit's states are its first state, extra edges (its
     first state, the root states it reaches)) for `_reached`, or None."""
     cached = [(u, b) for u, b in zip(units, blocks, strict=True) if b is not None]
@@ -218,7 +218,7 @@ def _collapsed(fixed: Fixed, units, blocks):
     return node, np.concatenate(src), np.concatenate(dst)
 
 
-def _encode(x: np.ndarray, u: Unit, fixed: Fixed) -> np.ndarray:
+def _encode(x: np.ndarray, u: PdaUnit, fixed: PdaRoot) -> np.ndarray:
     """State numbers (>= 0; -1 kept) relative to unit ``u`` (module docstring)."""
     x = np.asarray(x, np.int64)
     t = fixed.trie_hi - fixed.trie_lo
@@ -227,11 +227,11 @@ def _encode(x: np.ndarray, u: Unit, fixed: Fixed) -> np.ndarray:
     out = np.where(inside, fixed.count + x - u.lo, out)
     bad = (x >= 0) & ~inside & (((x >= fixed.trie_lo) & (x < fixed.trie_hi)) | (x >= fixed.q0))
     if bad.any():
-        raise NotCacheable(f"a unit's rows reach state {int(x[bad][0])}")
+        raise UnitNotCacheable(f"a unit's rows reach state {int(x[bad][0])}")
     return np.where(x < 0, x, out)
 
 
-def _decode(x: np.ndarray, u: Unit, fixed: Fixed) -> np.ndarray:
+def _decode(x: np.ndarray, u: PdaUnit, fixed: PdaRoot) -> np.ndarray:
     x = np.asarray(x, np.int64)
     t = fixed.trie_hi - fixed.trie_lo
     out = np.where(x < fixed.trie_lo, x, x + t)
@@ -239,8 +239,8 @@ def _decode(x: np.ndarray, u: Unit, fixed: Fixed) -> np.ndarray:
     return np.where(x < 0, x, out)
 
 
-def _unit_block(parts, u: Unit, fixed: Fixed, walker, trie, pda) -> _Block:
-    """Unit ``u``'s block from its walks alone: its own classes (`_classes_hashed` over its
+def _unit_block(parts, u: PdaUnit, fixed: PdaRoot, walker, trie, pda) -> _Block:
+    """PdaUnit ``u``'s block from its walks alone: its own classes (`_classes_hashed` over its
     walks), its rows dense over its states (`_tables`), then made relative."""
     classes = _unit_classes(parts, trie.num_groups, len(walker.outcomes))
     local = [
@@ -250,7 +250,7 @@ def _unit_block(parts, u: Unit, fixed: Fixed, walker, trie, pda) -> _Block:
         if (p.src < 0).any() or (p.src >= u.n).any() or (p.wide < 0).any() or (
             p.wide >= u.n
         ).any():
-            raise NotCacheable("a unit's walk starts outside it")
+            raise UnitNotCacheable("a unit's walk starts outside it")
     view = types.SimpleNamespace(
         num_states=u.n, ends=pda.ends[u.lo : u.lo + u.n], starts=np.array([0])
     )
@@ -328,7 +328,7 @@ def _unit_classes(parts, num_groups: int, num_outcomes: int) -> tuple:
     return out, universe[reps]
 
 
-def _assemble(out: dict, blocks: list[_Block], units: list[Unit], fixed: Fixed) -> dict:
+def _assemble(out: dict, blocks: list[_Block], units: list[PdaUnit], fixed: PdaRoot) -> dict:
     """The root's tables (``out``: `_tables` over the root's walks, every unit state in the
     empty block 0) with each unit's block in place of its states' empty rows."""
     q0 = fixed.q0

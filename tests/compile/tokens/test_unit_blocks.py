@@ -89,7 +89,7 @@ def test_not_cacheable_falls_back(llama3_vocab, monkeypatch):
     """A unit whose rows would reach the names' trie (never seen) is composed the old way."""
 
     def refuse(*a):
-        raise _unit_blocks.NotCacheable("test")
+        raise _unit_blocks.UnitNotCacheable("test")
 
     _pda_units.clear_cache()
     monkeypatch.setattr(_unit_blocks, "_encode", refuse)
