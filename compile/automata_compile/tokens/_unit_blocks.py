@@ -87,7 +87,9 @@ class _Block:
     token_class: np.ndarray  # int16 / int32[V]
     has: np.ndarray  # bool[n]: states with a row (the others: the empty block, width 1)
     width: int
-    next_state: np.ndarray  # int32[cells], every state's row in state order (`_flat`)
+    # every state's row in state order: the unit's own states as local ids (the assembly
+    # adds the offset), every other cell _NONE (dead, or a root state: root_at / root_to)
+    next_state: np.ndarray  # int32[cells]
     edge_push: np.ndarray  # int32[cells], the unit's push ids minus 1 (none: _NONE)
     root_at: np.ndarray  # int32[E]: the cells whose next state is a fixed root state
     root_to: np.ndarray  # int32[E]: those states, relative
@@ -240,16 +242,14 @@ def _decode(x: np.ndarray, u: PdaUnit, fixed: PdaRoot) -> np.ndarray:
 
 
 def _unit_block(parts, u: PdaUnit, fixed: PdaRoot, walker, trie, pda) -> _Block:
-    """PdaUnit ``u``'s block from its walks alone: its own classes (`_classes_hashed` over its
+    """Unit ``u``'s block from its walks alone: its own classes (`_classes_hashed` over its
     walks), its rows dense over its states (`_tables`), then made relative."""
     classes = _unit_classes(parts, trie.num_groups, len(walker.outcomes))
     local = [
         dataclasses.replace(p, src=p.src - u.lo, wide=p.wide - u.lo) for p in parts
     ]  # its rows keep the whole PDA's numbers (values only)
     for p in local:
-        if (p.src < 0).any() or (p.src >= u.n).any() or (p.wide < 0).any() or (
-            p.wide >= u.n
-        ).any():
+        if (p.src < 0).any() or (p.src >= u.n).any() or (p.wide < 0).any() or (p.wide >= u.n).any():
             raise UnitNotCacheable("a unit's walk starts outside it")
     view = types.SimpleNamespace(
         num_states=u.n, ends=pda.ends[u.lo : u.lo + u.n], starts=np.array([0])

@@ -93,9 +93,7 @@ class ToolCallsLayout:
     unit_rules: tuple
 
 
-def tool_calls_layout(
-    fmt, tools, opts, *, parallel: bool, require_call: bool, allow_text: bool
-):
+def tool_calls_layout(fmt, tools, opts, *, parallel: bool, require_call: bool, allow_text: bool):
     """(`tool_calls_pda`'s PDA, its `ToolCallsLayout`)."""
     names = [t.name for t in tools]
     units = []
