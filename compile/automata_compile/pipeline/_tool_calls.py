@@ -33,9 +33,9 @@ def compile_tool_calls(
 ):
     """Compiles "free text, with calls of these tools where the model opens one" for a
     vocabulary: a `TokenDFA` with the PDA block (batched with any other constraint) and
-    state blocks: the frame's states and each tool's have their own token classes, so the
-    table grows with the sum of the tools' classes, not their product (`TokenDFA.dense`
-    gives the one-table form).
+    state blocks: the frame's fixed states, the names' trie (split by first name byte) and
+    each tool have their own token classes, so the table grows with the sum of the tools'
+    classes, not their product (`TokenDFA.dense` gives the one-table form).
 
     The language: free text (any bytes) in which the format's trigger appears only to
     open a call; after the trigger, a call of one of ``tools`` whose arguments are valid
@@ -64,8 +64,9 @@ def compile_tool_calls(
         far smaller automaton than any order).
 
     Each tool compiles once per (schema, format, options) and is kept in a cache (the
-    walks of its rules over a vocabulary are cached by the PDA composer), so a request
-    repeating known tools pays for the root (names, trigger) and the table assembly.
+    walks of its rules over a vocabulary are cached by the PDA composer, and its finished
+    table block by `tokens.token_pda_units`), so a request repeating known tools pays for
+    the root (names, trigger) and for copying the tools' blocks into its tables.
 
     Raises:
       InvalidToolError: a malformed tool list (names, repeated names, non-object schemas),
