@@ -244,10 +244,20 @@ def _decode(x: np.ndarray, u: PdaUnit, fixed: PdaRoot) -> np.ndarray:
 def _unit_block(parts, u: PdaUnit, fixed: PdaRoot, walker, trie, pda) -> _Block:
     """Unit ``u``'s block from its walks alone: its own classes (`_classes_hashed` over its
     walks), its rows dense over its states (`_tables`), then made relative."""
-    classes = _unit_classes(parts, trie.num_groups, len(walker.outcomes))
+    # its states and outcomes numbered densely (the hashes' salts and `_tables`' outcome
+    # arrays span them, not the whole PDA's states and every outcome of the request); its
+    # rows keep the whole PDA's state numbers (values only)
+    if parts:
+        ids, oid = np.unique(np.concatenate([p.oid for p in parts]), return_inverse=True)
+    else:
+        ids, oid = np.zeros(0, np.int64), np.zeros(0, np.int64)
+    cuts = np.cumsum([p.oid.shape[0] for p in parts])[:-1]
     local = [
-        dataclasses.replace(p, src=p.src - u.lo, wide=p.wide - u.lo) for p in parts
-    ]  # its rows keep the whole PDA's numbers (values only)
+        dataclasses.replace(p, src=p.src - u.lo, wide=p.wide - u.lo, oid=o.astype(np.int64))
+        for p, o in zip(parts, np.split(oid.reshape(-1), cuts), strict=True)
+    ]
+    walker = types.SimpleNamespace(outcomes=[walker.outcomes[i] for i in ids.tolist()])
+    classes = _unit_classes(local, trie.num_groups, len(walker.outcomes))
     for p in local:
         if (p.src < 0).any() or (p.src >= u.n).any() or (p.wide < 0).any() or (p.wide >= u.n).any():
             raise UnitNotCacheable("a unit's walk starts outside it")
