@@ -35,18 +35,20 @@ def main() -> None:
     ac.compile_tool_calls([{"name": "warmup"}], vocab)  # trie, imports
     tools = bench.bfcl_tools(args.tools)[: args.tools]
     base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    cold, warm = [], []
+    cold, warm, cold_cpu, warm_cpu = [], [], [], []
     dfa = None
     for _ in range(args.repeat):
         bench.clear()
         dfa = None
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         dfa = ac.compile_tool_calls(tools, vocab)
         cold.append(time.perf_counter() - t)
+        cold_cpu.append(time.process_time() - c)
         dfa = None
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         dfa = ac.compile_tool_calls(tools, vocab)
         warm.append(time.perf_counter() - t)
+        warm_cpu.append(time.process_time() - c)
     commit = subprocess.run(
         ["git", "-C", ac.__file__.rsplit("/compile/", 1)[0], "rev-parse", "--short", "HEAD"],
         capture_output=True,
@@ -58,6 +60,8 @@ def main() -> None:
         "tools": args.tools,
         "cold_s": round(statistics.median(cold), 3),
         "warm_s": round(statistics.median(warm), 3),
+        "cold_cpu_s": round(statistics.median(cold_cpu), 3),
+        "warm_cpu_s": round(statistics.median(warm_cpu), 3),
         "states": dfa.num_states,
         "classes": dfa.num_classes,
         "blocks": getattr(dfa, "num_blocks", 1),

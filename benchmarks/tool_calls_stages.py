@@ -21,7 +21,7 @@ import tool_calls_bench as bench
 
 import automata_compile as ac
 import automata_compile.pipeline._tool_calls as pipeline
-from automata_compile.tokens import _pda_compose
+from automata_compile.tokens import _pda_compose, _unit_blocks
 
 STEPS = [
     ("walk_states", "root walk"),
@@ -60,7 +60,9 @@ def main() -> None:
 
         setattr(module, name, g)
 
-    timed(pipeline, "tool_calls_pda", "units + link")
+    timed(pipeline, "tool_calls_layout", "units + link")
+    timed(_unit_blocks, "_unit_block", "unit blocks (new tools)")
+    timed(_unit_blocks, "_assemble", "assembly")
     timed(_pda_compose, "block_tables_walks", "blocks (in tables)")
     timed(_pda_compose, "block_tables", "blocks from listed cells (in tables; fallback)")
     sizes = {}
@@ -73,6 +75,8 @@ def main() -> None:
         _pda_compose._tables = no_tables
     for name, label in STEPS:
         timed(_pda_compose, name, label)
+        if hasattr(_unit_blocks, name):  # imported by name there: time both
+            setattr(_unit_blocks, name, getattr(_pda_compose, name))
     tools = bench.bfcl_tools(args.tools)[: args.tools]
     runs: dict[str, list] = {"cold": [], "warm": []}
     for _ in range(args.repeat):

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
+
 import numpy as np
 
 from automata_compile.automata import CALL, SHIFT, limits
-from automata_compile.frontends.tool_calls import tool_calls_pda, tool_calls_spec, tool_unit
-from automata_compile.tokens import token_pda
+from automata_compile.frontends.tool_calls import tool_calls_layout, tool_calls_spec, tool_unit
+from automata_compile.tokens import (
+    PdaRoot,
+    PdaUnit,
+    UnitNotCacheable,
+    token_pda,
+    token_pda_units,
+)
 
 
 def compile_tool_calls(
@@ -23,9 +33,9 @@ def compile_tool_calls(
 ):
     """Compiles "free text, with calls of these tools where the model opens one" for a
     vocabulary: a `TokenDFA` with the PDA block (batched with any other constraint) and
-    state blocks: the frame's states and each tool's have their own token classes, so the
-    table grows with the sum of the tools' classes, not their product (`TokenDFA.dense`
-    gives the one-table form).
+    state blocks: the frame's fixed states, the names' trie (split by first name byte) and
+    each tool have their own token classes, so the table grows with the sum of the tools'
+    classes, not their product (`TokenDFA.dense` gives the one-table form).
 
     The language: free text (any bytes) in which the format's trigger appears only to
     open a call; after the trigger, a call of one of ``tools`` whose arguments are valid
@@ -54,8 +64,9 @@ def compile_tool_calls(
         far smaller automaton than any order).
 
     Each tool compiles once per (schema, format, options) and is kept in a cache (the
-    walks of its rules over a vocabulary are cached by the PDA composer), so a request
-    repeating known tools pays for the root (names, trigger) and the table assembly.
+    walks of its rules over a vocabulary are cached by the PDA composer, and its finished
+    table block by `tokens.token_pda_units`), so a request repeating known tools pays for
+    the root (names, trigger) and for copying the tools' blocks into its tables.
 
     Raises:
       InvalidToolError: a malformed tool list (names, repeated names, non-object schemas),
@@ -73,12 +84,44 @@ def compile_tool_calls(
         allow_text=allow_text,
         **schema_options,
     )
+    flags = dict(parallel=parallel, require_call=require_call, allow_text=allow_text)
     with limits(timeout_s, "the tool calls"):
-        pda = tool_calls_pda(
-            fmt, tools, opts, parallel=parallel, require_call=require_call, allow_text=allow_text
-        )
-        block = _tool_blocks(pda, tools, fmt, opts)
-        return token_pda(pda, vocab, spec_kind="tool_calls", spec=spec, block=block)
+        pda, lay = tool_calls_layout(fmt, tools, opts, **flags)
+        head = json.dumps([dataclasses.asdict(fmt), flags, repr(opts.key())], sort_keys=True)
+        units = [
+            PdaUnit(
+                lo=lay.unit_lo[k],
+                n=lay.unit_states[k],
+                rules=(lay.rule_lo[k], lay.rule_lo[k] + lay.unit_rules[k]),
+                key=hashlib.sha256(
+                    json.dumps([head, t.name, t.parameters], sort_keys=True).encode()
+                ).hexdigest(),
+            )
+            for k, t in enumerate(tools)
+        ]
+        try:
+            return token_pda_units(
+                pda,
+                vocab,
+                spec_kind="tool_calls",
+                spec=spec,
+                fixed=PdaRoot(lay.q0, lay.trie_lo, lay.trie_hi),
+                units=units,
+                root_block=_root_blocks(lay),
+            )
+        except UnitNotCacheable:  # a unit's rows reach the names' trie (never seen)
+            block = _tool_blocks(pda, tools, fmt, opts)
+            return token_pda(pda, vocab, spec_kind="tool_calls", spec=spec, block=block)
+
+
+def _root_blocks(lay) -> np.ndarray:
+    """The root's blocks: 0 for its fixed states (free text, trigger, envelope, end tag),
+    and the names' trie split by the names' first byte (each part reads only the tokens
+    that spell its names), so no block's classes depend on every name."""
+    block = np.zeros(lay.q0, np.int64)
+    first = np.asarray(lay.trie_first, np.int64)
+    block[lay.trie_lo : lay.trie_hi] = 1 + first
+    return block
 
 
 def _tool_blocks(pda, tools, fmt, opts) -> np.ndarray:

@@ -13,14 +13,18 @@ _EXPORTS = {
     "CanonicalError": "_canonical",
     "DEFAULT_MAX_TOKENS": "_forced",
     "FORMAT_VERSION": "_token_dfa",
+    "PdaRoot": "_unit_blocks",
+    "PdaUnit": "_unit_blocks",
     "TokenDFA": "_token_dfa",
     "TokenTrie": "_token_trie",
+    "UnitNotCacheable": "_unit_blocks",
     "canonical_bpe": "_canonical",
     "Vocabulary": "_vocabulary",
     "compose": "_compose",
     "forced_runs": "_forced",
     "read_gguf_header": "_gguf",
     "token_pda": "_pda_compose",
+    "token_pda_units": "_unit_blocks",
     "trie_for": "_token_trie",
 }
 

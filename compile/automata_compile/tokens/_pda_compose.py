@@ -176,8 +176,11 @@ def _rows_of(p: Walk, groups: np.ndarray) -> np.ndarray:
     return np.where(p.other_group[pos] == groups, p.other_row[pos].astype(np.int64), p.default_row)
 
 
-def _reached(parts: list, walker: Walker, start: int) -> np.ndarray:
-    """bool[Q]: the states reached from ``start`` through token outcomes (the boundary)."""
+def _reached(parts: list, walker: Walker, start: int, collapse=None) -> np.ndarray:
+    """bool[Q]: the states reached from ``start`` through token outcomes (the boundary).
+    ``collapse``: (node int64[Q], extra src, extra dst): edges lead to ``node[target]``,
+    plus the extra edges (`_unit_blocks`: a cached unit is one node, leading to the root
+    states its rows reach)."""
     q_count, num_groups = walker.pda.num_states, walker.trie.num_groups
     n_out = len(walker.outcomes)
     lens = np.array([len(o) for o in walker.outcomes], np.int64).reshape(-1)
@@ -198,6 +201,11 @@ def _reached(parts: list, walker: Walker, start: int) -> np.ndarray:
             r, w = np.nonzero(ends != p.sink)
             srcs.append(p.wide[w])
             tgts.append(ends[r, w].astype(np.int64))
+    if collapse is not None:
+        node, extra_src, extra_dst = collapse
+        tgts = [node[t] for t in tgts]
+        srcs.append(extra_src)
+        tgts.append(extra_dst)
     edge = np.unique(np.concatenate(srcs) * q_count + np.concatenate(tgts))
     src, dst = edge // q_count, edge % q_count
     offs = np.searchsorted(src, np.arange(q_count + 1))

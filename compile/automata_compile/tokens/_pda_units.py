@@ -104,10 +104,14 @@ def _cached(key: str, make) -> _PartWalk:
 
 
 def clear_cache() -> None:
+    """Empties the walk cache and the finished unit blocks built from it (`_unit_blocks`)."""
     global _cache_bytes
     with _LOCK:
         _CACHE.clear()
         _cache_bytes = 0
+    from automata_compile.tokens import _unit_blocks  # it imports this module
+
+    _unit_blocks.clear_cache()
 
 
 def walk_states(walker: Walker, q0s, fingerprint: str, *, truncate: bool = False) -> list:

@@ -107,6 +107,7 @@ class Walker:
         self.context_id: dict[tuple, int] = {((), ()): 0}
         self.single_memo = np.full(4 * pda.num_states, -1, np.int64)  # see `single_ids`
         self._dense_table = None
+        self._dense_rules = None  # bool per rule: its rows of the dense table are written
         self._byte_classes: dict[bytes, tuple] = {}  # see `dense_table`
         self._allowed = None
         self.memo: dict = {}  # derived data other modules keep per walker
@@ -402,13 +403,22 @@ class Walker:
         a rule (the frame of 1,000 tools has 14,000 of the PDA's 200,000 states)."""
         pda, q = self.pda, self.pda.num_states
         if self._dense_table is None:
+            # only the walked rules' rows are written (a row walk reads no others), when
+            # they are first walked: 1,000 tools' frame is 14,000 of 200,000 rows
             dtype = np.int16 if q + 1 < np.iinfo(np.int16).max else np.int32
-            table = np.full((q + 1, 256), q, dtype=dtype)
-            table[:q] = np.where(pda.kind == SHIFT, pda.arg, q)
-            table[:q][(pda.kind == CALL) | (pda.kind == RETURN)] = q + 1
-            self._dense_table = table
+            self._dense_table = np.empty((q + 1, 256), dtype=dtype)
+            self._dense_table[q] = q
+            self._dense_rules = np.zeros(len(pda.names), bool)
         table = self._dense_table
         rules = np.unique(pda.rule_of[starts])
+        new = rules[~self._dense_rules[rules]]
+        if new.size:
+            fill = np.flatnonzero(np.isin(pda.rule_of, new))
+            kind = pda.kind[fill]
+            rows = np.where(kind == SHIFT, pda.arg[fill], q)
+            rows[(kind == CALL) | (kind == RETURN)] = q + 1
+            table[fill] = rows
+            self._dense_rules[new] = True
         got = self._byte_classes.get(rules.tobytes())
         if got is None:
             rows = np.append(np.flatnonzero(np.isin(pda.rule_of, rules)), q)

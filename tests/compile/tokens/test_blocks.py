@@ -70,22 +70,24 @@ def tool_dfa(llama3_vocab):
 
 
 def test_compile_tool_calls_splits_by_tool(tool_dfa):
-    """Blocks: each tool's unit, with the root states that reach only that tool's call (the
-    end of its name); the frame; the states with empty rows."""
-    from automata_compile.pipeline import _tool_calls
+    """Blocks: each tool's unit alone (its block is cached across requests); the root's
+    fixed states (text, trigger, envelope, end tag); the names' trie split by first name
+    byte; the states with empty rows. `split_blocks` of the dense tables with the same
+    partition gives the same blocks."""
+    from automata_compile.frontends.tool_calls import tool_calls_layout
 
     dense, blocked = tool_dfa
     flags = dict(parallel=True, require_call=False, allow_text=True)
     unit_of_state = _tool_blocks(TOOLS, **flags)  # 0: the root rule
     fmt, ts, opts, _ = tool_calls_spec(TOOLS, format="hermes", tool=None, **flags)
-    pda = tool_calls_pda(fmt, ts, opts, **flags)
-    block = _tool_calls._tool_blocks(pda, ts, fmt, opts)
-    assert (block[unit_of_state > 0] == unit_of_state[unit_of_state > 0]).all()
-    moved = (unit_of_state == 0) & (block > 0)
-    assert moved.sum() > 10  # name suffixes, e.g. "eather" of get_weather
+    _, lay = tool_calls_layout(fmt, ts, opts, **flags)
+    block = unit_of_state + 1000 * (unit_of_state > 0)
+    block[lay.trie_lo : lay.trie_hi] = 1 + np.asarray(lay.trie_first)
+    assert set(lay.trie_first) == {ord("g")}  # get, get_time, get_weather
     live = blocked.row_width > 1
     for b in np.unique(blocked.class_block[live]):
         assert np.unique(block[live & (blocked.class_block == b)]).size == 1
+    assert np.unique(blocked.class_block[live]).size == np.unique(block[live]).size
     again = split_blocks(dense, block)
     assert again.num_cells == blocked.num_cells and again.num_blocks == blocked.num_blocks
 
@@ -197,3 +199,86 @@ def test_blocks_from_rows_equal_blocks_from_listed_cells(llama3_vocab, monkeypat
     for name in ("token_class", "next_state", "class_block", "row_start", *PDA_ARRAYS):
         a, b = getattr(fast, name), getattr(slow, name)
         assert a.dtype == b.dtype and np.array_equal(a, b), name
+
+
+MORE_TOOLS = [
+    *TOOLS,
+    {
+        "name": "search_flights",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "origin": {"type": "string"},
+                "dest": {"type": "string", "enum": ["OSL", "CDG", "JFK"]},
+                "passengers": {"type": "integer"},
+                "flexible": {"type": "boolean"},
+            },
+            "required": ["origin", "dest"],
+        },
+    },
+    {
+        "name": "set_alarm",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "time": {"type": "string", "pattern": "^[0-9]{2}:[0-9]{2}$"},
+                "days": {"type": "array", "items": {"enum": ["mon", "tue", "wed"]}},
+                "label": {"type": "string", "maxLength": 5},
+            },
+            "required": ["time"],
+        },
+    },
+    {
+        "name": "sum",
+        "parameters": {
+            "type": "object",
+            "properties": {"xs": {"type": "array", "items": {"type": "number"}}},
+            "required": ["xs"],
+        },
+    },
+    {
+        "name": "search",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string"},
+                "filters": {
+                    "type": "object",
+                    "properties": {"lang": {"type": "string"}, "year": {"type": "integer"}},
+                },
+            },
+            "required": ["query"],
+        },
+    },
+]
+
+
+@pytest.mark.parametrize("fmt", ["hermes", "gemma"])
+def test_blocks_from_rows_with_backgrounds(llama3_vocab, monkeypatch, fmt):
+    """Seven tools whose blocks share few classes (strings, enums, numbers, arrays, nested
+    objects; names sharing prefixes): `_row_classes` (only the cells off their block's
+    background row hashed and grouped) gives the listed-cell path's arrays, and the same
+    automaton as the dense tables along random walks."""
+    from automata_compile.tokens import _blocks, _pda_compose
+
+    seen = []
+    real = _blocks._row_classes
+
+    def spy(q, c, bl, nb, *rest):
+        out = real(q, c, bl, nb, *rest)
+        local = out[0]
+        seen.append([np.unique(local[b]).size for b in range(nb)])
+        return out
+
+    monkeypatch.setattr(_blocks, "_row_classes", spy)
+    fast = ac.compile_tool_calls(MORE_TOOLS, llama3_vocab, format=fmt, parallel=True)
+    assert len(seen) == 1 and max(seen[0]) > 2
+    monkeypatch.setattr(_pda_compose, "block_tables_walks", lambda *a: None)
+    slow = ac.compile_tool_calls(MORE_TOOLS, llama3_vocab, format=fmt, parallel=True)
+    assert fast.num_blocks > len(MORE_TOOLS) + 2  # units, frame, names by first byte, empty
+    for name in ("token_class", "next_state", "class_block", "row_start", *PDA_ARRAYS):
+        a, b = getattr(fast, name), getattr(slow, name)
+        assert a.dtype == b.dtype and np.array_equal(a, b), name
+    dense = fast.dense()
+    walks = _random_walks(fast, np.random.default_rng(3), 6, 40)
+    assert _same_automaton(fast, dense, walks) > 40

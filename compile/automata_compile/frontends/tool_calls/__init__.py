@@ -6,7 +6,12 @@ vocabulary (`compile_tool_calls`) is in `automata_compile.pipeline`. `_parse` re
 back from text.
 """
 
-from automata_compile.frontends.tool_calls._calls import tool_calls_pda, tool_calls_spec
+from automata_compile.frontends.tool_calls._calls import (
+    ToolCallsLayout,
+    tool_calls_layout,
+    tool_calls_pda,
+    tool_calls_spec,
+)
 from automata_compile.frontends.tool_calls._formats import TOOL_CALL_FORMATS, ToolCallFormat
 from automata_compile.frontends.tool_calls._parse import (
     ToolCall,
@@ -21,7 +26,9 @@ __all__ = [
     "ToolCall",
     "ToolCallFormat",
     "ToolCallParseError",
+    "ToolCallsLayout",
     "parse_tool_calls",
+    "tool_calls_layout",
     "tool_calls_pda",
     "tool_calls_spec",
     "tool_unit",

@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import numpy as np
+
 from automata_compile.frontends.json_schema import parse_options as _options
 from automata_compile.frontends.tool_calls._formats import resolve
 from automata_compile.frontends.tool_calls._link import link, root_and_calls
@@ -69,6 +71,30 @@ def tool_calls_pda(fmt, tools, opts, *, parallel: bool, require_call: bool, allo
         the tool).
       GrammarConflictError: a custom format whose parts collide with the calls.
     """
+    return tool_calls_layout(
+        fmt, tools, opts, parallel=parallel, require_call=require_call, allow_text=allow_text
+    )[0]
+
+
+@dataclasses.dataclass(frozen=True)
+class ToolCallsLayout:
+    """Where the parts of `tool_calls_pda`'s PDA are: the root's states ``0 .. q0 - 1``, of
+    them the names' trie ``trie_lo .. trie_hi - 1`` (``trie_first``: each one's first name
+    byte); then tool k's unit: states ``unit_lo[k]`` on (``unit_states[k]`` of them), rules
+    ``rule_lo[k]`` on (``unit_rules[k]``)."""
+
+    q0: int
+    trie_lo: int
+    trie_hi: int
+    trie_first: tuple
+    unit_lo: tuple
+    unit_states: tuple
+    rule_lo: tuple
+    unit_rules: tuple
+
+
+def tool_calls_layout(fmt, tools, opts, *, parallel: bool, require_call: bool, allow_text: bool):
+    """(`tool_calls_pda`'s PDA, its `ToolCallsLayout`)."""
     names = [t.name for t in tools]
     units = []
     for t in tools:
@@ -84,4 +110,16 @@ def tool_calls_pda(fmt, tools, opts, *, parallel: bool, require_call: bool, allo
         fmt, names, parallel=parallel, require_call=require_call, allow_text=allow_text
     )
     pda = link(root, start, back, units, names)
-    return pda
+    sizes = [u.num_states for u in units]
+    rules = [len(u.names) for u in units]
+    layout = ToolCallsLayout(
+        q0=len(root.edges),
+        trie_lo=root.trie_lo,
+        trie_hi=root.trie_hi,
+        trie_first=tuple(root.trie_first),
+        unit_lo=tuple(int(x) for x in np.cumsum([len(root.edges), *sizes[:-1]])),
+        unit_states=tuple(sizes),
+        rule_lo=tuple(int(x) for x in np.cumsum([1, *rules[:-1]])),
+        unit_rules=tuple(rules),
+    )
+    return pda, layout

@@ -28,6 +28,8 @@ class _Root:
 
     def __init__(self):
         self.edges: list[dict[int, int]] = []
+        self.trie_lo = self.trie_hi = 0
+        self.trie_first: list[int] = []
         self.calls: dict[int, int] = {}  # state -> tool index
         self.finals: set[int] = set()
 
@@ -104,6 +106,7 @@ def root_and_calls(
         f = r.opt(f, b" ", "the envelope")
         f = r.lit(f, b'"', "the envelope")
     trie: dict[bytes, int] = {}
+    r.trie_lo = len(r.edges)  # the names' trie: states trie_lo .. trie_hi - 1
     for k, name in enumerate(names):
         data = name.encode()
         for i in range(1, len(data) + 1):
@@ -112,6 +115,8 @@ def root_and_calls(
                 for s in f if i == 1 else [trie[data[: i - 1]]]:
                     r.edge(s, data[i - 1], trie[data[:i]], "tool names")
         r.calls[trie[data]] = k
+    r.trie_hi = len(r.edges)
+    r.trie_first = [p[0] for p in trie]  # each trie state's first name byte, in state order
     back = r.new()
     f = r.opt([back], fmt.before_end.encode(), "before the end tag")
     r.lit(f, fmt.end.encode(), "the end tag", to=text_b[0])
@@ -131,10 +136,12 @@ def link(root: _Root, start: int, back: int, units, names) -> BytePDA:
     so = np.cumsum([q0] + sizes)  # state offsets
     ro = np.cumsum([1] + [len(u.names) for u in units])  # rule offsets
     q = int(so[-1])
-    shift = np.full((q, 256), -1, np.int32)
-    kind = np.zeros((q, 256), np.int8)
-    arg = np.full((q, 256), -1, np.int32)
-    ret = np.full((q, 256), -1, np.int32)
+    # the units' rows are written in place below (each array's pages touched once)
+    shift = np.empty((q, 256), np.int32)
+    kind = np.empty((q, 256), np.int8)
+    arg = np.empty((q, 256), np.int32)
+    ret = np.empty((q, 256), np.int32)
+    shift[:q0], kind[:q0], arg[:q0], ret[:q0] = -1, 0, -1, -1
     ends = np.zeros(q, bool)
     rule_of = np.zeros(q, np.int32)
     for s, out in enumerate(root.edges):
@@ -148,10 +155,12 @@ def link(root: _Root, start: int, back: int, units, names) -> BytePDA:
     returns = [()]
     for k, u in enumerate(units):
         a, z = int(so[k]), int(so[k + 1])
-        shift[a:z] = np.where(u.shift >= 0, u.shift + a, -1)
+        _offset(shift[a:z], u.shift, a, u.shift >= 0)
         kind[a:z] = u.kind
-        arg[a:z] = np.where(u.kind == SHIFT, u.arg + a, np.where(u.kind == CALL, u.arg + ro[k], -1))
-        ret[a:z] = np.where(u.ret >= 0, u.ret + a, -1)
+        av = arg[a:z]
+        _offset(av, u.arg, a, u.kind == SHIFT)
+        np.add(u.arg, int(ro[k]), out=av, where=u.kind == CALL)
+        _offset(ret[a:z], u.ret, a, u.ret >= 0)
         ends[a:z] = u.ends
         rule_of[a:z] = u.rule_of + ro[k]
         fin = np.flatnonzero((u.rule_of == 0) & u.ends) + a
@@ -194,3 +203,9 @@ def link(root: _Root, start: int, back: int, units, names) -> BytePDA:
         ret=ret,
         returns=tuple(returns),
     )
+
+
+def _offset(out: np.ndarray, x: np.ndarray, a: int, keep: np.ndarray) -> None:
+    """``out[:] = where(keep, x + a, -1)`` in place, without temporaries of ``out``'s size."""
+    out.fill(-1)
+    np.add(x, a, out=out, where=keep)

@@ -1,0 +1,100 @@
+"""`_unit_blocks`: tool-call tables assembled from per-tool blocks cached across requests.
+The same automaton as the whole PDA composed at once (`token_pda` with `_tool_blocks`),
+checked configuration by configuration; cached blocks reused at other offsets, next to
+other names, give the arrays a cold compile gives."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import automata_compile as ac
+from automata_compile.frontends.tool_calls import tool_calls_pda, tool_calls_spec
+from automata_compile.pipeline import _tool_calls
+from automata_compile.tokens import _pda_units, _unit_blocks, token_pda
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from test_blocks import MORE_TOOLS, _random_walks, _same_automaton  # noqa: E402
+
+FLAGS = [
+    {"format": "hermes", "parallel": True},
+    {"format": "gemma"},
+    {"format": "hermes", "require_call": True, "allow_text": False, "parallel": True},
+    {"format": "gemma", "parallel": True, "require_call": True},
+    {"format": "hermes", "tool": "search"},
+]
+
+
+def _whole(tools, vocab, **flags):
+    """The whole PDA composed at once, blocks by `_tool_blocks` (the path before)."""
+    fmt, ts, opts, spec = tool_calls_spec(
+        tools,
+        format=flags.pop("format"),
+        tool=flags.pop("tool", None),
+        parallel=flags.get("parallel", False),
+        require_call=flags.get("require_call", False),
+        allow_text=flags.get("allow_text", True),
+    )
+    full = dict(parallel=False, require_call=False, allow_text=True) | flags
+    pda = tool_calls_pda(fmt, ts, opts, **full)
+    block = _tool_calls._tool_blocks(pda, ts, fmt, opts)
+    return token_pda(pda, vocab, spec_kind="tool_calls", spec=spec, block=block)
+
+
+def _arrays(dfa) -> dict:
+    return {
+        f.name: getattr(dfa, f.name)
+        for f in dataclasses.fields(dfa)
+        if isinstance(getattr(dfa, f.name), np.ndarray)
+    }
+
+
+@pytest.mark.parametrize("flags", FLAGS)
+def test_same_automaton_as_the_whole_composition(llama3_vocab, flags):
+    _pda_units.clear_cache()
+    new = ac.compile_tool_calls(MORE_TOOLS, llama3_vocab, **flags)
+    old = _whole(MORE_TOOLS, llama3_vocab, **dict(flags))
+    assert new.num_states == old.num_states
+    assert np.array_equal(new.accepting, old.accepting)
+    rng = np.random.default_rng(7)
+    walks = _random_walks(new, rng, 8, 48) + _random_walks(old, rng, 8, 48)
+    assert _same_automaton(new, old.dense(), walks) > 200
+    warm = ac.compile_tool_calls(MORE_TOOLS, llama3_vocab, **flags)
+    for name, v in _arrays(new).items():
+        assert np.array_equal(v, getattr(warm, name)), name
+
+
+def test_cached_blocks_at_other_offsets(llama3_vocab):
+    """Blocks cached by one request and reused by another (other tools before them, other
+    names in the trie, the unit at another offset) give the cold compile's arrays."""
+    first, second = MORE_TOOLS[:4], [MORE_TOOLS[5], MORE_TOOLS[2], MORE_TOOLS[6], MORE_TOOLS[0]]
+    _pda_units.clear_cache()
+    cold = _arrays(ac.compile_tool_calls(second, llama3_vocab, format="gemma"))
+    _pda_units.clear_cache()
+    ac.compile_tool_calls(first, llama3_vocab, format="gemma")
+    assert len(_unit_blocks._CACHE) == len(first)
+    part = ac.compile_tool_calls(second, llama3_vocab, format="gemma")
+    assert len(_unit_blocks._CACHE) == len(first) + 2  # only the two new tools built
+    for name, v in cold.items():
+        assert v.dtype == getattr(part, name).dtype, name
+        assert np.array_equal(v, getattr(part, name)), name
+
+
+def test_not_cacheable_falls_back(llama3_vocab, monkeypatch):
+    """A unit whose rows would reach the names' trie (never seen) is composed the old way."""
+
+    def refuse(*a):
+        raise _unit_blocks.UnitNotCacheable("test")
+
+    _pda_units.clear_cache()
+    monkeypatch.setattr(_unit_blocks, "_encode", refuse)
+    got = ac.compile_tool_calls(MORE_TOOLS[:3], llama3_vocab, parallel=True)
+    assert not _unit_blocks._CACHE
+    old = _whole(MORE_TOOLS[:3], llama3_vocab, format="hermes", parallel=True)
+    for name, v in _arrays(old).items():
+        assert np.array_equal(v, getattr(got, name)), name
