@@ -72,7 +72,7 @@ class _Bytes(_thompson.Builder):
         kind = type(node)
         if not self.pieces or kind is Chars or kind is Terminal:
             super().build(node, s, e)
-        elif self.depth and (piece := _piece(node)) is not None:  # a label sized before
+        elif (piece := _piece(node)) is not None:  # built before (a label sized, a piece)
             self._splice(piece, s, e)
         elif kind is Automaton and _composite(node):
             self.depth += 1
