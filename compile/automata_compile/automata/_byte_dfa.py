@@ -19,7 +19,7 @@ import numpy as np
 from automata_compile._errors import EmptyLanguageError, StateBudgetExceededError
 from automata_compile.automata import _charsets as cs
 from automata_compile.automata import _fsa, _subset, _thompson
-from automata_compile.automata._ir import Alt, Automaton, Chars, Repeat, Seq, Terminal, fingerprint
+from automata_compile.automata._ir import Automaton, Chars, Terminal, fingerprint
 
 NUM_BYTES = 256
 DEFAULT_MAX_STATES = 100_000
@@ -66,7 +66,7 @@ class _Bytes(_thompson.Builder):
         self.spellings: dict = {}  # ranges -> their `_spelling` (sets recur in a tree)
         self.pieces = pieces and PIECES
         self.depth = 0  # composite automata around the node being built
-        self.whole = None  # a composite that is the whole tree but for a literal frame
+        self.repeats = 0  # repeats around it
 
     def build(self, node, s: int, e: int) -> None:
         kind = type(node)
@@ -83,8 +83,17 @@ class _Bytes(_thompson.Builder):
         else:
             super().build(node, s, e)
 
+    def _repeat(self, node, s: int, e: int) -> None:
+        self.repeats += 1
+        try:
+            super()._repeat(node, s, e)
+        finally:
+            self.repeats -= 1
+
     def _piece_build(self, node: Automaton, s: int, e: int) -> None:
-        if node is self.whole:  # its construction alone would be the whole's again
+        if self.depth == 1 and not self.repeats:
+            # built once, in no other composite: its construction alone would be as long
+            # as within the whole (whose other parts it does not meet)
             super().build(node, s, e)
             return
         piece = _piece(node)
@@ -190,7 +199,7 @@ def cached_byte_dfa(
     dfa = build_byte_dfa(ir, num_terminals, max_states=max_states, what=what)
     if PIECES:  # spliced where this tree recurs inside a composite automaton
         with _CACHE_LOCK:
-            _PIECES[ir] = dfa  # its rows are listed when first spliced
+            _keep(ir, dfa)  # its rows are listed when first spliced
     dfa.trans.flags.writeable = False
     dfa.accepting.flags.writeable = False
     size = dfa.trans.nbytes + dfa.accepting.nbytes
@@ -288,35 +297,8 @@ def byte_nfa(ir, *, max_states: int | None = None, what: str = "the pattern"):
     )
     nfa = _fsa.NFA(budget, max_nfa_states(max_states))
     s, e = nfa.state(), nfa.state()
-    b = _Bytes(nfa)
-    b.whole = _framed(ir)
-    b.build(ir, s, e)
+    _Bytes(nfa).build(ir, s, e)
     return nfa, s, e
-
-
-def _framed(node):
-    """The composite automaton that ``node`` is, or holds between literal frames (an
-    object's braces and padding); else None."""
-    while type(node) is Seq:
-        inner = [x for x in node.items if not _literal(x)]
-        if len(inner) != 1:
-            return None
-        node = inner[0]
-    return node if type(node) is Automaton and _composite(node) else None
-
-
-def _literal(node) -> bool:
-    """A character set, or runs and choices of them (no automaton, no terminal)."""
-    kind = type(node)
-    if kind is Chars:
-        return True
-    if kind is Repeat:
-        return _literal(node.item)
-    if kind is Seq:
-        return all(map(_literal, node.items))
-    if kind is Alt:
-        return all(map(_literal, node.options))
-    return False
 
 
 # Pieces (`_Bytes`): an automaton with IR labels whose NFA fragment has more states than
@@ -328,7 +310,19 @@ PIECES = True
 PIECE_MIN_STATES = 2000
 # Memo of pieces by node (weakly: an entry lives as long as its node): the labels of an
 # object are sized (`cached_byte_dfa` of each) and then built again in their parent.
-_PIECES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# By ``id`` (a lookup per node built must be cheap), with a weak reference that checks
+# the id still names the node and drops the entry with it.
+_PIECES: dict = {}
+
+
+def _keep(node, piece) -> None:
+    key = id(node)
+
+    def drop(ref, key=key):  # (no lock: it may run in a collection while one is held)
+        if _PIECES.get(key, (None,))[0] is ref:
+            _PIECES.pop(key, None)
+
+    _PIECES[key] = (weakref.ref(node, drop), piece)  # (one dict store: atomic)
 
 
 def _composite(node: Automaton) -> bool:
@@ -337,13 +331,15 @@ def _composite(node: Automaton) -> bool:
 
 
 def _piece(node):
-    with _CACHE_LOCK:
-        hit = _PIECES.get(node)
-    if isinstance(hit, _fsa.DFA):
-        hit = _rows(hit)
-        with _CACHE_LOCK:
-            _PIECES[node] = hit
-    return hit
+    hit = _PIECES.get(id(node))
+    if hit is None or hit[0]() is not node:
+        return None
+    piece = hit[1]
+    if isinstance(piece, _fsa.DFA):
+        piece = _rows(piece)
+        if _PIECES.get(id(node)) is hit:
+            _PIECES[id(node)] = (hit[0], piece)
+    return piece
 
 
 def _piece_of(node, nfa: _fsa.NFA, base: int, s: int, e: int, entries: int):
@@ -390,8 +386,7 @@ def _piece_of(node, nfa: _fsa.NFA, base: int, s: int, e: int, entries: int):
     except StateBudgetExceededError:
         return None
     piece = ((), 0, ()) if dfa is None else _rows(dfa)
-    with _CACHE_LOCK:
-        _PIECES[node] = piece
+    _keep(node, piece)
     return piece
 
 

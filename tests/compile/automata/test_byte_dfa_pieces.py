@@ -43,7 +43,7 @@ def _fresh(monkeypatch, pieces: bool) -> None:
     monkeypatch.setattr(_byte_dfa, "PIECES", pieces)
     monkeypatch.setattr(_byte_dfa, "_CACHE", collections.OrderedDict())
     monkeypatch.setattr(_byte_dfa, "_cache_bytes", 0)
-    monkeypatch.setattr(_byte_dfa, "_PIECES", _byte_dfa.weakref.WeakKeyDictionary())
+    monkeypatch.setattr(_byte_dfa, "_PIECES", {})
 
 
 @st.composite
@@ -154,13 +154,18 @@ def test_pieces_let_a_construction_fit_its_budget(monkeypatch):
     assert new.accepts(list(b'{"xs":[{"s":"q","b":2,"a":1}],"n":true}'))
 
 
-def test_the_framed_composite_is_built_in_place(monkeypatch):
-    """An object that is the whole tree but for its braces is no piece (its construction
-    alone would be the whole's again); one inside a repeat is."""
-    inner = Automaton(edges=(((Seq((Chars(((97, 97),),),)), 1),), ()), start=0, finals=frozenset({1}))
-    assert _byte_dfa._framed(Seq((Chars(((123, 123),)), inner, Chars(((125, 125),))))) is inner
-    assert _byte_dfa._framed(Repeat(inner, 0, None)) is None
-    assert _byte_dfa._framed(Seq((inner, inner))) is None
+def test_a_composite_built_once_is_built_in_place(monkeypatch):
+    """An object built once, in no other composite and no repeat, is no piece (its
+    construction alone would be as long as the whole's); one inside a repeat is."""
+    _fresh(monkeypatch, True)
+    monkeypatch.setattr(_byte_dfa, "PIECE_MIN_STATES", 0)
+    value = Automaton(edges=(((Chars(((98, 99),)), 1),), ()), start=0, finals=frozenset({1}))
+    inner = Automaton(edges=(((Seq((Chars(((97, 97),)), value)), 1),), ()), start=0, finals=frozenset({1}))
+    brace = Chars(((123, 123),))
+    _byte_dfa.build_byte_dfa(Seq((brace, inner, brace)))
+    assert _byte_dfa._piece(inner) is None
+    _byte_dfa.build_byte_dfa(Repeat(Seq((brace, inner)), 0, None))
+    assert _byte_dfa._piece(inner) is not None
 
 
 def test_a_fragment_with_an_edge_out_is_no_piece():
@@ -211,3 +216,15 @@ def test_llama3_tables_are_the_same_with_pieces(schema, llama3_vocab, monkeypatc
     if old.is_pda:
         for k, v in old.pda_arrays().items():
             np.testing.assert_array_equal(np.asarray(v), np.asarray(new.pda_arrays()[k]))
+
+
+def test_a_piece_lives_as_long_as_its_node():
+    import gc
+
+    node = Automaton(edges=(((Seq((Chars(((97, 97),),),)), 1),), ()), start=0, finals=frozenset({1}))
+    _byte_dfa._keep(node, ((), 0, ()))
+    assert _byte_dfa._piece(node) == ((), 0, ())
+    key = id(node)
+    del node
+    gc.collect()
+    assert key not in _byte_dfa._PIECES
