@@ -104,7 +104,10 @@ def test_pieces_build_the_same_byte_automaton(schema, min_states):
 
 ITEM = {
     "type": "object",
-    "properties": {**{k: {"type": "integer"} for k in "abcd"}, "s": {"type": "string", "maxLength": 3}},
+    "properties": {
+        **{k: {"type": "integer"} for k in "abcd"},
+        "s": {"type": "string", "maxLength": 3},
+    },
     "required": ["a"],
 }
 NESTED = {
@@ -160,7 +163,9 @@ def test_a_composite_built_once_is_built_in_place(monkeypatch):
     _fresh(monkeypatch, True)
     monkeypatch.setattr(_byte_dfa, "PIECE_MIN_STATES", 0)
     value = Automaton(edges=(((Chars(((98, 99),)), 1),), ()), start=0, finals=frozenset({1}))
-    inner = Automaton(edges=(((Seq((Chars(((97, 97),)), value)), 1),), ()), start=0, finals=frozenset({1}))
+    inner = Automaton(
+        edges=(((Seq((Chars(((97, 97),)), value)), 1),), ()), start=0, finals=frozenset({1})
+    )
     brace = Chars(((123, 123),))
     _byte_dfa.build_byte_dfa(Seq((brace, inner, brace)))
     assert _byte_dfa._piece(inner) is None
@@ -190,7 +195,10 @@ def test_a_fragment_with_an_edge_out_is_no_piece():
         {
             "type": "object",
             "properties": {
-                "steps": {"type": "array", "items": {**ITEM, "properties": {**ITEM["properties"], "env": {}}}},
+                "steps": {
+                    "type": "array",
+                    "items": {**ITEM, "properties": {**ITEM["properties"], "env": {}}},
+                },
                 "tags": {"type": "array", "items": {"type": "string"}},
             },
             "required": ["steps"],
@@ -221,7 +229,25 @@ def test_llama3_tables_are_the_same_with_pieces(schema, llama3_vocab, monkeypatc
 def test_a_piece_lives_as_long_as_its_node():
     import gc
 
-    node = Automaton(edges=(((Seq((Chars(((97, 97),),),)), 1),), ()), start=0, finals=frozenset({1}))
+    node = Automaton(
+        edges=(
+            (
+                (
+                    Seq(
+                        (
+                            Chars(
+                                ((97, 97),),
+                            ),
+                        )
+                    ),
+                    1,
+                ),
+            ),
+            (),
+        ),
+        start=0,
+        finals=frozenset({1}),
+    )
     _byte_dfa._keep(node, ((), 0, ()))
     assert _byte_dfa._piece(node) == ((), 0, ())
     key = id(node)
