@@ -57,9 +57,11 @@ class _Bytes(_thompson.Builder):
     """Spells character sets in UTF-8; terminal label k is symbol 256 + k.
 
     An automaton whose edges hold IR labels (a counting construction: an object's
-    properties in any order) is built as a *piece* where its NFA fragment passes
-    `PIECE_MIN_STATES`: the fragment is determinized and minimized alone, and its minimal
-    DFA takes the fragment's place (the same language, see `_piece_of`)."""
+    properties in any order) is built as a *piece* where the NFA copies it (inside a
+    repeat or another such automaton) and its fragment passes `PIECE_MIN_STATES`: the
+    fragment is determinized and minimized alone, once, and its minimal DFA takes the
+    place of each copy (the same language, see `_piece_of`). A tree whose byte DFA is
+    known (`_PIECES`: a piece, a label `cached_byte_dfa` built) is spliced likewise."""
 
     def __init__(self, nfa: _fsa.NFA, pieces: bool = True):
         super().__init__(nfa)
@@ -96,19 +98,17 @@ class _Bytes(_thompson.Builder):
             # as within the whole (whose other parts it does not meet)
             super().build(node, s, e)
             return
-        piece = _piece(node)
-        if piece is None:
-            nfa = self.nfa
-            base, entries = len(nfa.edges), len(nfa.eps[s])
-            super().build(node, s, e)  # in place: small fragments stay as built
-            if len(nfa.edges) - base <= PIECE_MIN_STATES:
-                return
-            piece = _piece_of(node, nfa, base, s, e, entries)
-            if piece is None:  # past a budget alone: the fragment stays as built
-                return
-            del nfa.edges[base:]
-            del nfa.eps[base:]
-            del nfa.eps[s][entries:]
+        nfa = self.nfa  # (no piece yet: `build` looked)
+        base, entries = len(nfa.edges), len(nfa.eps[s])
+        super().build(node, s, e)  # in place: small fragments stay as built
+        if len(nfa.edges) - base <= PIECE_MIN_STATES:
+            return
+        piece = _piece_of(node, nfa, base, s, e, entries)
+        if piece is None:  # past a budget alone: the fragment stays as built
+            return
+        del nfa.edges[base:]
+        del nfa.eps[base:]
+        del nfa.eps[s][entries:]
         self._splice(piece, s, e)
 
     def _splice(self, piece, s: int, e: int) -> None:
@@ -197,9 +197,8 @@ def cached_byte_dfa(
         _fsa.check_time("the NFA construction", f"{what}'s byte DFA")
         return dfa
     dfa = build_byte_dfa(ir, num_terminals, max_states=max_states, what=what)
-    if PIECES:  # spliced where this tree recurs inside a composite automaton
-        with _CACHE_LOCK:
-            _keep(ir, dfa)  # its rows are listed when first spliced
+    if PIECES:  # spliced where this tree recurs (a label in its object)
+        _keep(ir, dfa)  # its rows are listed when first spliced
     dfa.trans.flags.writeable = False
     dfa.accepting.flags.writeable = False
     size = dfa.trans.nbytes + dfa.accepting.nbytes
@@ -308,10 +307,10 @@ def byte_nfa(ir, *, max_states: int | None = None, what: str = "the pattern"):
 # instead of sets of the fragment's Thompson states.
 PIECES = True
 PIECE_MIN_STATES = 2000
-# Memo of pieces by node (weakly: an entry lives as long as its node): the labels of an
-# object are sized (`cached_byte_dfa` of each) and then built again in their parent.
-# By ``id`` (a lookup per node built must be cheap), with a weak reference that checks
-# the id still names the node and drops the entry with it.
+# Memo of pieces by node, as long as the node lives: the labels of an object are sized
+# (`cached_byte_dfa` of each) and then built again in their parent. Keyed by ``id`` (a
+# lookup per node built must be cheap), with a weak reference that checks the id still
+# names the node and drops the entry with it.
 _PIECES: dict = {}
 
 
