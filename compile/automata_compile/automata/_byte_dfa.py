@@ -12,13 +12,14 @@ from __future__ import annotations
 import collections
 import dataclasses
 import threading
+import weakref
 
 import numpy as np
 
 from automata_compile._errors import EmptyLanguageError, StateBudgetExceededError
 from automata_compile.automata import _charsets as cs
 from automata_compile.automata import _fsa, _subset, _thompson
-from automata_compile.automata._ir import Terminal, fingerprint
+from automata_compile.automata._ir import Automaton, Chars, Terminal, fingerprint
 
 NUM_BYTES = 256
 DEFAULT_MAX_STATES = 100_000
@@ -53,11 +54,77 @@ def _spelling(seqs) -> tuple:
 
 
 class _Bytes(_thompson.Builder):
-    """Spells character sets in UTF-8; terminal label k is symbol 256 + k."""
+    """Spells character sets in UTF-8; terminal label k is symbol 256 + k.
 
-    def __init__(self, nfa: _fsa.NFA):
+    An automaton whose edges hold IR labels (a counting construction: an object's
+    properties in any order) is built as a *piece* where the NFA copies it (inside a
+    repeat or another such automaton) and its fragment passes `PIECE_MIN_STATES`: the
+    fragment is determinized and minimized alone, once, and its minimal DFA takes the
+    place of each copy (the same language, see `_piece_of`). A tree whose byte DFA is
+    known (`_PIECES`: a piece, a label `cached_byte_dfa` built) is spliced likewise."""
+
+    def __init__(self, nfa: _fsa.NFA, pieces: bool = True):
         super().__init__(nfa)
         self.spellings: dict = {}  # ranges -> their `_spelling` (sets recur in a tree)
+        self.pieces = pieces and PIECES
+        self.depth = 0  # composite automata around the node being built
+        self.repeats = 0  # repeats around it
+
+    def build(self, node, s: int, e: int) -> None:
+        kind = type(node)
+        if not self.pieces or kind is Chars or kind is Terminal:
+            super().build(node, s, e)
+        elif (piece := _piece(node)) is not None:  # built before (a label sized, a piece)
+            self._splice(piece, s, e)
+        elif kind is Automaton and _composite(node):
+            self.depth += 1
+            try:
+                self._piece_build(node, s, e)
+            finally:
+                self.depth -= 1
+        else:
+            super().build(node, s, e)
+
+    def _repeat(self, node, s: int, e: int) -> None:
+        self.repeats += 1
+        try:
+            super()._repeat(node, s, e)
+        finally:
+            self.repeats -= 1
+
+    def _piece_build(self, node: Automaton, s: int, e: int) -> None:
+        if self.depth == 1 and not self.repeats:
+            # built once, in no other composite: its construction alone would be as long
+            # as within the whole (whose other parts it does not meet)
+            super().build(node, s, e)
+            return
+        nfa = self.nfa  # (no piece yet: `build` looked)
+        base, entries = len(nfa.edges), len(nfa.eps[s])
+        super().build(node, s, e)  # in place: small fragments stay as built
+        if len(nfa.edges) - base <= PIECE_MIN_STATES:
+            return
+        piece = _piece_of(node, nfa, base, s, e, entries)
+        if piece is None:  # past a budget alone: the fragment stays as built
+            return
+        del nfa.edges[base:]
+        del nfa.eps[base:]
+        del nfa.eps[s][entries:]
+        self._splice(piece, s, e)
+
+    def _splice(self, piece, s: int, e: int) -> None:
+        rows, start, finals = piece
+        nfa = self.nfa
+        base = len(nfa.edges)
+        for _ in rows:
+            nfa.state()
+        edges, eps = nfa.edges, nfa.eps
+        for i, row in enumerate(rows):
+            if row:
+                edges[base + i].extend([(lo, hi, base + t) for lo, hi, t in row])
+        if rows:
+            eps[s].append(base + start)
+        for f in finals:
+            eps[base + f].append(e)
 
     def chars(self, ranges, s, e, memo) -> None:
         # Sequences of byte ranges share their suffix states (memo keyed by the remaining ranges).
@@ -130,6 +197,8 @@ def cached_byte_dfa(
         _fsa.check_time("the NFA construction", f"{what}'s byte DFA")
         return dfa
     dfa = build_byte_dfa(ir, num_terminals, max_states=max_states, what=what)
+    if PIECES:  # spliced where this tree recurs (a label in its object)
+        _keep(ir, dfa)  # its rows are listed when first spliced
     dfa.trans.flags.writeable = False
     dfa.accepting.flags.writeable = False
     size = dfa.trans.nbytes + dfa.accepting.nbytes
@@ -229,6 +298,115 @@ def byte_nfa(ir, *, max_states: int | None = None, what: str = "the pattern"):
     s, e = nfa.state(), nfa.state()
     _Bytes(nfa).build(ir, s, e)
     return nfa, s, e
+
+
+# Pieces (`_Bytes`): an automaton with IR labels whose NFA fragment has more states than
+# this is determinized and minimized alone, then spliced into its parent as its minimal
+# DFA. The byte DFA is the same (the minimal DFA of the same language, numbered the same:
+# see `_piece_of`); the parent's subset construction meets one state per piece state
+# instead of sets of the fragment's Thompson states.
+PIECES = True
+PIECE_MIN_STATES = 2000
+# Memo of pieces by node, as long as the node lives: the labels of an object are sized
+# (`cached_byte_dfa` of each) and then built again in their parent. Keyed by ``id`` (a
+# lookup per node built must be cheap), with a weak reference that checks the id still
+# names the node and drops the entry with it.
+_PIECES: dict = {}
+
+
+def _keep(node, piece) -> None:
+    key = id(node)
+
+    def drop(ref, key=key):  # (no lock: it may run in a collection while one is held)
+        if _PIECES.get(key, (None,))[0] is ref:
+            _PIECES.pop(key, None)
+
+    _PIECES[key] = (weakref.ref(node, drop), piece)  # (one dict store: atomic)
+
+
+def _composite(node: Automaton) -> bool:
+    """Whether an automaton node has IR labels on its edges (not only character sets)."""
+    return any(type(label) is not tuple for out in node.edges for label, _ in out)
+
+
+def _piece(node):
+    hit = _PIECES.get(id(node))
+    if hit is None or hit[0]() is not node:
+        return None
+    piece = hit[1]
+    if isinstance(piece, _fsa.DFA):
+        piece = _rows(piece)
+        if _PIECES.get(id(node)) is hit:
+            _PIECES[id(node)] = (hit[0], piece)
+    return piece
+
+
+def _piece_of(node, nfa: _fsa.NFA, base: int, s: int, e: int, entries: int):
+    """The minimal DFA of the fragment ``nfa`` holds for ``node`` (its states from ``base``
+    on, entered by ``s``'s epsilon edge number ``entries``, leaving to ``e``) as a piece
+    ``(rows, start, finals)``: per state its ``(lo, hi, target)`` edges, local ids. None
+    where the fragment is not one (an edge leaving it elsewhere) or its construction passes
+    a budget.
+
+    Splicing it for the fragment keeps the parent's minimal DFA, state for state: the
+    language is the same, and a minimal DFA numbered as `_fsa.minimal_dfa` numbers it
+    (breadth-first, successors in symbol order, each block by its first state) depends on
+    the language alone."""
+    if len(nfa.eps[s]) != entries + 1:
+        return None
+    n = len(nfa.edges) - base
+    final = n  # ``e`` becomes the fragment's own final state
+    edges, eps = [], []
+    top = NUM_BYTES
+    for out, ep in zip(nfa.edges[base:], nfa.eps[base:], strict=True):
+        row = []
+        for lo, hi, t in out:
+            if t >= base:
+                row.append((lo, hi, t - base))
+            elif t == e:
+                row.append((lo, hi, final))
+            else:
+                return None
+            top = max(top, hi + 1)
+        edges.append(row)
+        loc = []
+        for t in ep:
+            if t >= base:
+                loc.append(t - base)
+            elif t == e:
+                loc.append(final)
+            else:
+                return None
+        eps.append(loc)
+    sub = _fsa.NFA(nfa.budget, nfa.max_states)
+    sub.edges, sub.eps = [*edges, []], [*eps, []]
+    try:
+        dfa = _fsa.minimal_dfa(sub, nfa.eps[s][entries] - base, final, top)
+    except StateBudgetExceededError:
+        return None
+    piece = ((), 0, ()) if dfa is None else _rows(dfa)
+    _keep(node, piece)
+    return piece
+
+
+def _rows(dfa: _fsa.DFA):
+    """``(rows, start, finals)``: per state its ``(lo, hi, target)`` edges (runs of one
+    target along its row), the start and the accepting states."""
+    trans = dfa.trans
+    q, width = trans.shape
+    change = np.ones((q, width), dtype=bool)
+    change[:, 1:] = trans[:, 1:] != trans[:, :-1]
+    r, lo = np.nonzero(change)
+    hi = np.append(lo[1:], 0) - 1
+    hi[np.append(r[1:] != r[:-1], True)] = width - 1
+    tgt = trans[r, lo]
+    live = tgt >= 0
+    rows: list = [[] for _ in range(q)]
+    for i, a, b, t in zip(
+        r[live].tolist(), lo[live].tolist(), hi[live].tolist(), tgt[live].tolist(), strict=True
+    ):
+        rows[i].append((a, b, t))
+    return rows, int(dfa.start), np.flatnonzero(dfa.accepting).tolist()
 
 
 def ir_matches(ir, data: bytes) -> bool:
