@@ -66,10 +66,11 @@ from flax import struct
 from jaxtyping import Array, Int
 
 from automata_jax import _draft
-from automata_jax._constraint import advance, mask_logits
+from automata_jax._constraint import advance, allowed_at, mask_logits
 from automata_jax._errors import RuntimeShapeError
 from automata_jax._fast_forward import FastForward, FastForwardState, accepts_logits_at, chunk_width
 from automata_jax._loop import LoopConfig, LoopStart, cache_room
+from automata_jax._sampling import Greedy
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -261,6 +262,7 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
     slots = jnp.arange(w_max, dtype=jnp.int32)
     rows = jnp.arange(b)
     with_logits_at = accepts_logits_at(step_fn)
+    argmax_sampler = isinstance(sampler, Greedy)  # masks only where the argmax is disallowed
     valid = getattr(cache, "valid", None)
     cache_length = None if valid is None else valid.shape[1]
 
@@ -521,19 +523,62 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
         rank = jnp.clip(jnp.cumsum(need.astype(jnp.int32), axis=0) - 1, 0, j_max - 1)
         return drafts, d, states, forced, sel, rank
 
-    def verify(i, logits, st, drafts, d, states, forced, sel, rank):
+    def unmasked(keys, at_sel, slot_logits):
+        """For an argmax sampler (`Greedy`): the unmasked choice at each logit slot ([J, B],
+        from states [J, B] and logits [J, B, V]) and whether the slot's state allows it
+        (then it is also the masked choice, ties included: the first maximum)."""
+        top = jax.vmap(lambda key, lg: sampler(lg, key).astype(jnp.int32))(keys, slot_logits)
+        ok = jax.vmap(lambda s, tok: allowed_at(tables, s, tok))(at_sel, top)
+        return top, ok
+
+    def lazy_choose(keys, at_sel, slot_logits, top, bad):
+        """`choose` at each logit slot where ``bad`` (bool[J, B]), ``top`` elsewhere; a slot
+        computes its mask only if some row there is bad."""
+
+        def one(_, j):
+            s = jax.tree.map(lambda leaf: leaf[j], at_sel)
+            fix = lambda _: jnp.where(bad[j], choose(keys[j], s, slot_logits[j]), top[j])  # noqa: E731
+            return None, jax.lax.cond(jnp.any(bad[j]), fix, lambda _: top[j], None)
+
+        return jax.lax.scan(one, None, jnp.arange(top.shape[0]))[1]
+
+    def verify(i, logits, st, drafts, d, states, forced, sel, rank, fed):
         """Chosen tokens after each draft prefix and the accepted draft length per row."""
         key = jax.random.fold_in(rng, i)
         keys = jax.vmap(lambda j: jax.random.fold_in(key, j))(jnp.arange(j_max))
+        prefix = jnp.arange(d_max + 1, dtype=jnp.int32)[:, None]
 
         def every_slot(_):
             at_sel = jax.tree.map(lambda leaf: leaf[sel.T, rows[None, :]], states)  # [J, B]
-            by_slot = jax.vmap(choose)(keys, at_sel, jnp.swapaxes(logits, 0, 1))  # [J, B]
-            picked = jnp.take_along_axis(by_slot, rank, axis=0)  # [D+1, B]
+            slot_logits = jnp.swapaxes(logits, 0, 1)
+            if not argmax_sampler:
+                by_slot = jax.vmap(choose)(keys, at_sel, slot_logits)  # [J, B]
+                picked = jnp.take_along_axis(by_slot, rank, axis=0)  # [D+1, B]
+                return jnp.where(forced, first_forced(states), picked)
+            # Greedy: the masks only at slots some row's accepted prefix may reach. A
+            # candidate that is not sure (its state disallows the unmasked argmax) may
+            # still equal the draft, so the walk goes on past it; it stops at a sure
+            # mismatch, where the exact walk stops too.
+            top, ok = unmasked(keys, at_sel, slot_logits)  # [J, B]
+            cand = jnp.where(forced, first_forced(states), jnp.take_along_axis(top, rank, axis=0))
+            sure = forced | jnp.take_along_axis(ok, rank, axis=0)  # [D+1, B]
+            go = (~sure[:d_max] | (cand[:d_max] == drafts.T)) & (prefix[:d_max] < d[None, :])
+            reach = jnp.sum(jnp.cumprod(go.astype(jnp.int32), axis=0), axis=0)  # [B]
+            need = (prefix <= reach[None, :]) & ~forced & fed[None, :]  # [D+1, B]
+            used = jnp.zeros((j_max, b), jnp.int32).at[rank, rows[None, :]].max(need.astype(jnp.int32)) > 0
+            by_slot = lazy_choose(keys, at_sel, slot_logits, top, used & ~ok)
+            picked = jnp.take_along_axis(by_slot, rank, axis=0)
             return jnp.where(forced, first_forced(states), picked)
 
         def first_slot(_):  # no row fed a draft: mask and sample one slot, as fast-forward
-            return jnp.broadcast_to(choose(keys[0], st, logits[:, 0]), (d_max + 1, b))
+            if not argmax_sampler:
+                return jnp.broadcast_to(choose(keys[0], st, logits[:, 0]), (d_max + 1, b))
+            one_state = jax.tree.map(lambda leaf: leaf[None], st)
+            slot_logits = logits[None, :, 0]
+            top, ok = unmasked(keys[:1], one_state, slot_logits)
+            bad = (fed & ~forces(st))[None, :] & ~ok
+            chosen = lazy_choose(keys[:1], one_state, slot_logits, top, bad)
+            return jnp.broadcast_to(chosen[0], (d_max + 1, b))
 
         chosen = jax.lax.cond(jnp.any(d > 0), every_slot, first_slot, None)  # [D+1, B]
         same = (chosen[:d_max] == drafts.T) & (jnp.arange(d_max)[:, None] < d[None, :])
@@ -596,8 +641,9 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
         drafts, d, states, forced, sel, rank = fed_drafts(c.state, c.tokens, c.head, c.feed)
         at = jnp.maximum(c.head - 1, 0)[:, None] + sel
         logits, cache = call(c.tokens, at, c.feed, c.position, c.cache, c.choice)
-        x, m, state = verify(c.step, logits, c.state, drafts, d, states, forced, sel, rank)
         fed = c.feed > 0
+        x, m, state = verify(c.step, logits, c.state, drafts, d, states, forced, sel, rank, fed)
+
         state = jax.tree.map(lambda new, old: jnp.where(_rows(fed, new), new, old), state, c.state)
         m = jnp.where(fed, m, 0)
         keep = jnp.where(fed, c.head + m, 0)
