@@ -44,6 +44,7 @@ PUBLIC = [
     "TopP",
     "UnknownConstraintError",
     "advance",
+    "allowed_at",
     "allowed_mask",
     "bare_spellings",
     "bare_twins",

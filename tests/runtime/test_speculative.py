@@ -135,6 +135,110 @@ def test_the_default_policy_is_identical_and_saves_calls(dfas, params):
     assert on.model_calls.sum() <= off.model_calls.sum()
 
 
+@pytest.mark.parametrize(
+    "spec",
+    [
+        # branches with fewer logit slots, the linear cost model
+        Speculate(logit_slots=(2, 3, 5), slot_cost=0.0, logit_cost=0.01),
+        # a measured table (wide calls cheap, so the policy drafts) with fewer logit slots
+        Speculate(
+            logit_slots=(2, 5),
+            call_costs=((1, 1, 1.0), (3, 1, 1.01), (5, 2, 1.02), (5, 5, 1.05), (8, 5, 1.06)),
+        ),
+        # a table that makes every speculative call dear: drafts never pay
+        Speculate(call_costs=((1, 1, 1.0), (9, 5, 40.0))),
+        # every slot masked (the lazy masks' reference)
+        Speculate(slot_cost=0.0, logit_cost=0.0, lazy_masks=False),
+    ],
+)
+def test_logit_slots_and_measured_costs_keep_greedy_outputs(dfas, params, spec):
+    tables = ConstraintTables.from_dfas(dfas, vocab_size=V)
+    rng = np.random.default_rng(3)
+    drafted = 0
+    for trial in range(3):
+        prompts = _random_prompts(rng, 8)
+        ids = rng.integers(-1, len(dfas), size=8).tolist()
+        off = _run(params, tables, ids, prompts, 14, fast_forward=trial != 1)
+        on = _run(params, tables, ids, prompts, 14, fast_forward=trial != 1, speculate=spec)
+        np.testing.assert_array_equal(on.tokens, off.tokens)
+        for a, b in zip(jax.tree.leaves(on.states), jax.tree.leaves(off.states), strict=True):
+            np.testing.assert_array_equal(a, b)
+        drafted += int(on.drafted.sum())
+        _check_masks(tables, dfas, ids, on)
+    if spec.call_costs is not None and spec.call_costs[-1][2] > 10:
+        assert drafted == 0  # every speculative branch costs more than any row can save
+    else:
+        assert drafted > 0
+
+
+def test_branches_and_their_costs():
+    from automata_jax._fast_forward import FastForward
+    from automata_jax._speculative import branches, extra_cost
+
+    ff = FastForward().resolve(full_width=4)
+    spec = Speculate(logit_slots=(2, 3)).resolve(forced=3)
+    assert branches(spec, ff) == tuple((w, 1) for w in ff.widths) + (
+        (5, 2), (5, 3), (8, 2), (8, 3),
+    )  # fmt: skip
+    assert branches(Speculate().resolve(forced=3), ff)[-2:] == ((5, 5), (8, 5))
+    linear = Speculate(slot_cost=0.1, logit_cost=0.2)
+    assert extra_cost(linear, ff, 5, 3) == pytest.approx(0.1 * 4 + 0.2 * 2)
+    assert extra_cost(linear, ff, 4, 1) == pytest.approx(ff.slot_cost * 3)
+    table = Speculate(call_costs=((1, 1, 0.5), (4, 1, 0.6), (5, 3, 0.8), (9, 5, 1.0)))
+    assert extra_cost(table, ff, 1, 1) == 0.0
+    assert extra_cost(table, ff, 3, 1) == pytest.approx(0.2)  # the cheapest call >= (3, 1)
+    assert extra_cost(table, ff, 5, 2) == pytest.approx(0.6)
+    assert extra_cost(table, ff, 9, 5) == pytest.approx(1.0)
+    assert extra_cost(table, ff, 10, 5) == pytest.approx(0.05 * 9 + 0.1 * 4)  # linear
+    with pytest.raises(aj.RuntimeShapeError, match="logit_slots"):
+        Speculate(logit_slots=(1,))
+    with pytest.raises(aj.RuntimeShapeError, match="lazy_masks"):
+        Speculate(lazy_masks="no")
+    with pytest.raises(aj.RuntimeShapeError, match="call_costs"):
+        Speculate(call_costs=((2, 3, 1.0),))
+    with pytest.raises(aj.RuntimeShapeError, match="call_costs"):
+        Speculate(call_costs=((2, 1, float("nan")),))
+    with pytest.raises(aj.RuntimeShapeError, match="call_costs"):
+        Speculate(call_costs=((2, 1),))
+
+
+def test_allowed_at_after_grammar_and_schema_steps():
+    """`allowed_at` reads `allowed_mask`'s bit on PDA rows (the stack's context-dependent
+    edges) and DFA rows, at every state a random walk reaches."""
+    pieces = [bytes([c]) for c in range(256)] + [b'": "', b'{"', b'"}']
+    vocab = ac.Vocabulary.from_bytes(pieces + [None], eos_ids=[len(pieces)],
+                                     special_ids=[len(pieces)])  # fmt: skip
+    tree = {
+        "type": "object",
+        "properties": {"n": {"type": "string", "maxLength": 3},
+                       "k": {"type": "array", "items": {"$ref": "#"}, "maxItems": 2}},
+        "required": ["n", "k"],
+        "additionalProperties": False,
+    }  # fmt: skip
+    pda = ac.compile_json_schema(tree, vocab, whitespace="compact")
+    dfa = ac.compile_json_schema({"type": "integer"}, vocab, whitespace="compact")
+    v = vocab.size
+    tables = ConstraintTables.from_dfas([pda, dfa], vocab_size=v)
+    rng = np.random.default_rng(0)
+    state = aj.init_state(tables, jnp.asarray([0, 0, 1, 1, -1, 0], jnp.int32))
+    at = jax.jit(aj.allowed_at)
+    for _ in range(14):
+        mask = np.asarray(aj.allowed_mask(tables, state))
+        tokens = rng.integers(-1, v + 1, size=(6,)).astype(np.int32)
+        np.testing.assert_array_equal(
+            np.asarray(at(tables, state, jnp.asarray(tokens))),
+            np.where((tokens >= 0) & (tokens < v), mask[np.arange(6), np.clip(tokens, 0, v - 1)], False),
+        )
+        for _ in range(8):  # every token a row may take at random, and some it may not
+            probe = rng.integers(0, v, size=(6,)).astype(np.int32)
+            np.testing.assert_array_equal(
+                np.asarray(at(tables, state, jnp.asarray(probe))), mask[np.arange(6), probe]
+            )
+        allowed = [np.flatnonzero(m) for m in mask]
+        step = np.asarray([rng.choice(a) for a in allowed], np.int32)
+        state = aj.advance(tables, state, jnp.asarray(step))
+
+
 def test_sampled_outputs_are_in_the_language(dfas, params):
     tables = ConstraintTables.from_dfas(dfas, vocab_size=V)
     rng = np.random.default_rng(1)
