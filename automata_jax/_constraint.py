@@ -197,35 +197,6 @@ def allowed_mask(tables: ConstraintTables, state: ConstraintState) -> Bool[Array
     return jnp.where(state.done[:, None], eos, mask)
 
 
-def allowed_at(
-    tables: ConstraintTables, state: ConstraintState, tokens: Int[Array, " B"]
-) -> Bool[Array, " B"]:
-    """bool[B]: ``allowed_mask(tables, state)[b, tokens[b]]``, without building the [B, V]
-    mask (one class lookup per row; out-of-range ids are not allowed)."""
-    _check_tables(tables)
-    _check_state(state)
-    num_k, num_q, _ = tables.padded_shape
-    v = tables.vocab_size
-    k = jnp.clip(state.constraint, 0, num_k - 1)
-    q = jnp.clip(state.state, 0, num_q - 1)
-    in_range = (tokens >= 0) & (tokens < v)
-    t = jnp.clip(tokens, 0, v - 1).astype(jnp.int32)
-    eos = tables.eos_mask[t]
-    accepts = _accepts(tables, state, k, q)
-    if tables.mask_bits is not None and not tables.has_stack:
-        words = tables.mask_bits[tables.mask_row[k, q], t // 32]
-        ok = ((words >> (t % 32).astype(jnp.uint32)) & jnp.uint32(1)).astype(jnp.bool_)
-    else:
-        row_ok = _layout.row(tables, tables.next_state, k, q) >= 0  # [B, C]
-        if tables.has_stack:
-            row_ok = _stack.class_mask(tables, k, q, state.stack, state.depth, row_ok)
-            accepts = accepts | ~jnp.any(row_ok, axis=1)
-        cls = _layout.token_classes(tables, k, q, t)
-        ok = jnp.take_along_axis(row_ok, cls[:, None], axis=1)[:, 0]
-    ok = ok | (eos & accepts) | (state.constraint < 0)
-    return in_range & jnp.where(state.done, eos, ok)
-
-
 def _accepts(tables: ConstraintTables, state: ConstraintState, k, q) -> jax.Array:
     """bool[B]: EOS allowed: the state accepts (and every symbol on a grammar row's stack)."""
     acc = tables.accepting[k, q]

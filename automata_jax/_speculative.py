@@ -66,11 +66,10 @@ from flax import struct
 from jaxtyping import Array, Int
 
 from automata_jax import _draft
-from automata_jax._constraint import advance, allowed_at, mask_logits
+from automata_jax._constraint import advance, mask_logits
 from automata_jax._errors import RuntimeShapeError
 from automata_jax._fast_forward import FastForward, FastForwardState, accepts_logits_at, chunk_width
 from automata_jax._loop import LoopConfig, LoopStart, cache_room
-from automata_jax._sampling import Greedy
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -98,10 +97,6 @@ class Speculate:
         the policy instead of the linear ``slot_cost``/``logit_cost`` model: a branch not in
         the table takes the cheapest measured call at least as wide with at least as many
         logit slots, or the linear model where none is.
-      lazy_masks: with `Greedy`, verify each logit slot by its unmasked argmax where the
-        slot's state allows that token (`allowed_at`: then it is the masked argmax too,
-        ties included) and build a slot's [B, V] mask only where some row's accepted
-        prefix may reach a disallowed argmax. Exact; other samplers always mask.
       prior_accepted, prior_drafted: the acceptance rate's prior, as pseudo-counts: a
         row's rate is ``(accepted + prior_accepted) / (drafted + prior_drafted)``.
       exit_drafts: with fast-forward, a copy that stops (a new clause in the prompt, or a
@@ -123,7 +118,7 @@ class Speculate:
 
     Example:
       >>> Speculate(draft_len=3).resolve(forced=0)
-      Speculate(draft_len=3, ngram_sizes=(3, 2, 1), widths=(4,), slot_cost=0.05, logit_cost=0.1, logit_slots=None, call_costs=None, lazy_masks=True, prior_accepted=1.0, prior_drafted=2.0, exit_drafts=True, lone_exits=True, structure_copies=False)
+      Speculate(draft_len=3, ngram_sizes=(3, 2, 1), widths=(4,), slot_cost=0.05, logit_cost=0.1, logit_slots=None, call_costs=None, prior_accepted=1.0, prior_drafted=2.0, exit_drafts=True, lone_exits=True, structure_copies=False)
     """
 
     draft_len: int = 4
@@ -133,7 +128,6 @@ class Speculate:
     logit_cost: float = 0.1
     logit_slots: tuple[int, ...] | None = None
     call_costs: tuple[tuple[int, int, float], ...] | None = None
-    lazy_masks: bool = True
     prior_accepted: float = 1.0
     prior_drafted: float = 2.0
     exit_drafts: bool = True
@@ -145,7 +139,7 @@ class Speculate:
         if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
             raise RuntimeShapeError(f"Speculate.draft_len: expected an int >= 1, got {k!r}")
         object.__setattr__(self, "draft_len", int(k))
-        for name in ("exit_drafts", "lone_exits", "structure_copies", "lazy_masks"):
+        for name in ("exit_drafts", "lone_exits", "structure_copies"):
             if not isinstance(getattr(self, name), bool | np.bool_):
                 raise RuntimeShapeError(
                     f"Speculate.{name}: expected a bool, got {getattr(self, name)!r}"
@@ -311,7 +305,6 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
     slots = jnp.arange(w_max, dtype=jnp.int32)
     rows = jnp.arange(b)
     with_logits_at = accepts_logits_at(step_fn)
-    argmax_sampler = spec.lazy_masks and isinstance(sampler, Greedy)  # `Speculate.lazy_masks`
     valid = getattr(cache, "valid", None)
     cache_length = None if valid is None else valid.shape[1]
 
@@ -572,62 +565,19 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
         rank = jnp.clip(jnp.cumsum(need.astype(jnp.int32), axis=0) - 1, 0, j_max - 1)
         return drafts, d, states, forced, sel, rank
 
-    def unmasked(keys, at_sel, slot_logits):
-        """For an argmax sampler (`Greedy`): the unmasked choice at each logit slot ([J, B],
-        from states [J, B] and logits [J, B, V]) and whether the slot's state allows it
-        (then it is also the masked choice, ties included: the first maximum)."""
-        top = jax.vmap(lambda key, lg: sampler(lg, key).astype(jnp.int32))(keys, slot_logits)
-        ok = jax.vmap(lambda s, tok: allowed_at(tables, s, tok))(at_sel, top)
-        return top, ok
-
-    def lazy_choose(keys, at_sel, slot_logits, top, bad):
-        """`choose` at each logit slot where ``bad`` (bool[J, B]), ``top`` elsewhere; a slot
-        computes its mask only if some row there is bad."""
-
-        def one(_, j):
-            s = jax.tree.map(lambda leaf: leaf[j], at_sel)
-            fix = lambda _: jnp.where(bad[j], choose(keys[j], s, slot_logits[j]), top[j])  # noqa: E731
-            return None, jax.lax.cond(jnp.any(bad[j]), fix, lambda _: top[j], None)
-
-        return jax.lax.scan(one, None, jnp.arange(top.shape[0]))[1]
-
-    def verify(i, logits, st, drafts, d, states, forced, sel, rank, fed):
+    def verify(i, logits, st, drafts, d, states, forced, sel, rank):
         """Chosen tokens after each draft prefix and the accepted draft length per row."""
         key = jax.random.fold_in(rng, i)
         keys = jax.vmap(lambda j: jax.random.fold_in(key, j))(jnp.arange(j_max))
-        prefix = jnp.arange(d_max + 1, dtype=jnp.int32)[:, None]
 
         def every_slot(_):
             at_sel = jax.tree.map(lambda leaf: leaf[sel.T, rows[None, :]], states)  # [J, B]
-            slot_logits = jnp.swapaxes(logits, 0, 1)
-            if not argmax_sampler:
-                by_slot = jax.vmap(choose)(keys, at_sel, slot_logits)  # [J, B]
-                picked = jnp.take_along_axis(by_slot, rank, axis=0)  # [D+1, B]
-                return jnp.where(forced, first_forced(states), picked)
-            # Greedy: the masks only at slots some row's accepted prefix may reach. A
-            # candidate that is not sure (its state disallows the unmasked argmax) may
-            # still equal the draft, so the walk goes on past it; it stops at a sure
-            # mismatch, where the exact walk stops too.
-            top, ok = unmasked(keys, at_sel, slot_logits)  # [J, B]
-            cand = jnp.where(forced, first_forced(states), jnp.take_along_axis(top, rank, axis=0))
-            sure = forced | jnp.take_along_axis(ok, rank, axis=0)  # [D+1, B]
-            go = (~sure[:d_max] | (cand[:d_max] == drafts.T)) & (prefix[:d_max] < d[None, :])
-            reach = jnp.sum(jnp.cumprod(go.astype(jnp.int32), axis=0), axis=0)  # [B]
-            need = (prefix <= reach[None, :]) & ~forced & fed[None, :]  # [D+1, B]
-            used = jnp.zeros((j_max, b), jnp.int32).at[rank, rows[None, :]].max(need.astype(jnp.int32)) > 0
-            by_slot = lazy_choose(keys, at_sel, slot_logits, top, used & ~ok)
-            picked = jnp.take_along_axis(by_slot, rank, axis=0)
+            by_slot = jax.vmap(choose)(keys, at_sel, jnp.swapaxes(logits, 0, 1))  # [J, B]
+            picked = jnp.take_along_axis(by_slot, rank, axis=0)  # [D+1, B]
             return jnp.where(forced, first_forced(states), picked)
 
         def first_slot(_):  # no row fed a draft: mask and sample one slot, as fast-forward
-            if not argmax_sampler:
-                return jnp.broadcast_to(choose(keys[0], st, logits[:, 0]), (d_max + 1, b))
-            one_state = jax.tree.map(lambda leaf: leaf[None], st)
-            slot_logits = logits[None, :, 0]
-            top, ok = unmasked(keys[:1], one_state, slot_logits)
-            bad = (fed & ~forces(st))[None, :] & ~ok
-            chosen = lazy_choose(keys[:1], one_state, slot_logits, top, bad)
-            return jnp.broadcast_to(chosen[0], (d_max + 1, b))
+            return jnp.broadcast_to(choose(keys[0], st, logits[:, 0]), (d_max + 1, b))
 
         chosen = jax.lax.cond(jnp.any(d > 0), every_slot, first_slot, None)  # [D+1, B]
         same = (chosen[:d_max] == drafts.T) & (jnp.arange(d_max)[:, None] < d[None, :])
@@ -690,9 +640,8 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
         drafts, d, states, forced, sel, rank = fed_drafts(c.state, c.tokens, c.head, c.feed)
         at = jnp.maximum(c.head - 1, 0)[:, None] + sel
         logits, cache = call(c.tokens, at, c.feed, c.position, c.cache, c.choice)
+        x, m, state = verify(c.step, logits, c.state, drafts, d, states, forced, sel, rank)
         fed = c.feed > 0
-        x, m, state = verify(c.step, logits, c.state, drafts, d, states, forced, sel, rank, fed)
-
         state = jax.tree.map(lambda new, old: jnp.where(_rows(fed, new), new, old), state, c.state)
         m = jnp.where(fed, m, 0)
         keep = jnp.where(fed, c.head + m, 0)

@@ -355,10 +355,6 @@ def main(argv=None) -> int:
         # With bare spellings (`aj.bare_spellings`: ``Ber`` drafts ``gen`` from `` Bergen``):
         "ff+spec+lcspell": dict(fast_forward=True, speculate=True, keys="spell"),
         "ff+spec_eager+lcspell": dict(fast_forward=True, speculate=eager, keys="spell"),
-        # Every verified slot masked (before `Speculate.lazy_masks`):
-        "ff+spec+lcspell_fullmask": dict(
-            fast_forward=True, speculate=aj.Speculate(lazy_masks=False), keys="spell"
-        ),
         # Speculative calls with 3 logit slots too (cheaper where the drafts need fewer):
         "ff+spec_slots+lcspell": dict(
             fast_forward=True, speculate=aj.Speculate(logit_slots=(3, 5)), keys="spell"

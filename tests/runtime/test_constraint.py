@@ -288,26 +288,3 @@ def test_real_regex_masks_equal_token_dfa_allowed(mask_impl):
                     qs[b] = dfas[ids[b]].advance(qs[b], int(t))
             assert np.asarray(state.done).tolist() == done
             assert not np.asarray(state.error).any()
-
-
-def test_allowed_at_is_the_mask_bit(tables):
-    """`allowed_at` (one token per row, no [B, V] mask) reads `allowed_mask`'s bit: every
-    state of every constraint, unconstrained and done rows, every token and ids out of range."""
-    states = []
-    for k, d in enumerate(DFAS):
-        for q in range(d.num_states):
-            states.append((k, q, False))
-    states += [(-1, 0, False), (0, 0, True), (1, 1, True), (-1, 0, True)]
-    k = jnp.asarray([s[0] for s in states], jnp.int32)
-    base = aj.init_state(tables, k)
-    state = base.replace(
-        state=jnp.asarray([s[1] for s in states], jnp.int32),
-        done=jnp.asarray([s[2] for s in states]),
-    )
-    mask = np.asarray(aj.allowed_mask(tables, state))
-    at = jax.jit(aj.allowed_at)
-    for token in range(-1, V + 1):
-        tokens = jnp.full((len(states),), token, jnp.int32)
-        got = np.asarray(at(tables, state, tokens))
-        want = mask[:, token] if 0 <= token < V else np.zeros(len(states), bool)
-        np.testing.assert_array_equal(got, want, err_msg=f"token {token}")

@@ -44,7 +44,6 @@ PUBLIC = [
     "TopP",
     "UnknownConstraintError",
     "advance",
-    "allowed_at",
     "allowed_mask",
     "bare_spellings",
     "bare_twins",

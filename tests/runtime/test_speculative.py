@@ -147,8 +147,6 @@ def test_the_default_policy_is_identical_and_saves_calls(dfas, params):
         ),
         # a table that makes every speculative call dear: drafts never pay
         Speculate(call_costs=((1, 1, 1.0), (9, 5, 40.0))),
-        # every slot masked (the lazy masks' reference)
-        Speculate(slot_cost=0.0, logit_cost=0.0, lazy_masks=False),
     ],
 )
 def test_logit_slots_and_measured_costs_keep_greedy_outputs(dfas, params, spec):
@@ -192,51 +190,12 @@ def test_branches_and_their_costs():
     assert extra_cost(table, ff, 10, 5) == pytest.approx(0.05 * 9 + 0.1 * 4)  # linear
     with pytest.raises(aj.RuntimeShapeError, match="logit_slots"):
         Speculate(logit_slots=(1,))
-    with pytest.raises(aj.RuntimeShapeError, match="lazy_masks"):
-        Speculate(lazy_masks="no")
     with pytest.raises(aj.RuntimeShapeError, match="call_costs"):
         Speculate(call_costs=((2, 3, 1.0),))
     with pytest.raises(aj.RuntimeShapeError, match="call_costs"):
         Speculate(call_costs=((2, 1, float("nan")),))
     with pytest.raises(aj.RuntimeShapeError, match="call_costs"):
         Speculate(call_costs=((2, 1),))
-
-
-def test_allowed_at_after_grammar_and_schema_steps():
-    """`allowed_at` reads `allowed_mask`'s bit on PDA rows (the stack's context-dependent
-    edges) and DFA rows, at every state a random walk reaches."""
-    pieces = [bytes([c]) for c in range(256)] + [b'": "', b'{"', b'"}']
-    vocab = ac.Vocabulary.from_bytes(pieces + [None], eos_ids=[len(pieces)],
-                                     special_ids=[len(pieces)])  # fmt: skip
-    tree = {
-        "type": "object",
-        "properties": {"n": {"type": "string", "maxLength": 3},
-                       "k": {"type": "array", "items": {"$ref": "#"}, "maxItems": 2}},
-        "required": ["n", "k"],
-        "additionalProperties": False,
-    }  # fmt: skip
-    pda = ac.compile_json_schema(tree, vocab, whitespace="compact")
-    dfa = ac.compile_json_schema({"type": "integer"}, vocab, whitespace="compact")
-    v = vocab.size
-    tables = ConstraintTables.from_dfas([pda, dfa], vocab_size=v)
-    rng = np.random.default_rng(0)
-    state = aj.init_state(tables, jnp.asarray([0, 0, 1, 1, -1, 0], jnp.int32))
-    at = jax.jit(aj.allowed_at)
-    for _ in range(14):
-        mask = np.asarray(aj.allowed_mask(tables, state))
-        tokens = rng.integers(-1, v + 1, size=(6,)).astype(np.int32)
-        np.testing.assert_array_equal(
-            np.asarray(at(tables, state, jnp.asarray(tokens))),
-            np.where((tokens >= 0) & (tokens < v), mask[np.arange(6), np.clip(tokens, 0, v - 1)], False),
-        )
-        for _ in range(8):  # every token a row may take at random, and some it may not
-            probe = rng.integers(0, v, size=(6,)).astype(np.int32)
-            np.testing.assert_array_equal(
-                np.asarray(at(tables, state, jnp.asarray(probe))), mask[np.arange(6), probe]
-            )
-        allowed = [np.flatnonzero(m) for m in mask]
-        step = np.asarray([rng.choice(a) for a in allowed], np.int32)
-        state = aj.advance(tables, state, jnp.asarray(step))
 
 
 def test_sampled_outputs_are_in_the_language(dfas, params):
