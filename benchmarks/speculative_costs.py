@@ -92,10 +92,10 @@ def main(argv=None) -> int:
     for k, ts in times.items():
         lo, med = min(ts), float(np.median(ts))
         table[k] = dict(min=lo, median=med, rel_min=lo / base_min, rel_median=med / base_med)
-        print(f"| {k} | {lo * 1e3:.1f} | {med * 1e3:.1f} | {lo / base_min:.2f} | {med / base_med:.2f} |")
-    costs = tuple(
-        (w, j, round(table[f"{w}x{j}"]["rel_min"], 3)) for w, j in shapes
-    )
+        print(
+            f"| {k} | {lo * 1e3:.1f} | {med * 1e3:.1f} | {lo / base_min:.2f} | {med / base_med:.2f} |"
+        )
+    costs = tuple((w, j, round(table[f"{w}x{j}"]["rel_min"], 3)) for w, j in shapes)
     print(f"aj.Speculate(call_costs={costs})")
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(
