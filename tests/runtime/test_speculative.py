@@ -322,7 +322,11 @@ def test_tiny_gemma_greedy_outputs_are_identical():
     assert on.drafted.sum() > 0
 
 
-def test_jaxpr_has_no_host_callbacks_and_no_retrace(dfas, params):
+MEASURED = Speculate(logit_slots=(2, 3, 5), call_costs=((1, 1, 1.0), (4, 1, 1.2), (9, 5, 1.6)))
+
+
+@pytest.mark.parametrize("spec", [True, MEASURED])
+def test_jaxpr_has_no_host_callbacks_and_no_retrace(dfas, params, spec):
     from automata_jax import _generate
 
     tables = ConstraintTables.from_dfas(dfas[:2], vocab_size=V)
@@ -332,7 +336,7 @@ def test_jaxpr_has_no_host_callbacks_and_no_retrace(dfas, params):
         return aj.generate(
             MODEL.apply_step, params, tokens, tables, ids, sampler=TopP(0.9), max_new_tokens=8,
             rng=rng, prompt_mask=mask, cache=MODEL.init_cache, pad_id=PAD, fast_forward=True,
-            speculate=True, draft_keys=keys,
+            speculate=spec, draft_keys=keys,
         )  # fmt: skip
 
     keys = aj.draft_keys(tokens, aj.bare_twins(VOCAB.tokens))
@@ -347,9 +351,9 @@ def test_jaxpr_has_no_host_callbacks_and_no_retrace(dfas, params):
         [ac.compile_regex(p, VOCAB) for p in (r"bcabab(a|b)", r"ccab|cbb")], vocab_size=V
     )
     assert jax.tree.map(jnp.shape, other) == jax.tree.map(jnp.shape, tables)
-    _run(params, tables, [0, 1], [[1], [2]], 8, fast_forward=True, speculate=True)
+    _run(params, tables, [0, 1], [[1], [2]], 8, fast_forward=True, speculate=spec)
     before = _generate._generate_jit._cache_size()
-    out = _run(params, other, [1, 0], [[2], [5]], 8, fast_forward=True, speculate=True)
+    out = _run(params, other, [1, 0], [[2], [5]], 8, fast_forward=True, speculate=spec)
     assert _generate._generate_jit._cache_size() == before
     assert not out.states.error.any()
 
