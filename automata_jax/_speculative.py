@@ -86,6 +86,17 @@ class Speculate:
         token call (as `FastForward.slot_cost`).
       logit_cost: the extra cost of logits at one more slot (the output layer; for
         Gemma-3 270M's 262k vocabulary it is most of a decode step's arithmetic).
+      logit_slots: the logit slots of the speculative branches: each width in ``widths``
+        compiles one call per count here (capped at ``min(width, 1 + K)``). Default (None):
+        ``1 + K`` only. Fewer slots make a call cheaper where its drafts need fewer choices
+        (forced tokens need none); the policy cuts each row's draft to the slots a branch
+        has. Each extra branch compiles one more model call.
+      call_costs: measured costs, ``((width, logit slots, cost), ...)``: a call's time as a
+        multiple of the one-token call on the device at hand (`benchmarks/speculative_costs.py`
+        times them). When given, every branch (fast-forward's too) costs ``cost - 1`` in
+        the policy instead of the linear ``slot_cost``/``logit_cost`` model: a branch not in
+        the table takes the cheapest measured call at least as wide with at least as many
+        logit slots, or the linear model where none is.
       prior_accepted, prior_drafted: the acceptance rate's prior, as pseudo-counts: a
         row's rate is ``(accepted + prior_accepted) / (drafted + prior_drafted)``.
       exit_drafts: with fast-forward, a copy that stops (a new clause in the prompt, or a
@@ -107,7 +118,7 @@ class Speculate:
 
     Example:
       >>> Speculate(draft_len=3).resolve(forced=0)
-      Speculate(draft_len=3, ngram_sizes=(3, 2, 1), widths=(4,), slot_cost=0.05, logit_cost=0.1, prior_accepted=1.0, prior_drafted=2.0, exit_drafts=True, lone_exits=True, structure_copies=False)
+      Speculate(draft_len=3, ngram_sizes=(3, 2, 1), widths=(4,), slot_cost=0.05, logit_cost=0.1, logit_slots=None, call_costs=None, prior_accepted=1.0, prior_drafted=2.0, exit_drafts=True, lone_exits=True, structure_copies=False)
     """
 
     draft_len: int = 4
@@ -115,6 +126,8 @@ class Speculate:
     widths: tuple[int, ...] | None = None
     slot_cost: float = 0.05
     logit_cost: float = 0.1
+    logit_slots: tuple[int, ...] | None = None
+    call_costs: tuple[tuple[int, int, float], ...] | None = None
     prior_accepted: float = 1.0
     prior_drafted: float = 2.0
     exit_drafts: bool = True
@@ -146,6 +159,29 @@ class Speculate:
                     f"{self.widths!r}"
                 )
             object.__setattr__(self, "widths", widths)
+        if self.logit_slots is not None:
+            counts = tuple(sorted({int(j) for j in self.logit_slots}))
+            if not counts or counts[0] < 2:
+                raise RuntimeShapeError(
+                    f"Speculate.logit_slots: expected counts >= 2 (a draft and the choice after "
+                    f"it), got {self.logit_slots!r}"
+                )
+            object.__setattr__(self, "logit_slots", counts)
+        if self.call_costs is not None:
+            table = []
+            for entry in self.call_costs:
+                try:
+                    w, j, c = entry
+                    w, j, c = int(w), int(j), float(c)
+                except (TypeError, ValueError):
+                    w = j = c = None
+                if w is None or w < 1 or j < 1 or j > w or not (c > 0 and np.isfinite(c)):
+                    raise RuntimeShapeError(
+                        "Speculate.call_costs: expected (width, logit slots, cost) entries "
+                        f"with 1 <= logit slots <= width and a finite cost > 0, got {entry!r}"
+                    )
+                table.append((w, j, c))
+            object.__setattr__(self, "call_costs", tuple(sorted(table)))
         for name in ("slot_cost", "logit_cost", "prior_accepted", "prior_drafted"):
             value = float(getattr(self, name))
             if not (value >= 0 and np.isfinite(value)):
@@ -167,6 +203,19 @@ class Speculate:
         k = self.draft_len
         widths = {1 + k} | ({1 + forced + k} if forced else set())
         return dataclasses.replace(self, widths=tuple(sorted(widths)))
+
+
+def extra_cost(spec: Speculate, ff: FastForward | None, width: int, n_logits: int) -> float:
+    """A branch's extra cost over a one-token call, as a fraction of one (the policy's unit):
+    measured (`Speculate.call_costs`) or the linear models."""
+    if spec.call_costs is not None:
+        fits = [c for w, j, c in spec.call_costs if w >= width and j >= n_logits]
+        if fits:
+            one = [c for w, j, c in spec.call_costs if w == 1 and j == 1]
+            return max(min(fits) / (one[0] if one else 1.0) - 1.0, 0.0)
+    if n_logits == 1:
+        return (ff.slot_cost if ff is not None else 0.0) * (width - 1)
+    return spec.slot_cost * (width - 1) + spec.logit_cost * (n_logits - 1)
 
 
 def policy(speculate) -> Speculate | None:
@@ -200,7 +249,9 @@ def branches(spec: Speculate, ff: FastForward | None) -> tuple[tuple[int, int], 
     call), then the speculative ones."""
     plain = ff.widths if ff is not None else (1,)
     j = 1 + spec.draft_len
-    return tuple((w, 1) for w in plain) + tuple((w, min(w, j)) for w in spec.widths)
+    counts = (j,) if spec.logit_slots is None else spec.logit_slots
+    spec_calls = sorted({(w, min(w, j, n)) for w in spec.widths for n in counts})
+    return tuple((w, 1) for w in plain) + tuple((w, n) for w, n in spec_calls if n > 1)
 
 
 def max_width(spec: Speculate, ff: FastForward | None) -> int:
@@ -244,14 +295,7 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
     calls_of = branches(spec, ff)
     width_array = jnp.asarray([w for w, _ in calls_of], jnp.int32)
     logit_array = jnp.asarray([j for _, j in calls_of], jnp.int32)
-    ff_cost = ff.slot_cost if ff is not None else 0.0
-    cost_array = jnp.asarray(
-        [
-            ff_cost * (w - 1) if j == 1 else spec.slot_cost * (w - 1) + spec.logit_cost * (j - 1)
-            for w, j in calls_of
-        ],
-        jnp.float32,
-    )
+    cost_array = jnp.asarray([extra_cost(spec, ff, w, j) for w, j in calls_of], jnp.float32)
     w_max = max_width(spec, ff)
     use_ff = ff is not None and tables.forced_tokens is not None
     f = chunk_width(tables) - 1 if use_ff else 0

@@ -308,6 +308,10 @@ def main(argv=None) -> int:
         "--breakdown", action="store_true", help="where each loop's calls go (oracle replay)"
     )
     parser.add_argument("--output", default=str(ROOT / "benchmarks/results/speculative.json"))
+    parser.add_argument(
+        "--call-costs", default=str(ROOT / "benchmarks/results/speculative_costs.json"),
+        help="the measured call costs for the _cal loops (benchmarks/speculative_costs.py)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
 
     path = default_gguf_path()
@@ -351,7 +355,20 @@ def main(argv=None) -> int:
         # With bare spellings (`aj.bare_spellings`: ``Ber`` drafts ``gen`` from `` Bergen``):
         "ff+spec+lcspell": dict(fast_forward=True, speculate=True, keys="spell"),
         "ff+spec_eager+lcspell": dict(fast_forward=True, speculate=eager, keys="spell"),
+        # Speculative calls with 3 logit slots too (cheaper where the drafts need fewer):
+        "ff+spec_slots+lcspell": dict(
+            fast_forward=True, speculate=aj.Speculate(logit_slots=(3, 5)), keys="spell"
+        ),
     }
+    costs_path = Path(args.call_costs)
+    if costs_path.exists():  # the measured costs (`speculative_costs.py`), for the _cal loops
+        measured = tuple(tuple(c) for c in json.loads(costs_path.read_text())["call_costs"])
+        cal = aj.Speculate(call_costs=measured)
+        cal_slots = aj.Speculate(call_costs=measured, logit_slots=(3, 5))
+        loops["ff+spec_cal+lcspell"] = dict(fast_forward=True, speculate=cal, keys="spell")
+        loops["ff+spec_cal_slots+lcspell"] = dict(
+            fast_forward=True, speculate=cal_slots, keys="spell"
+        )
     chosen = [k for k in args.loops.split(",") if k]
     unknown = sorted(set(chosen) - set(loops))
     if unknown or "ff" not in chosen:

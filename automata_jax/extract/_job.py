@@ -126,6 +126,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "in the same model call (auto: on for GPU/TPU, where wider calls are nearly free; off on "
         "CPU, where they cost more than the 5-16%% of calls they save; BENCHMARKS.md)",
     )
+    p.add_argument(
+        "--call-costs",
+        metavar="FILE",
+        help="with speculation: the model calls' measured costs on this device, the JSON "
+        "benchmarks/speculative_costs.py writes (the width policy prices each call from it "
+        "instead of its hand-set constants; see docs/speculative.md)",
+    )
     args = p.parse_args(argv)
     for name in ("batch_size", "max_new_tokens", "max_prompt_tokens"):
         if getattr(args, name) < 1:

@@ -37,10 +37,11 @@ import numpy as np
 from jax.sharding import Mesh
 
 from automata_jax._draft import bare_spellings, bare_twins, draft_keys
-from automata_jax._errors import ExtractError
+from automata_jax._errors import ExtractError, RuntimeShapeError
 from automata_jax._generate import cache_length, pad_prompts
 from automata_jax._sampling import Greedy, Temperature
 from automata_jax._sharding import DATA_AXIS, generate_sharded, replicate, shard_batch
+from automata_jax._speculative import Speculate
 from automata_jax._tables import ConstraintTables, bucket
 
 __all__ = ["RowOutput", "Runner", "is_gguf", "load_vocabulary", "resolve_checkpoint"]
@@ -92,7 +93,9 @@ class Runner:
     cache_fn: Any
     tables: ConstraintTables | None = None
     fast_forward: bool = True  # forced tokens fed in one call (see automata_jax._fast_forward)
-    speculate: bool = False  # drafts copied from the prompt, verified (automata_jax._speculative)
+    # drafts copied from the prompt, verified (automata_jax._speculative); a Speculate with
+    # the device's measured call costs (--call-costs)
+    speculate: Any = False
     prefix: tuple[int, ...] = ()  # the prompt prefix in `prefix_cache` (see the module doc)
     prefix_cache: Any = None
     twins: Any = None  # int32[V], `bare_twins` of the vocabulary (built on first use)
@@ -140,9 +143,7 @@ class Runner:
             mesh=mesh,
             cache_fn=_cache_fn(model, cache_dtype),
             fast_forward=getattr(args, "fast_forward", True),
-            speculate={"on": True, "off": False}.get(
-                getattr(args, "speculate", "auto"), not on_cpu
-            ),
+            speculate=_speculation(args, on_cpu),
         )
 
     def set_constraint(self, dfa) -> None:
@@ -392,3 +393,23 @@ def _load_gemma(args, on_cpu: bool):
             raise ExtractError(f"cannot read {hf_config}: {e}") from e
     model = Gemma3(config)
     return model, load_safetensors(ckpt, config, dtype=dtype)
+
+
+def _speculation(args, on_cpu: bool):
+    """The job's ``speculate``: off, on (the default `Speculate`), or on with the measured call
+    costs of ``--call-costs`` (the JSON `benchmarks/speculative_costs.py` writes).
+
+    Raises:
+      ExtractError: an unreadable costs file, or costs the policy refuses.
+    """
+    on = {"on": True, "off": False}.get(getattr(args, "speculate", "auto"), not on_cpu)
+    path = getattr(args, "call_costs", None)
+    if not on or not path:
+        return on
+    try:
+        costs = json.loads(Path(path).read_text(encoding="utf-8"))["call_costs"]
+        return Speculate(call_costs=tuple(tuple(c) for c in costs))
+    except (OSError, ValueError, KeyError, TypeError, RuntimeShapeError) as e:
+        raise ExtractError(
+            f"--call-costs {path}: expected the JSON of speculative_costs.py ({e})"
+        ) from e

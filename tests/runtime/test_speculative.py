@@ -135,6 +135,69 @@ def test_the_default_policy_is_identical_and_saves_calls(dfas, params):
     assert on.model_calls.sum() <= off.model_calls.sum()
 
 
+@pytest.mark.parametrize(
+    "spec",
+    [
+        # branches with fewer logit slots, the linear cost model
+        Speculate(logit_slots=(2, 3, 5), slot_cost=0.0, logit_cost=0.01),
+        # a measured table (wide calls cheap, so the policy drafts) with fewer logit slots
+        Speculate(
+            logit_slots=(2, 5),
+            call_costs=((1, 1, 1.0), (3, 1, 1.01), (5, 2, 1.02), (5, 5, 1.05), (8, 5, 1.06)),
+        ),
+        # a table that makes every speculative call dear: drafts never pay
+        Speculate(call_costs=((1, 1, 1.0), (9, 5, 40.0))),
+    ],
+)
+def test_logit_slots_and_measured_costs_keep_greedy_outputs(dfas, params, spec):
+    tables = ConstraintTables.from_dfas(dfas, vocab_size=V)
+    rng = np.random.default_rng(3)
+    drafted = 0
+    for trial in range(3):
+        prompts = _random_prompts(rng, 8)
+        ids = rng.integers(-1, len(dfas), size=8).tolist()
+        off = _run(params, tables, ids, prompts, 14, fast_forward=trial != 1)
+        on = _run(params, tables, ids, prompts, 14, fast_forward=trial != 1, speculate=spec)
+        np.testing.assert_array_equal(on.tokens, off.tokens)
+        for a, b in zip(jax.tree.leaves(on.states), jax.tree.leaves(off.states), strict=True):
+            np.testing.assert_array_equal(a, b)
+        drafted += int(on.drafted.sum())
+        _check_masks(tables, dfas, ids, on)
+    if spec.call_costs is not None and spec.call_costs[-1][2] > 10:
+        assert drafted == 0  # every speculative branch costs more than any row can save
+    else:
+        assert drafted > 0
+
+
+def test_branches_and_their_costs():
+    from automata_jax._fast_forward import FastForward
+    from automata_jax._speculative import branches, extra_cost
+
+    ff = FastForward().resolve(full_width=4)
+    spec = Speculate(logit_slots=(2, 3)).resolve(forced=3)
+    assert branches(spec, ff) == tuple((w, 1) for w in ff.widths) + (
+        (5, 2), (5, 3), (8, 2), (8, 3),
+    )  # fmt: skip
+    assert branches(Speculate().resolve(forced=3), ff)[-2:] == ((5, 5), (8, 5))
+    linear = Speculate(slot_cost=0.1, logit_cost=0.2)
+    assert extra_cost(linear, ff, 5, 3) == pytest.approx(0.1 * 4 + 0.2 * 2)
+    assert extra_cost(linear, ff, 4, 1) == pytest.approx(ff.slot_cost * 3)
+    table = Speculate(call_costs=((1, 1, 0.5), (4, 1, 0.6), (5, 3, 0.8), (9, 5, 1.0)))
+    assert extra_cost(table, ff, 1, 1) == 0.0
+    assert extra_cost(table, ff, 3, 1) == pytest.approx(0.2)  # the cheapest call >= (3, 1)
+    assert extra_cost(table, ff, 5, 2) == pytest.approx(0.6)
+    assert extra_cost(table, ff, 9, 5) == pytest.approx(1.0)
+    assert extra_cost(table, ff, 10, 5) == pytest.approx(0.05 * 9 + 0.1 * 4)  # linear
+    with pytest.raises(aj.RuntimeShapeError, match="logit_slots"):
+        Speculate(logit_slots=(1,))
+    with pytest.raises(aj.RuntimeShapeError, match="call_costs"):
+        Speculate(call_costs=((2, 3, 1.0),))
+    with pytest.raises(aj.RuntimeShapeError, match="call_costs"):
+        Speculate(call_costs=((2, 1, float("nan")),))
+    with pytest.raises(aj.RuntimeShapeError, match="call_costs"):
+        Speculate(call_costs=((2, 1),))
+
+
 def test_sampled_outputs_are_in_the_language(dfas, params):
     tables = ConstraintTables.from_dfas(dfas, vocab_size=V)
     rng = np.random.default_rng(1)
@@ -259,7 +322,11 @@ def test_tiny_gemma_greedy_outputs_are_identical():
     assert on.drafted.sum() > 0
 
 
-def test_jaxpr_has_no_host_callbacks_and_no_retrace(dfas, params):
+MEASURED = Speculate(logit_slots=(2, 3, 5), call_costs=((1, 1, 1.0), (4, 1, 1.2), (9, 5, 1.6)))
+
+
+@pytest.mark.parametrize("spec", [True, MEASURED])
+def test_jaxpr_has_no_host_callbacks_and_no_retrace(dfas, params, spec):
     from automata_jax import _generate
 
     tables = ConstraintTables.from_dfas(dfas[:2], vocab_size=V)
@@ -269,7 +336,7 @@ def test_jaxpr_has_no_host_callbacks_and_no_retrace(dfas, params):
         return aj.generate(
             MODEL.apply_step, params, tokens, tables, ids, sampler=TopP(0.9), max_new_tokens=8,
             rng=rng, prompt_mask=mask, cache=MODEL.init_cache, pad_id=PAD, fast_forward=True,
-            speculate=True, draft_keys=keys,
+            speculate=spec, draft_keys=keys,
         )  # fmt: skip
 
     keys = aj.draft_keys(tokens, aj.bare_twins(VOCAB.tokens))
@@ -284,9 +351,9 @@ def test_jaxpr_has_no_host_callbacks_and_no_retrace(dfas, params):
         [ac.compile_regex(p, VOCAB) for p in (r"bcabab(a|b)", r"ccab|cbb")], vocab_size=V
     )
     assert jax.tree.map(jnp.shape, other) == jax.tree.map(jnp.shape, tables)
-    _run(params, tables, [0, 1], [[1], [2]], 8, fast_forward=True, speculate=True)
+    _run(params, tables, [0, 1], [[1], [2]], 8, fast_forward=True, speculate=spec)
     before = _generate._generate_jit._cache_size()
-    out = _run(params, other, [1, 0], [[2], [5]], 8, fast_forward=True, speculate=True)
+    out = _run(params, other, [1, 0], [[2], [5]], 8, fast_forward=True, speculate=spec)
     assert _generate._generate_jit._cache_size() == before
     assert not out.states.error.any()
 

@@ -607,3 +607,17 @@ def test_speculation_gives_the_same_records_and_reports_drafts(tmp_path, capsys)
         err = capsys.readouterr().err
         assert ("tokens per model call" in err) == (mode == "on"), err
     assert _read_output(outs["on"]) == _read_output(outs["off"])
+    # With the device's measured call costs (benchmarks/speculative_costs.py's JSON): a
+    # table that makes every wide call cheap, so the policy drafts; same records.
+    costs = tmp_path / "costs.json"
+    costs.write_text(json.dumps({"call_costs": [[1, 1, 1.0], [4, 1, 1.01], [16, 5, 1.02]]}))
+    out = tmp_path / "costs.jsonl"
+    args = ["--input", str(inp), "--output", str(out), "--speculate", "on", *BATCH]
+    assert extract.main([*args, "--call-costs", str(costs)]) == 0
+    assert "tokens per model call" in capsys.readouterr().err
+    assert _read_output(out) == _read_output(outs["off"])
+    costs.write_text(json.dumps({"call_costs": [[2, 3, 1.0]]}))  # 3 logit slots in a 2-wide call
+    bad = tmp_path / "bad.jsonl"
+    args = ["--input", str(inp), "--output", str(bad), "--speculate", "on", *BATCH]
+    assert extract.main([*args, "--call-costs", str(costs)]) != 0
+    assert "--call-costs" in capsys.readouterr().err
