@@ -166,7 +166,7 @@ def compose_units(pda, vocab, *, fixed: PdaRoot, units: list[PdaUnit], root_bloc
     blocks = [_get(k) for k in key]
     walker = Walker(pda, trie)
     start = int(pda.starts[0])
-    live = (pda.kind != 0).any(axis=1)
+    live = pda.kind.any(axis=1)  # no [states, 256] temporary
     parts = walk_states(walker, np.flatnonzero(live & (pda.rule_of == 0)), vocab.fingerprint)
     n_root = len(parts)
     owner = []
