@@ -8,7 +8,15 @@ import pytest
 from automata_compile import _alloc
 
 
-@pytest.mark.parametrize("shape", [7, (3, 5), (0, 256), ((_alloc.MIN_BYTES // 4) + 3,), (1030, 4099)])
+SMALL = 1 << 20  # the tests' threshold (the default's arrays would be 128 MB)
+
+
+@pytest.fixture(autouse=True)
+def _small_threshold(monkeypatch):
+    monkeypatch.setattr(_alloc, "MIN_BYTES", SMALL)
+
+
+@pytest.mark.parametrize("shape", [7, (3, 5), (0, 256), (SMALL // 4 + 3,), (1030, 4099)])
 @pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64])
 def test_empty_is_a_writable_c_array_of_the_shape(shape, dtype):
     a = _alloc.empty(shape, dtype)
@@ -23,7 +31,7 @@ def test_empty_is_a_writable_c_array_of_the_shape(shape, dtype):
 
 
 def test_large_arrays_are_separate_and_outlive_their_names():
-    n = _alloc.MIN_BYTES // 4 + 1
+    n = SMALL // 4 + 1
     a, b = _alloc.empty(n, np.int32), _alloc.empty(n, np.int32)
     a.fill(1)
     b.fill(2)
@@ -31,3 +39,4 @@ def test_large_arrays_are_separate_and_outlive_their_names():
     del a
     assert (view == 1).all() and (b == 2).all()
     assert not np.shares_memory(view, b)
+    assert not b.flags.owndata  # backed by its own mapping
