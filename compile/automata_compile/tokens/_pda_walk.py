@@ -390,7 +390,7 @@ class Walker:
     def allowed_bytes(self) -> tuple[np.ndarray, np.ndarray]:
         """(offsets int64[Q + 1], bytes int64[...]): the bytes each state does not refuse."""
         if self._allowed is None:
-            q, b = np.nonzero(self.pda.kind)
+            q, b = np.nonzero(self.pda.kind != 0)
             offsets = np.searchsorted(q, np.arange(self.pda.num_states + 1))
             self._allowed = (offsets.astype(np.int64), b.astype(np.int64))
         return self._allowed
