@@ -7,7 +7,6 @@ import pytest
 
 from automata_compile import _alloc
 
-
 SMALL = 1 << 20  # the tests' threshold (the default's arrays would be 128 MB)
 
 
