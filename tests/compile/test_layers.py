@@ -4,7 +4,8 @@ Read from the source with `ast` (nothing is imported): ``automata/`` (the core) 
 other layer; ``frontends/`` imports neither ``tokens/`` nor ``pipeline/``; ``tokens/``
 imports neither ``frontends/`` nor ``pipeline/``; and no module imports an underscored
 module of another folder (``from automata_compile.automata import _fsa`` from
-``tokens/``), except the errors every layer shares (``automata_compile._errors``) and the lazy-name helper (``_lazy``).
+``tokens/``), except the errors every layer shares (``automata_compile._errors``), the lazy-name helper (``_lazy``) and the
+allocator of large tables (``_alloc``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ FORBIDDEN = {
     "frontends": {"tokens", "pipeline"},
     "tokens": {"frontends", "pipeline"},
 }
-SHARED = {f"{PACKAGE}._errors", f"{PACKAGE}._lazy"}
+SHARED = {f"{PACKAGE}._errors", f"{PACKAGE}._lazy", f"{PACKAGE}._alloc"}
 
 
 def _module_name(path: Path) -> str:

@@ -508,7 +508,7 @@ def _last_cells(cells: list, c_count: int) -> tuple:
 
 def _check_bytes(pda: BytePDA, trie: TokenTrie) -> None:
     """Every byte the grammar uses is a token on its own (a terminal at trie level 1)."""
-    used = np.flatnonzero((pda.kind != 0).any(axis=0))
+    used = np.flatnonzero(pda.kind.any(axis=0))
     have = np.zeros(256, bool)
     if trie.depth:
         have[trie.byte[1][trie.terminal[1] >= 0]] = True

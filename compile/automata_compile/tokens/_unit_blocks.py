@@ -27,6 +27,7 @@ import types
 
 import numpy as np
 
+from automata_compile import _alloc
 from automata_compile.tokens._pda_compose import (
     _check_bytes,
     _classes_exact,
@@ -165,7 +166,7 @@ def compose_units(pda, vocab, *, fixed: PdaRoot, units: list[PdaUnit], root_bloc
     blocks = [_get(k) for k in key]
     walker = Walker(pda, trie)
     start = int(pda.starts[0])
-    live = (pda.kind != 0).any(axis=1)
+    live = pda.kind.any(axis=1)  # no [states, 256] temporary
     parts = walk_states(walker, np.flatnonzero(live & (pda.rule_of == 0)), vocab.fingerprint)
     n_root = len(parts)
     owner = []
@@ -350,7 +351,7 @@ def _assemble(out: dict, blocks: list[_Block], units: list[PdaUnit], fixed: PdaR
     with_rows = [b.has.any() for b in blocks]
     nb = nb_root + sum(with_rows)
     v = out["token_class"].shape[1]
-    token_class = np.empty((nb, v), np.int32)
+    token_class = _alloc.empty((nb, v), np.int32)  # no huge-page stalls (`_alloc`)
     token_class[:nb_root] = out["token_class"]
     q = fixed.q0 + sum(u.n for u in units)
     class_block = np.zeros(q, np.int32)
@@ -358,8 +359,8 @@ def _assemble(out: dict, blocks: list[_Block], units: list[PdaUnit], fixed: PdaR
     row_len = np.empty(q, np.int64)
     row_len[:q0] = np.diff(np.append(rs[:q0], root_cells))
     total = root_cells + sum(b.next_state.shape[0] for b in blocks)
-    next_state = np.empty(total, np.int32)
-    edge_push = np.empty(total, np.int32)
+    next_state = _alloc.empty(total, np.int32)
+    edge_push = _alloc.empty(total, np.int32)
     next_state[:root_cells] = out["next_state"][:root_cells]
     edge_push[:root_cells] = out["edge_push"][:root_cells]
     push_seq, push_len = [out["push_seq"]], [out["push_len"]]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from automata_compile import _alloc
 from automata_compile._errors import GrammarConflictError
 from automata_compile.automata import CALL, DEAD, RETURN, SHIFT, BytePDA, kmp_moves
 
@@ -136,11 +137,12 @@ def link(root: _Root, start: int, back: int, units, names) -> BytePDA:
     so = np.cumsum([q0] + sizes)  # state offsets
     ro = np.cumsum([1] + [len(u.names) for u in units])  # rule offsets
     q = int(so[-1])
-    # the units' rows are written in place below (each array's pages touched once)
-    shift = np.empty((q, 256), np.int32)
-    kind = np.empty((q, 256), np.int8)
-    arg = np.empty((q, 256), np.int32)
-    ret = np.empty((q, 256), np.int32)
+    # the units' rows are written in place below (each array's pages touched once, with
+    # no huge-page stalls: `_alloc`)
+    shift = _alloc.empty((q, 256), np.int32)
+    kind = _alloc.empty((q, 256), np.int8)
+    arg = _alloc.empty((q, 256), np.int32)
+    ret = _alloc.empty((q, 256), np.int32)
     shift[:q0], kind[:q0], arg[:q0], ret[:q0] = -1, 0, -1, -1
     ends = np.zeros(q, bool)
     rule_of = np.zeros(q, np.int32)
