@@ -9,9 +9,10 @@ format and flags), never on the other units or the names' trie, as long as no to
 from the unit reaches a trie state (checked; never seen). So it is computed once, from
 the unit's walks alone, and kept with every state number written relative to the unit
 (``F + i`` for the unit's i-th state, a fixed root state's rank below ``F``). A request
-walks only the root (`_pda_units.walk_states`) and the units it has not seen, and
-assembles the tables: the root's blocks (`_pda_compose._tables` over the root's walks),
-then each unit's rows renumbered by its offset.
+walks only the root (`_pda_units.walk_states`; the root's walk itself is kept for the last
+few roots, `_root_walks`) and the units it has not seen, and assembles the tables: the
+root's blocks (`_pda_compose._tables` over the root's walks), then each unit's rows
+renumbered by its offset.
 
 The automaton is the one `_pda_compose.compose_pda` builds (tests compare masks, states
 and stacks with the dense tables); only the partition differs: each unit is one block with
@@ -260,7 +261,9 @@ def _root_walks(walker: Walker, q0s: np.ndarray, fixed: PdaRoot, units, vocab) -
         if key not in _ROOTS:
             _ROOTS[key] = walk
             _roots_bytes += size
-        while len(_ROOTS) > 1 and (len(_ROOTS) > ROOT_CACHE_SIZE or _roots_bytes > ROOT_CACHE_BYTES):
+        while len(_ROOTS) > 1 and (
+            len(_ROOTS) > ROOT_CACHE_SIZE or _roots_bytes > ROOT_CACHE_BYTES
+        ):
             _roots_bytes -= _ROOTS.popitem(last=False)[1].nbytes
     return parts
 
