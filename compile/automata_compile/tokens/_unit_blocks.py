@@ -177,7 +177,19 @@ def compose_units(pda, vocab, *, fixed: PdaRoot, units: list[PdaUnit], root_bloc
     walker = Walker(pda, trie)
     start = int(pda.starts[0])
     live = pda.kind.any(axis=1)  # no [states, 256] temporary
-    parts = _root_walks(walker, np.flatnonzero(live & (pda.rule_of == 0)), fixed, units, vocab)
+    parts, entry = _root_walks(
+        walker, np.flatnonzero(live & (pda.rule_of == 0)), fixed, units, vocab
+    )
+    # every unit cached: the root's tables follow from the root's walk, the units' keys and
+    # the blocks (`_RootWalk.tables`)
+    all_cached = all(b is not None for b in blocks)
+    root_block = np.asarray(root_block, np.int64)
+    block_key = hashlib.blake2b(root_block.tobytes(), digest_size=20).hexdigest()
+    if all_cached:
+        with _LOCK:
+            out = entry.tables.get(block_key)
+        if out is not None:
+            return _assemble(out, blocks, units, fixed)
     n_root = len(parts)
     owner = []
     for i, u in enumerate(units):
@@ -203,21 +215,41 @@ def compose_units(pda, vocab, *, fixed: PdaRoot, units: list[PdaUnit], root_bloc
     block = np.zeros(pda.num_states, np.int64)
     block[: fixed.q0] = root_block
     out = _tables(pda, trie, walker, root, *classes, block=block)
+    if all_cached:
+        _keep_tables(entry, block_key, out)
     return _assemble(out, blocks, units, fixed)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass
 class _RootWalk:
     """The root's walks (arrays read-only) and the walker's interned outcomes and contexts
-    right after them (the walks' outcome ids index ``outcomes``)."""
+    right after them (the walks' outcome ids index ``outcomes``); ``tables``: the root's
+    tables (`_tables`' dict, arrays read-only) of a request whose units were all cached,
+    by a digest of its ``root_block``."""
 
+    key: str
     walks: tuple
     outcomes: tuple
     contexts: tuple
     nbytes: int
+    tables: dict = dataclasses.field(default_factory=dict)
 
 
-def _root_walks(walker: Walker, q0s: np.ndarray, fixed: PdaRoot, units, vocab) -> list:
+def _keep_tables(entry: _RootWalk, block_key: str, out: dict) -> None:
+    global _roots_bytes
+    size = 0
+    for x in out.values():
+        if isinstance(x, np.ndarray):
+            x.flags.writeable = False  # shared with later requests (`_assemble` copies)
+            size += x.nbytes
+    with _LOCK:
+        if block_key not in entry.tables and _ROOTS.get(entry.key) is entry:
+            entry.tables[block_key] = out
+            entry.nbytes += size
+            _roots_bytes += size
+
+
+def _root_walks(walker: Walker, q0s: np.ndarray, fixed: PdaRoot, units, vocab) -> tuple:
     """`walk_states` of the root's states ``q0s`` on the fresh ``walker``, or the same walks
     from the cache with the walker's outcomes and contexts as the walk left them (so every
     later outcome id is the same). A token walked from the root reads the root's states and
@@ -247,7 +279,7 @@ def _root_walks(walker: Walker, q0s: np.ndarray, fixed: PdaRoot, units, vocab) -
         walker.outcome_id = {o: i for i, o in enumerate(got.outcomes)}
         walker.contexts = list(got.contexts)
         walker.context_id = {c: i for i, c in enumerate(got.contexts)}
-        return list(got.walks)
+        return list(got.walks), got
     parts = walk_states(walker, q0s, vocab.fingerprint)
     size = 0
     for p in parts:
@@ -256,7 +288,7 @@ def _root_walks(walker: Walker, q0s: np.ndarray, fixed: PdaRoot, units, vocab) -
             if isinstance(x, np.ndarray):
                 x.flags.writeable = False  # shared with later requests
                 size += x.nbytes
-    walk = _RootWalk(tuple(parts), tuple(walker.outcomes), tuple(walker.contexts), size)
+    walk = _RootWalk(key, tuple(parts), tuple(walker.outcomes), tuple(walker.contexts), size)
     with _LOCK:
         if key not in _ROOTS:
             _ROOTS[key] = walk
@@ -265,7 +297,7 @@ def _root_walks(walker: Walker, q0s: np.ndarray, fixed: PdaRoot, units, vocab) -
             len(_ROOTS) > ROOT_CACHE_SIZE or _roots_bytes > ROOT_CACHE_BYTES
         ):
             _roots_bytes -= _ROOTS.popitem(last=False)[1].nbytes
-    return parts
+    return parts, walk
 
 
 def _check_layout(pda, fixed: PdaRoot, units: list[PdaUnit]) -> None:
@@ -473,7 +505,7 @@ def _assemble(out: dict, blocks: list[_Block], units: list[PdaUnit], fixed: PdaR
         "row_start": np.concatenate([[0], np.cumsum(row_len)[:-1]]).astype(np.int32),
         "push_seq": np.concatenate([_pad(x, width) for x in push_seq]).astype(np.int32),
         "push_len": np.concatenate(push_len).astype(np.int32),
-        "accepting": out["accepting"],
+        "accepting": out["accepting"].copy(),
         "start": out["start"],
     }
     for name in _CD:

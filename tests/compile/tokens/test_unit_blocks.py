@@ -102,9 +102,9 @@ def test_not_cacheable_falls_back(llama3_vocab, monkeypatch):
 
 def test_root_walk_cache(llama3_vocab, monkeypatch):
     """The root's walk comes from the cache only for the same root and units (a tool with
-    the same name and other parameters, or other flags, walk again); a hit, alone or with
-    units whose blocks must be built again (later outcome ids follow the cached ones), gives
-    the cold compile's arrays."""
+    the same name and other parameters, or other flags, walk again); a hit, alone, with the
+    root's tables kept, or with units whose blocks must be built again (later outcome ids
+    follow the cached ones), gives the cold compile's arrays."""
     tools = MORE_TOOLS[:4]
     _pda_units.clear_cache()
     cold = _arrays(ac.compile_tool_calls(tools, llama3_vocab, parallel=True))
@@ -119,8 +119,15 @@ def test_root_walk_cache(llama3_vocab, monkeypatch):
             assert v.dtype == getattr(got, name).dtype, name
             assert np.array_equal(v, getattr(got, name)), name
 
-    same(ac.compile_tool_calls(tools, llama3_vocab, parallel=True))
-    assert not walked
+    tabled = []
+    real_tables = _unit_blocks._tables
+    monkeypatch.setattr(
+        _unit_blocks, "_tables", lambda *a, **k: tabled.append(1) or real_tables(*a, **k)
+    )
+    same(ac.compile_tool_calls(tools, llama3_vocab, parallel=True))  # the root's tables kept
+    assert not walked and len(tabled) == 1
+    same(ac.compile_tool_calls(tools, llama3_vocab, parallel=True))  # and reused
+    assert not walked and len(tabled) == 1
     with _unit_blocks._LOCK:  # the blocks gone, the root's walk kept
         _unit_blocks._CACHE.clear()
     same(ac.compile_tool_calls(tools, llama3_vocab, parallel=True))
