@@ -180,8 +180,9 @@ def compose_units(pda, vocab, *, fixed: PdaRoot, units: list[PdaUnit], root_bloc
     parts, entry = _root_walks(
         walker, np.flatnonzero(live & (pda.rule_of == 0)), fixed, units, vocab
     )
-    # every unit cached: the root's tables follow from the root's walk, the units' keys and
-    # the blocks (`_RootWalk.tables`)
+    # the root's tables are a function of the key (the root's byte PDA, the units' keys, the
+    # vocabulary) and ``root_block``: kept from the first request that builds them, reused
+    # when no unit needs walking (`_RootWalk.tables`)
     all_cached = all(b is not None for b in blocks)
     root_block = np.asarray(root_block, np.int64)
     block_key = hashlib.blake2b(root_block.tobytes(), digest_size=20).hexdigest()
@@ -215,8 +216,7 @@ def compose_units(pda, vocab, *, fixed: PdaRoot, units: list[PdaUnit], root_bloc
     block = np.zeros(pda.num_states, np.int64)
     block[: fixed.q0] = root_block
     out = _tables(pda, trie, walker, root, *classes, block=block)
-    if all_cached:
-        _keep_tables(entry, block_key, out)
+    _keep_tables(entry, block_key, out)
     return _assemble(out, blocks, units, fixed)
 
 
@@ -224,8 +224,10 @@ def compose_units(pda, vocab, *, fixed: PdaRoot, units: list[PdaUnit], root_bloc
 class _RootWalk:
     """The root's walks (arrays read-only) and the walker's interned outcomes and contexts
     right after them (the walks' outcome ids index ``outcomes``); ``tables``: the root's
-    tables (`_tables`' dict, arrays read-only) of a request whose units were all cached,
-    by a digest of its ``root_block``."""
+    tables (`_tables`' dict, arrays read-only) by a digest of ``root_block``. They are the
+    same whichever units' blocks were cached when they were built (a cached unit's block
+    and the boundary through it are exact: the module docstring; `test_unit_blocks`
+    compares cold, warm and partly cached requests' arrays)."""
 
     key: str
     walks: tuple

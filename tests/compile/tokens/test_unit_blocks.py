@@ -124,9 +124,11 @@ def test_root_walk_cache(llama3_vocab, monkeypatch):
     monkeypatch.setattr(
         _unit_blocks, "_tables", lambda *a, **k: tabled.append(1) or real_tables(*a, **k)
     )
-    same(ac.compile_tool_calls(tools, llama3_vocab, parallel=True))  # the root's tables kept
-    assert not walked and len(tabled) == 1
-    same(ac.compile_tool_calls(tools, llama3_vocab, parallel=True))  # and reused
+    same(ac.compile_tool_calls(tools, llama3_vocab, parallel=True))  # kept by the cold one
+    assert not walked and not tabled
+    for entry in _unit_blocks._ROOTS.values():  # built again with every unit cached
+        entry.tables.clear()
+    same(ac.compile_tool_calls(tools, llama3_vocab, parallel=True))
     assert not walked and len(tabled) == 1
     with _unit_blocks._LOCK:  # the blocks gone, the root's walk kept
         _unit_blocks._CACHE.clear()
