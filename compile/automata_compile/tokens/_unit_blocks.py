@@ -123,6 +123,14 @@ def clear_cache() -> None:
         _roots_bytes = 0
 
 
+def clear_root_cache() -> None:
+    """Empties the roots' walks and tables only (`_root_walks`); the units' blocks stay."""
+    global _roots_bytes
+    with _LOCK:
+        _ROOTS.clear()
+        _roots_bytes = 0
+
+
 def _get(key):
     with _LOCK:
         got = _CACHE.get(key)
