@@ -312,19 +312,23 @@ def _unit_classes(parts, num_groups: int, num_outcomes: int) -> tuple:
     The same classes and numbering (by first group; the dead class 0)."""
     if not parts:  # nothing walked: every group dead
         return np.zeros(num_groups, np.int64), np.zeros(0, np.int64)
-    named = [np.asarray(p.group, np.int64) for p in parts]
-    named += [np.asarray(p.other_group, np.int64) for p in parts]
-    named = np.unique(np.concatenate(named))
-    gap = np.flatnonzero(named != np.arange(named.shape[0]))  # the first group not named
-    first_free = int(gap[0]) if gap.size else named.shape[0]
-    universe = named
-    if first_free < num_groups:
-        universe = np.insert(named, np.searchsorted(named, first_free), first_free)
+    # the named groups as a mask (no sort of the walks' entries: tens of thousands a tool),
+    # then each group's rank among them by one cumulative sum (no binary searches)
+    named = np.zeros(num_groups + 1, bool)  # the last: "every group named"
+    for p in parts:
+        named[p.group] = True
+        named[p.other_group] = True
+    free = np.flatnonzero(~named[:num_groups])
+    first_free = int(free[0]) if free.size else num_groups  # the first group not named
+    named[first_free] = True
+    named = named[:num_groups]
+    universe = np.flatnonzero(named)
+    rank = np.cumsum(named) - 1
     compact = [
         dataclasses.replace(
             p,
-            group=np.searchsorted(universe, p.group).astype(np.int64),
-            other_group=np.searchsorted(universe, p.other_group).astype(np.int32),
+            group=rank[p.group].astype(np.int64),
+            other_group=rank[p.other_group].astype(np.int32),
         )
         for p in parts
     ]
