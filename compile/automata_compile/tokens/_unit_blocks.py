@@ -327,7 +327,7 @@ def _unit_classes(parts, num_groups: int, num_outcomes: int) -> tuple:
     if not parts:  # nothing walked: every group dead
         return np.zeros(num_groups, np.int64), np.zeros(0, np.int64)
     # the named groups as a mask (no sort of the walks' entries: tens of thousands a tool),
-    # then each group's rank among them by one cumulative sum (no binary searches)
+    # then each group's rank among them by one scatter (no binary searches)
     named = np.zeros(num_groups + 1, bool)  # the last: "every group named"
     for p in parts:
         named[p.group] = True
