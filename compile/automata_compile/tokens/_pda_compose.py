@@ -366,8 +366,10 @@ def _number(first: np.ndarray, inverse: np.ndarray) -> tuple:
 def _tables(pda, trie, walker, parts, group_class, reps, block=None) -> dict:
     """The token-level tables from each class's first group (see `compose_pda`); with
     ``block``, in state blocks (`_blocks.block_tables`), from the allowed cells alone."""
-    tg = trie.token_group
-    token_class = np.where(tg >= 0, group_class[np.maximum(tg, 0)], 0).astype(np.int32)
+    # one gather: a token of no group (-1) reads the appended dead class 0
+    lookup = np.zeros(group_class.shape[0] + 1, np.int32)
+    lookup[:-1] = group_class
+    token_class = lookup[trie.token_group]
     q_count, c_count = pda.num_states, reps.shape[0] + 1
     classes = np.arange(1, c_count)
     if block is None:

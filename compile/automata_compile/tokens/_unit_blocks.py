@@ -363,7 +363,7 @@ def _unit_block(parts, u: PdaUnit, fixed: PdaRoot, walker, trie, pda) -> _Block:
     # arrays span them, not the whole PDA's states and every outcome of the request); its
     # rows keep the whole PDA's state numbers (values only)
     if parts:
-        ids, oid = np.unique(np.concatenate([p.oid for p in parts]), return_inverse=True)
+        ids, oid = _unique_inverse(np.concatenate([p.oid for p in parts]))
     else:
         ids, oid = np.zeros(0, np.int64), np.zeros(0, np.int64)
     cuts = np.cumsum([p.oid.shape[0] for p in parts])[:-1]
@@ -418,6 +418,20 @@ def _unit_block(parts, u: PdaUnit, fixed: PdaRoot, walker, trie, pda) -> _Block:
     )
 
 
+def _unique_inverse(x: np.ndarray) -> tuple:
+    """``np.unique(x, return_inverse=True)`` of non-negative ids: by a mask over their range
+    where it is not much longer than ``x`` (no sort), else by `np.unique`."""
+    hi = int(x.max(initial=-1)) + 1
+    if x.ndim != 1 or x.dtype != np.int64 or hi > 8 * x.shape[0] + 1024 or x.min(initial=0) < 0:
+        return np.unique(x, return_inverse=True)
+    seen = np.zeros(hi, bool)
+    seen[x] = True
+    ids = np.flatnonzero(seen)
+    rank = np.empty(hi, np.int64)  # read at the ids only
+    rank[ids] = np.arange(ids.shape[0])
+    return ids, rank[x]
+
+
 def _unit_classes(parts, num_groups: int, num_outcomes: int) -> tuple:
     """`_pda_compose._classes_hashed` (or `_classes_exact`) of a unit's walks, over the
     groups they name (their sparse entries and the rows that are not their walk's default
@@ -426,19 +440,24 @@ def _unit_classes(parts, num_groups: int, num_outcomes: int) -> tuple:
     The same classes and numbering (by first group; the dead class 0)."""
     if not parts:  # nothing walked: every group dead
         return np.zeros(num_groups, np.int64), np.zeros(0, np.int64)
-    named = [np.asarray(p.group, np.int64) for p in parts]
-    named += [np.asarray(p.other_group, np.int64) for p in parts]
-    named = np.unique(np.concatenate(named))
-    gap = np.flatnonzero(named != np.arange(named.shape[0]))  # the first group not named
-    first_free = int(gap[0]) if gap.size else named.shape[0]
-    universe = named
-    if first_free < num_groups:
-        universe = np.insert(named, np.searchsorted(named, first_free), first_free)
+    # the named groups as a mask (no sort of the walks' entries: tens of thousands a tool),
+    # then each group's rank among them by one scatter (no binary searches)
+    named = np.zeros(num_groups + 1, bool)  # the last: "every group named"
+    for p in parts:
+        named[p.group] = True
+        named[p.other_group] = True
+    free = np.flatnonzero(~named[:num_groups])
+    first_free = int(free[0]) if free.size else num_groups  # the first group not named
+    named[first_free] = True
+    named = named[:num_groups]
+    universe = np.flatnonzero(named)
+    rank = np.empty(num_groups, np.int64)  # read at named groups only
+    rank[universe] = np.arange(universe.shape[0])
     compact = [
         dataclasses.replace(
             p,
-            group=np.searchsorted(universe, p.group).astype(np.int64),
-            other_group=np.searchsorted(universe, p.other_group).astype(np.int32),
+            group=rank[p.group].astype(np.int64),
+            other_group=rank[p.other_group].astype(np.int32),
         )
         for p in parts
     ]

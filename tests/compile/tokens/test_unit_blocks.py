@@ -142,3 +142,42 @@ def test_root_walk_cache(llama3_vocab, monkeypatch):
     ac.compile_tool_calls(other, llama3_vocab, parallel=True)
     assert len(walked) == 2
     assert len(_unit_blocks._ROOTS) == 3
+
+
+@pytest.mark.parametrize("hi", [1, 3, 60, 10_000, 10**7])
+@pytest.mark.parametrize("n", [0, 1, 7, 500])
+def test_unique_inverse_is_numpys(n, hi):
+    """`_unique_inverse` (a mask over the ids' range where it is short, else a sort) gives
+    `np.unique`'s ids and inverse, values, dtypes and shapes."""
+    x = np.random.default_rng(n * 31 + hi).integers(0, hi, n).astype(np.int64)
+    got, want = _unit_blocks._unique_inverse(x), np.unique(x, return_inverse=True)
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_array_equal(g, w)
+
+
+def test_unit_classes_over_every_group(llama3_vocab):
+    """`_unit_classes` (over the groups the walks name and one that stands for the rest)
+    gives `_classes_hashed`'s classes over all the groups, for every tool of a request."""
+    from automata_compile.tokens._pda_compose import _classes_hashed
+
+    seen = []
+    real = _unit_blocks._unit_classes
+
+    def spy(parts, num_groups, num_outcomes):
+        got = real(parts, num_groups, num_outcomes)
+        seen.append(got)
+        want = _classes_hashed(parts, num_groups, num_outcomes)
+        assert want is not None
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+        return got
+
+    _pda_units.clear_cache()
+    try:
+        _unit_blocks._unit_classes = spy
+        ac.compile_tool_calls(MORE_TOOLS, llama3_vocab, parallel=True)
+    finally:
+        _unit_blocks._unit_classes = real
+        _pda_units.clear_cache()
+    assert len(seen) == len(MORE_TOOLS)
