@@ -49,10 +49,11 @@ CACHE_BYTES = 2 << 30
 _CACHE: collections.OrderedDict = collections.OrderedDict()
 _LOCK = threading.Lock()
 _cache_bytes = 0
-# The root's walks of the last few requests (`_root_walks`), keyed by the root's byte PDA,
-# its units' keys and the vocabulary: at 1,000 BFCL tools on Llama-3 ~1.0 s to walk.
+# The root's walks and tables of the last few requests (`_root_walks`), keyed by the root's
+# byte PDA, its units' keys and the vocabulary: at 1,000 BFCL tools on Llama-3 ~1.5 s to
+# build and 189 MB to keep (its walks' rows, mostly), so at most 2 such roots.
 ROOT_CACHE_SIZE = 4
-ROOT_CACHE_BYTES = 1 << 30
+ROOT_CACHE_BYTES = 512 << 20
 _ROOTS: collections.OrderedDict = collections.OrderedDict()
 _roots_bytes = 0
 _NONE = -(2**30)  # a cell with no state / push in a cached block (`_Block`)
