@@ -66,7 +66,8 @@ def compile_tool_calls(
     Each tool compiles once per (schema, format, options) and is kept in a cache (the
     walks of its rules over a vocabulary are cached by the PDA composer, and its finished
     table block by `tokens.token_pda_units`), so a request repeating known tools pays for
-    the root (names, trigger) and for copying the tools' blocks into its tables.
+    the root (names, trigger; its walk is kept for the last few tool lists) and for
+    copying the tools' blocks into its tables.
 
     Raises:
       InvalidToolError: a malformed tool list (names, repeated names, non-object schemas),

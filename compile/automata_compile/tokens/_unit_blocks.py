@@ -9,9 +9,10 @@ format and flags), never on the other units or the names' trie, as long as no to
 from the unit reaches a trie state (checked; never seen). So it is computed once, from
 the unit's walks alone, and kept with every state number written relative to the unit
 (``F + i`` for the unit's i-th state, a fixed root state's rank below ``F``). A request
-walks only the root (`_pda_units.walk_states`) and the units it has not seen, and
-assembles the tables: the root's blocks (`_pda_compose._tables` over the root's walks),
-then each unit's rows renumbered by its offset.
+walks only the root (`_pda_units.walk_states`; the root's walk itself is kept for the last
+few roots, `_root_walks`) and the units it has not seen, and assembles the tables: the
+root's blocks (`_pda_compose._tables` over the root's walks), then each unit's rows
+renumbered by its offset.
 
 The automaton is the one `_pda_compose.compose_pda` builds (tests compare masks, states
 and stacks with the dense tables); only the partition differs: each unit is one block with
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import hashlib
 import threading
 import types
 
@@ -47,6 +49,13 @@ CACHE_BYTES = 2 << 30
 _CACHE: collections.OrderedDict = collections.OrderedDict()
 _LOCK = threading.Lock()
 _cache_bytes = 0
+# The root's walks and tables of the last few requests (`_root_walks`), keyed by the root's
+# byte PDA, its units' keys and the vocabulary: at 1,000 BFCL tools on Llama-3 ~1.5 s to
+# build and 189 MB to keep (its walks' rows, mostly), so at most 2 such roots.
+ROOT_CACHE_SIZE = 4
+ROOT_CACHE_BYTES = 512 << 20
+_ROOTS: collections.OrderedDict = collections.OrderedDict()
+_roots_bytes = 0
 _NONE = -(2**30)  # a cell with no state / push in a cached block (`_Block`)
 _CD = ("cd_state", "cd_class", "cd_pop", "cd_npop", "cd_target", "cd_push")
 
@@ -107,10 +116,20 @@ class _Block:
 
 
 def clear_cache() -> None:
-    global _cache_bytes
+    global _cache_bytes, _roots_bytes
     with _LOCK:
         _CACHE.clear()
         _cache_bytes = 0
+        _ROOTS.clear()
+        _roots_bytes = 0
+
+
+def clear_root_cache() -> None:
+    """Empties the roots' walks and tables only (`_root_walks`); the units' blocks stay."""
+    global _roots_bytes
+    with _LOCK:
+        _ROOTS.clear()
+        _roots_bytes = 0
 
 
 def _get(key):
@@ -167,7 +186,20 @@ def compose_units(pda, vocab, *, fixed: PdaRoot, units: list[PdaUnit], root_bloc
     walker = Walker(pda, trie)
     start = int(pda.starts[0])
     live = pda.kind.any(axis=1)  # no [states, 256] temporary
-    parts = walk_states(walker, np.flatnonzero(live & (pda.rule_of == 0)), vocab.fingerprint)
+    parts, entry = _root_walks(
+        walker, np.flatnonzero(live & (pda.rule_of == 0)), fixed, units, vocab
+    )
+    # the root's tables are a function of the key (the root's byte PDA, the units' keys, the
+    # vocabulary) and ``root_block``: kept from the first request that builds them, reused
+    # when no unit needs walking (`_RootWalk.tables`)
+    all_cached = all(b is not None for b in blocks)
+    root_block = np.asarray(root_block, np.int64)
+    block_key = hashlib.blake2b(root_block.tobytes(), digest_size=20).hexdigest()
+    if all_cached:
+        with _LOCK:
+            out = entry.tables.get(block_key)
+        if out is not None:
+            return _assemble(out, blocks, units, fixed)
     n_root = len(parts)
     owner = []
     for i, u in enumerate(units):
@@ -193,7 +225,90 @@ def compose_units(pda, vocab, *, fixed: PdaRoot, units: list[PdaUnit], root_bloc
     block = np.zeros(pda.num_states, np.int64)
     block[: fixed.q0] = root_block
     out = _tables(pda, trie, walker, root, *classes, block=block)
+    _keep_tables(entry, block_key, out)
     return _assemble(out, blocks, units, fixed)
+
+
+@dataclasses.dataclass
+class _RootWalk:
+    """The root's walks (arrays read-only) and the walker's interned outcomes and contexts
+    right after them (the walks' outcome ids index ``outcomes``); ``tables``: the root's
+    tables (`_tables`' dict, arrays read-only) by a digest of ``root_block``. They are the
+    same whichever units' blocks were cached when they were built (a cached unit's block
+    and the boundary through it are exact: the module docstring; `test_unit_blocks`
+    compares cold, warm and partly cached requests' arrays)."""
+
+    key: str
+    walks: tuple
+    outcomes: tuple
+    contexts: tuple
+    nbytes: int
+    tables: dict = dataclasses.field(default_factory=dict)
+
+
+def _keep_tables(entry: _RootWalk, block_key: str, out: dict) -> None:
+    global _roots_bytes
+    size = 0
+    for x in out.values():
+        if isinstance(x, np.ndarray):
+            x.flags.writeable = False  # shared with later requests (`_assemble` copies)
+            size += x.nbytes
+    with _LOCK:
+        if block_key not in entry.tables and _ROOTS.get(entry.key) is entry:
+            entry.tables[block_key] = out
+            entry.nbytes += size
+            _roots_bytes += size
+
+
+def _root_walks(walker: Walker, q0s: np.ndarray, fixed: PdaRoot, units, vocab) -> tuple:
+    """`walk_states` of the root's states ``q0s`` on the fresh ``walker``, or the same walks
+    from the cache with the walker's outcomes and contexts as the walk left them (so every
+    later outcome id is the same). A token walked from the root reads the root's states and
+    the units' (tokens that end a name run into the call): the key digests the root's byte
+    PDA (its states' moves, the start rule's returns), every unit's place, rules and key,
+    and the vocabulary's fingerprint."""
+    global _roots_bytes
+    if len(walker.outcomes) or len(walker.contexts) != 1:
+        raise AssertionError("compose_units: the root is walked first")
+    pda = walker.pda
+    q0 = fixed.q0
+    h = hashlib.blake2b(digest_size=20)
+    head = [vocab.fingerprint, dataclasses.astuple(fixed), int(pda.num_states), len(pda.names),
+            pda.starts.tolist(), repr(pda.returns[0]),
+            [(u.lo, u.n, tuple(u.rules), u.key) for u in units]]  # fmt: skip
+    h.update(repr(head).encode())
+    for x in (pda.kind[:q0], pda.arg[:q0], pda.ret[:q0], pda.ends[:q0], q0s):
+        h.update(b"|%s|%s|" % (x.dtype.str.encode(), repr(x.shape).encode()))
+        h.update(np.ascontiguousarray(x).tobytes())
+    key = h.hexdigest()
+    with _LOCK:
+        got = _ROOTS.get(key)
+        if got is not None:
+            _ROOTS.move_to_end(key)
+    if got is not None:
+        walker.outcomes = list(got.outcomes)
+        walker.outcome_id = {o: i for i, o in enumerate(got.outcomes)}
+        walker.contexts = list(got.contexts)
+        walker.context_id = {c: i for i, c in enumerate(got.contexts)}
+        return list(got.walks), got
+    parts = walk_states(walker, q0s, vocab.fingerprint)
+    size = 0
+    for p in parts:
+        for f in dataclasses.fields(p):
+            x = getattr(p, f.name)
+            if isinstance(x, np.ndarray):
+                x.flags.writeable = False  # shared with later requests
+                size += x.nbytes
+    walk = _RootWalk(key, tuple(parts), tuple(walker.outcomes), tuple(walker.contexts), size)
+    with _LOCK:
+        if key not in _ROOTS:
+            _ROOTS[key] = walk
+            _roots_bytes += size
+        while len(_ROOTS) > 1 and (
+            len(_ROOTS) > ROOT_CACHE_SIZE or _roots_bytes > ROOT_CACHE_BYTES
+        ):
+            _roots_bytes -= _ROOTS.popitem(last=False)[1].nbytes
+    return parts, walk
 
 
 def _check_layout(pda, fixed: PdaRoot, units: list[PdaUnit]) -> None:
@@ -420,7 +535,7 @@ def _assemble(out: dict, blocks: list[_Block], units: list[PdaUnit], fixed: PdaR
         "row_start": np.concatenate([[0], np.cumsum(row_len)[:-1]]).astype(np.int32),
         "push_seq": np.concatenate([_pad(x, width) for x in push_seq]).astype(np.int32),
         "push_len": np.concatenate(push_len).astype(np.int32),
-        "accepting": out["accepting"],
+        "accepting": out["accepting"].copy(),
         "start": out["start"],
     }
     for name in _CD:

@@ -12,6 +12,7 @@ import pytest
 import automata_compile as ac
 from automata_compile import TableFormatError, TokenDFA
 from automata_compile.frontends.tool_calls import tool_calls_pda, tool_calls_spec
+from automata_compile.tokens import _unit_blocks
 from automata_compile.tokens._blocks import split_blocks
 from automata_compile.tokens._token_dfa import PDA_ARRAYS
 
@@ -159,9 +160,11 @@ def test_exact_fallback_gives_the_same_blocks(byte_level_vocab, llama3_vocab, mo
         'start: "[" (item ("," item)*)? "]"\nitem: /[a-c]+/ | start', byte_level_vocab
     )
     part = np.random.default_rng(5).integers(0, 3, grammar.num_states)
+    _unit_blocks.clear_root_cache()  # the root's tables built here, not kept from before
     fast = [split_blocks(grammar, part), ac.compile_tool_calls(TOOLS, llama3_vocab)]
     monkeypatch.setattr(_blocks, "_sparse_classes", lambda *a: (None, None))
     monkeypatch.setattr(_pda_compose, "block_tables_walks", lambda *a: None)
+    _unit_blocks.clear_root_cache()
     slow = [split_blocks(grammar, part), ac.compile_tool_calls(TOOLS, llama3_vocab)]
     for f, sl in zip(fast, slow, strict=True):
         for name in ("token_class", "next_state", "class_block", "row_start", *PDA_ARRAYS):
@@ -191,9 +194,11 @@ def test_blocks_from_rows_equal_blocks_from_listed_cells(llama3_vocab, monkeypat
         return out
 
     monkeypatch.setattr(_pda_compose, "block_tables_walks", spy)
+    _unit_blocks.clear_root_cache()  # the root's tables built here, not kept from before
     fast = ac.compile_tool_calls(TOOLS, llama3_vocab, **flags)
     assert declined == [False]
     monkeypatch.setattr(_pda_compose, "block_tables_walks", lambda *a: None)
+    _unit_blocks.clear_root_cache()
     slow = ac.compile_tool_calls(TOOLS, llama3_vocab, **flags)
     assert fast.num_blocks > 1
     for name in ("token_class", "next_state", "class_block", "row_start", *PDA_ARRAYS):

@@ -100,6 +100,50 @@ def test_not_cacheable_falls_back(llama3_vocab, monkeypatch):
         assert np.array_equal(v, getattr(got, name)), name
 
 
+def test_root_walk_cache(llama3_vocab, monkeypatch):
+    """The root's walk comes from the cache only for the same root and units (a tool with
+    the same name and other parameters, or other flags, walk again); a hit, alone, with the
+    root's tables kept, or with units whose blocks must be built again (later outcome ids
+    follow the cached ones), gives the cold compile's arrays."""
+    tools = MORE_TOOLS[:4]
+    _pda_units.clear_cache()
+    cold = _arrays(ac.compile_tool_calls(tools, llama3_vocab, parallel=True))
+    walked = []
+    real = _unit_blocks.walk_states
+    monkeypatch.setattr(
+        _unit_blocks, "walk_states", lambda *a, **k: walked.append(1) or real(*a, **k)
+    )
+
+    def same(got):
+        for name, v in cold.items():
+            assert v.dtype == getattr(got, name).dtype, name
+            assert np.array_equal(v, getattr(got, name)), name
+
+    tabled = []
+    real_tables = _unit_blocks._tables
+    monkeypatch.setattr(
+        _unit_blocks, "_tables", lambda *a, **k: tabled.append(1) or real_tables(*a, **k)
+    )
+    same(ac.compile_tool_calls(tools, llama3_vocab, parallel=True))  # kept by the cold one
+    assert not walked and not tabled
+    for entry in _unit_blocks._ROOTS.values():  # built again with every unit cached
+        entry.tables.clear()
+    same(ac.compile_tool_calls(tools, llama3_vocab, parallel=True))
+    assert not walked and len(tabled) == 1
+    with _unit_blocks._LOCK:  # the blocks gone, the root's walk kept
+        _unit_blocks._CACHE.clear()
+    same(ac.compile_tool_calls(tools, llama3_vocab, parallel=True))
+    assert not walked
+    ac.compile_tool_calls(tools, llama3_vocab, parallel=False)
+    assert len(walked) == 1
+    other = [dict(t) for t in tools]
+    params = other[1].get("parameters") or {"type": "object", "properties": {}}
+    other[1]["parameters"] = {**params, "properties": {**params.get("properties", {}), "zz": {"type": "integer"}}}  # fmt: skip
+    ac.compile_tool_calls(other, llama3_vocab, parallel=True)
+    assert len(walked) == 2
+    assert len(_unit_blocks._ROOTS) == 3
+
+
 @pytest.mark.parametrize("hi", [1, 3, 60, 10_000, 10**7])
 @pytest.mark.parametrize("n", [0, 1, 7, 500])
 def test_unique_inverse_is_numpys(n, hi):
