@@ -7,6 +7,7 @@ each comes from).
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,24 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 # `python tools/fetch_test_data.py --only tokenizers` downloads it there.
 SHARED_TOKENIZERS = REPO_ROOT.parent / "shared" / "tokenizers"
 FETCH_TOKENIZERS = "python tools/fetch_test_data.py --only tokenizers"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _release_compiled_programs():
+    """Drop jax's compiled programs after each test module.
+
+    An xdist worker runs ~900 tests in one process, and every XLA:CPU executable it keeps
+    holds anonymous memory mappings: without this, near the end of a full run a worker
+    segfaulted inside an XLA compile (twice, in different tests), consistent with crossing
+    the kernel's ``vm.max_map_count`` (65,530). With it, a worker's mappings were seen to
+    peak at ~30,000 inside test_speculative.py (one module; many speculative loops) and to
+    fall after each module. Compile tests never import jax, so this acts only where jax is
+    loaded.
+    """
+    yield
+    jax = sys.modules.get("jax")
+    if jax is not None:
+        jax.clear_caches()
 
 
 def shared_tokenizer_path(name: str) -> Path:
