@@ -48,8 +48,14 @@ def token_pda(pda: BytePDA, vocab, *, spec_kind: str, spec: str, block=None) -> 
     ``block``: int[Q], a partition of the byte PDA's states: the tables get state blocks
     (`_blocks`), built from the allowed cells without the dense table."""
     tables = compose_pda(pda, trie_for(vocab), vocab, block)
+    return _token_dfa(tables, vocab, spec_kind=spec_kind, spec=spec)
+
+
+def _token_dfa(tables: dict, vocab, *, spec_kind: str, spec: str) -> TokenDFA:
+    """The `TokenDFA` of `compose_pda`'s ``tables`` (consumed) for ``vocab``, labelled with
+    the spec it was compiled from (also `_unit_blocks.token_pda_units`')."""
     return TokenDFA(
-        token_class=tables.pop("token_class").astype(np.int32),
+        token_class=tables.pop("token_class").astype(np.int32, copy=False),
         next_state=tables.pop("next_state"),
         accepting=tables.pop("accepting"),
         start=tables.pop("start"),

@@ -39,6 +39,7 @@ from automata_compile.tokens._pda_compose import (
     _reached,
     _restricted,
     _tables,
+    _token_dfa,
 )
 from automata_compile.tokens._pda_units import rule_walks, walk_states
 from automata_compile.tokens._pda_walk import Walker
@@ -156,17 +157,7 @@ def token_pda_units(
 ) -> TokenDFA:
     """`_pda_compose.token_pda` for a root and units (`compose_units`)."""
     tables = compose_units(pda, vocab, fixed=fixed, units=units, root_block=root_block)
-    return TokenDFA(
-        token_class=tables.pop("token_class"),
-        next_state=tables.pop("next_state"),
-        accepting=tables.pop("accepting"),
-        start=tables.pop("start"),
-        eos_ids=tuple(vocab.eos_ids),
-        vocab_fingerprint=vocab.fingerprint,
-        spec_kind=spec_kind,
-        spec=spec,
-        **tables,
-    )
+    return _token_dfa(tables, vocab, spec_kind=spec_kind, spec=spec)
 
 
 def compose_units(pda, vocab, *, fixed: PdaRoot, units: list[PdaUnit], root_block) -> dict:
