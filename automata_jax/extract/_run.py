@@ -95,7 +95,7 @@ class Runner:
     fast_forward: bool = True  # forced tokens fed in one call (see automata_jax._fast_forward)
     # drafts copied from the prompt, verified (automata_jax._speculative); a Speculate with
     # the device's measured call costs (--call-costs)
-    speculate: Any = False
+    speculate: bool | Speculate = False
     prefix: tuple[int, ...] = ()  # the prompt prefix in `prefix_cache` (see the module doc)
     prefix_cache: Any = None
     twins: Any = None  # int32[V], `bare_twins` of the vocabulary (built on first use)
