@@ -155,12 +155,23 @@ def walk_states(walker: Walker, q0s, fingerprint: str, *, truncate: bool = False
     return parts
 
 
-def rule_walks(pda: BytePDA, rule: int, trie: TokenTrie, fingerprint: str, walker: Walker) -> list:
+def rule_walks(
+    pda: BytePDA,
+    rule: int,
+    trie: TokenTrie,
+    fingerprint: str,
+    walker: Walker,
+    min_wide_bytes: int = 1,
+) -> list:
     """The walks of every live state of ``rule`` (not the start rule), in ``pda``'s numbers,
-    their exits finished with ``walker`` (a `Walker` of ``pda``, which interns the outcomes)."""
+    their exits finished with ``walker`` (a `Walker` of ``pda``, which interns the outcomes).
+    ``min_wide_bytes``: see `_pda_walk.MIN_WIDE_BYTES` (a walk made on a cache miss; the
+    cache keeps either form: they give the same tables)."""
     closure = _closure(pda, rule)
     key = f"{fingerprint}:rule:{closure.key}"
-    pw = _cached(key, lambda: _walk_part(_closure_pda(closure), trie, fingerprint))
+    pw = _cached(
+        key, lambda: _walk_part(_closure_pda(closure), trie, fingerprint, None, min_wide_bytes)
+    )
     return [_to_global(w, pw, closure.states, walker) for w in pw.walks]
 
 
@@ -239,10 +250,12 @@ def _closure_pda(closure: _Closure) -> BytePDA:
     )
 
 
-def _walk_part(sub: BytePDA, trie: TokenTrie, fingerprint: str, starts=None) -> _PartWalk:
+def _walk_part(
+    sub: BytePDA, trie: TokenTrie, fingerprint: str, starts=None, min_wide_bytes: int = 1
+) -> _PartWalk:
     """Walks ``starts`` of ``sub`` (default: rule 0's live states, with loops from the
     cache), stopped at exits."""
-    walker = Walker(sub, trie)
+    walker = Walker(sub, trie, min_wide_bytes=min_wide_bytes)
     if starts is None:
         live = np.flatnonzero((sub.rule_of == 0) & (sub.kind != 0).any(axis=1))
         walks = walk_states(walker, live, fingerprint, truncate=True)

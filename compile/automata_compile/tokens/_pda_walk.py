@@ -43,6 +43,14 @@ WIDE_SHARE = 0.005
 # The row walk hands its live (node, start) pairs to the lanes below this many (deep in the
 # trie a few long tokens remain, and a level of rows costs more than a level of lanes).
 HANDOFF = 512
+# A tool's rule walks (`Walker(min_wide_bytes=...)`, from `_unit_blocks`) also need a wide
+# start to take at least this many bytes: a state that takes one to three (a literal key's
+# next letter, ``,`` / ``}``) follows few children of the large subtrees below them, which
+# sparse lanes look up (`_children`) and rows enumerate whole. The outcomes are the same
+# either way, only their form differs (rows or sparse entries), and so are the tables
+# (`test_unit_blocks`); 4 was the fastest of 1, 2, 4, 16 and 64 on 100 BFCL tools' rule
+# walks (1: the other walks' rule, unchanged).
+MIN_WIDE_BYTES = 4
 _EXIT = "exit"
 
 
@@ -89,8 +97,9 @@ class Walk:
 class Walker:
     """Walks tokens from states of ``pda``; interns outcomes and contexts, memoizes steps."""
 
-    def __init__(self, pda: BytePDA, trie: TokenTrie):
+    def __init__(self, pda: BytePDA, trie: TokenTrie, *, min_wide_bytes: int = 1):
         self.pda = pda
+        self.min_wide_bytes = min_wide_bytes  # see `MIN_WIDE_BYTES`
         self.kind, self.arg, self.ret = pda.kind, pda.arg, pda.ret  # read per memo miss only
         self.rule_of = pda.rule_of.tolist()
         self.starts = pda.starts.tolist()
@@ -306,9 +315,13 @@ class Walker:
 
     def wide(self, q0s: np.ndarray) -> np.ndarray:
         """bool per state of ``q0s``: walked with rows (the trie nodes below the bytes it
-        takes exceed ``WIDE_SHARE`` of all nodes)."""
+        takes exceed ``WIDE_SHARE`` of all nodes, and it takes ``min_wide_bytes`` bytes or
+        more)."""
         allowed = (self.pda.kind[q0s] != 0).astype(np.int64)
-        return allowed @ self.trie.first_byte_nodes > WIDE_SHARE * self.trie.num_nodes
+        wide = allowed @ self.trie.first_byte_nodes > WIDE_SHARE * self.trie.num_nodes
+        if self.min_wide_bytes > 1:
+            wide &= allowed.sum(axis=1) >= self.min_wide_bytes
+        return wide
 
     def _special(self, d: int, other: list, truncate: bool, exits: list, extra: tuple):
         """Steps lanes whose byte calls or returns, in Python. Returns the lanes that stay a

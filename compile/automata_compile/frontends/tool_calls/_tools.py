@@ -35,6 +35,12 @@ from automata_compile.frontends.json_schema import translate_grammar as _grammar
 from automata_compile.frontends.json_schema import unrolled_options as _unrolled
 
 CACHE_SIZE = 4096
+# JSON style: every value in a tool's arguments whose IR is at least this large (a free
+# string: 155, an integer: 464, a number: 92; not a boolean or a short enum) is a grammar
+# rule of its own, so equal values across tools are one byte DFA and one walk
+# (`_byte_dfa.cached_byte_dfa`, `tokens._pda_units`: both cached by structure), not a
+# copy inside each tool's arguments rule; None: shared values only, as in a JSON Schema.
+VALUE_RULE_MIN_SIZE: int | None = 64
 _CACHE: collections.OrderedDict = collections.OrderedDict()
 _LOCK = threading.Lock()
 _JSON_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
@@ -102,7 +108,7 @@ def tool_unit(tool: Tool, fmt, opts) -> BytePDA:
     """The tool's byte PDA (module docstring), from the cache when this schema was compiled
     for the same format part and options before."""
     if fmt.style == "json":
-        part = ("json", fmt.arguments_key)
+        part = ("json", fmt.arguments_key, VALUE_RULE_MIN_SIZE)
     else:
         part = ("python",)
     key = (json.dumps(tool.parameters, sort_keys=True), part, opts.key())
@@ -149,7 +155,8 @@ def _json_unit(tool: Tool, fmt, opts) -> BytePDA:
     schema = tool.parameters
 
     def grammar(share, free=True):
-        return lambda: _wrap(_grammar(schema, opts, share, free)[0], head, tail)
+        values = VALUE_RULE_MIN_SIZE if share else None
+        return lambda: _wrap(_grammar(schema, opts, share, free, values=values)[0], head, tail)
 
     def fallback():
         node = schema_ir(schema, _unrolled(opts, f"tool {tool.name!r}: a rule conflict"))
