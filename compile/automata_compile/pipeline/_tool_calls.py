@@ -9,12 +9,7 @@ import json
 import numpy as np
 
 from automata_compile.automata import CALL, SHIFT, limits
-from automata_compile.frontends.tool_calls import (
-    _tools,
-    tool_calls_layout,
-    tool_calls_spec,
-    tool_unit,
-)
+from automata_compile.frontends.tool_calls import tool_calls_layout, tool_calls_spec, tool_unit
 from automata_compile.tokens import (
     PdaRoot,
     PdaUnit,
@@ -93,8 +88,7 @@ def compile_tool_calls(
     flags = dict(parallel=parallel, require_call=require_call, allow_text=allow_text)
     with limits(timeout_s, "the tool calls"):
         pda, lay = tool_calls_layout(fmt, tools, opts, **flags)
-        head = [dataclasses.asdict(fmt), flags, repr(opts.key()), _tools.VALUE_RULE_MIN_SIZE]
-        head = json.dumps(head, sort_keys=True)
+        head = json.dumps([dataclasses.asdict(fmt), flags, repr(opts.key())], sort_keys=True)
         units = [
             PdaUnit(
                 lo=lay.unit_lo[k],

@@ -40,6 +40,8 @@ CACHE_SIZE = 4096
 # rule of its own, so equal values across tools are one byte DFA and one walk
 # (`_byte_dfa.cached_byte_dfa`, `tokens._pda_units`: both cached by structure), not a
 # copy inside each tool's arguments rule; None: shared values only, as in a JSON Schema.
+# (Set it only with the caches emptied, `tokens._pda_units.clear_cache`: the finished
+# tool blocks are keyed by the tool, not by this.)
 VALUE_RULE_MIN_SIZE: int | None = 64
 _CACHE: collections.OrderedDict = collections.OrderedDict()
 _LOCK = threading.Lock()
