@@ -30,10 +30,11 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=1)
     p.add_argument("--tokenizer", default="../shared/tokenizers/llama3/tokenizer.json")
     p.add_argument("--label", default="")
+    p.add_argument("--skip", type=int, default=0, help="leave out the first SKIP BFCL functions")
     args = p.parse_args()
     vocab = ac.Vocabulary.from_file(args.tokenizer)
     ac.compile_tool_calls([{"name": "warmup"}], vocab)  # trie, imports
-    tools = bench.bfcl_tools(args.tools)[: args.tools]
+    tools = bench.bfcl_tools(args.skip + args.tools)[args.skip : args.skip + args.tools]
     base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     cold, warm, cold_cpu, warm_cpu = [], [], [], []
     dfa = None
@@ -58,6 +59,7 @@ def main() -> None:
         "label": args.label,
         "commit": commit,
         "tools": args.tools,
+        "skip": args.skip,
         "cold_s": round(statistics.median(cold), 3),
         "warm_s": round(statistics.median(warm), 3),
         "cold_cpu_s": round(statistics.median(cold_cpu), 3),

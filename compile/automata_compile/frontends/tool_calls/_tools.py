@@ -40,8 +40,6 @@ CACHE_SIZE = 4096
 # rule of its own, so equal values across tools are one byte DFA and one walk
 # (`_byte_dfa.cached_byte_dfa`, `tokens._pda_units`: both cached by structure), not a
 # copy inside each tool's arguments rule; None: shared values only, as in a JSON Schema.
-# (Set it only with the caches emptied, `tokens._pda_units.clear_cache`: the finished
-# tool blocks are keyed by the tool, not by this.)
 VALUE_RULE_MIN_SIZE: int | None = 64
 _CACHE: collections.OrderedDict = collections.OrderedDict()
 _LOCK = threading.Lock()
@@ -128,6 +126,12 @@ def tool_unit(tool: Tool, fmt, opts) -> BytePDA:
         while len(_CACHE) > CACHE_SIZE:
             _CACHE.popitem(last=False)
     return got
+
+
+def unit_variant(fmt) -> tuple:
+    """What a tool's unit depends on besides its schema, the format and the options (a
+    part of the keys that cache what is built from units: the finished tool blocks)."""
+    return ("values", VALUE_RULE_MIN_SIZE) if fmt.style == "json" else ()
 
 
 def clear_cache() -> None:
@@ -267,4 +271,11 @@ def _kwargs(values, required):
     return Automaton(edges=tuple(edges), start=0, finals=frozenset({2 * n, 2 * n + 1}))
 
 
-__all__ = ["InvalidToolError", "Tool", "clear_cache", "normalize_tools", "tool_unit"]
+__all__ = [
+    "InvalidToolError",
+    "Tool",
+    "clear_cache",
+    "normalize_tools",
+    "tool_unit",
+    "unit_variant",
+]
