@@ -197,11 +197,11 @@ def _same_masks(a, b, walks) -> int:
     return n
 
 
-@pytest.mark.parametrize("flags", [FLAGS[0], FLAGS[2]])
+@pytest.mark.parametrize("flags", [FLAGS[0], FLAGS[1], FLAGS[2], FLAGS[3]])
 def test_value_rules_keep_the_language(llama3_vocab, monkeypatch, flags):
     """Each large argument value a rule of its own (`_tools.VALUE_RULE_MIN_SIZE`) gives the
-    masks of the tools compiled with shared values only, along random walks of either, in
-    fewer states; a warm compile gives the cold one's arrays."""
+    masks of the tools compiled with shared values only, along random walks of either (in
+    fewer states for JSON); a warm compile gives the cold one's arrays."""
     from automata_compile.frontends.tool_calls import _tools
 
     _pda_units.clear_cache()
@@ -210,7 +210,8 @@ def test_value_rules_keep_the_language(llama3_vocab, monkeypatch, flags):
     _pda_units.clear_cache()
     old = ac.compile_tool_calls(MORE_TOOLS, llama3_vocab, **flags)
     monkeypatch.undo()
-    assert new.num_states < old.num_states
+    if flags["format"] == "hermes":  # (Python style: a called value adds its return states)
+        assert new.num_states < old.num_states
     rng = np.random.default_rng(11)
     walks = _random_walks(new, rng, 8, 48) + _random_walks(old, rng, 8, 48)
     assert _same_masks(new, old, walks) > 300

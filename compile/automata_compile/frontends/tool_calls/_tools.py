@@ -110,7 +110,7 @@ def tool_unit(tool: Tool, fmt, opts) -> BytePDA:
     if fmt.style == "json":
         part = ("json", fmt.arguments_key, VALUE_RULE_MIN_SIZE)
     else:
-        part = ("python",)
+        part = ("python", VALUE_RULE_MIN_SIZE)
     key = (json.dumps(tool.parameters, sort_keys=True), part, opts.key())
     with _LOCK:
         got = _CACHE.get(key)
@@ -131,7 +131,7 @@ def tool_unit(tool: Tool, fmt, opts) -> BytePDA:
 def unit_variant(fmt) -> tuple:
     """What a tool's unit depends on besides its schema, the format and the options (a
     part of the keys that cache what is built from units: the finished tool blocks)."""
-    return ("values", VALUE_RULE_MIN_SIZE) if fmt.style == "json" else ()
+    return ("values", VALUE_RULE_MIN_SIZE)
 
 
 def clear_cache() -> None:
@@ -161,7 +161,7 @@ def _json_unit(tool: Tool, fmt, opts) -> BytePDA:
     schema = tool.parameters
 
     def grammar(share, free=True):
-        values = VALUE_RULE_MIN_SIZE if share else None
+        values = _values_min(share)
         return lambda: _wrap(_grammar(schema, opts, share, free, values=values)[0], head, tail)
 
     def fallback():
@@ -169,6 +169,12 @@ def _json_unit(tool: Tool, fmt, opts) -> BytePDA:
         return GrammarIR((ROOT,), (sf.seq(head, node, tail),))
 
     return _build(tool, [grammar(True), grammar(False), grammar(False, False)], fallback)
+
+
+def _values_min(share: bool) -> int | None:
+    """The ``values`` of `translate_grammar` for a unit's candidate grammar (per-value
+    rules with ``share``, `VALUE_RULE_MIN_SIZE`)."""
+    return VALUE_RULE_MIN_SIZE if share else None
 
 
 def _python_unit(tool: Tool, opts) -> BytePDA:
@@ -206,7 +212,7 @@ def _python_unit(tool: Tool, opts) -> BytePDA:
                     pointer=f"/properties/{key}",
                 )
             sub = {**shared, **sub} if isinstance(sub, dict) else sub
-            out.append((key, _grammar(sub, opts, share, free)[0]))
+            out.append((key, _grammar(sub, opts, share, free, values=_values_min(share))[0]))
         return out
 
     def grammar(share, free=True):
@@ -214,6 +220,8 @@ def _python_unit(tool: Tool, opts) -> BytePDA:
             names, bodies, values = [ROOT], [None], []
             for key, g in value_grammars(share, free):
                 called = any(0 in set(rule_calls(b, set())) for b in g.bodies)
+                big = _values_min(share)  # the parameter's value itself a rule (as in JSON)
+                called = called or (big is not None and sf.size(g.bodies[0]) >= big)
                 fix = {}
                 for j in range(0 if called else 1, len(g.bodies)):
                     fix[j] = len(names)
