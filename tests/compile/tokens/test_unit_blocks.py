@@ -240,12 +240,13 @@ def test_value_rules_are_shared_across_tools():
         assert len(pda.names) == 3  # the arguments, the string, the integer
         keys.append(sorted(_pda_units._closure(pda, r).key for r in (1, 2)))
     assert keys[0] == keys[1]
+    size = _tools.VALUE_RULE_MIN_SIZE
     try:
         _tools.VALUE_RULE_MIN_SIZE = None
         _tools.clear_cache()
         assert len(_tools.tool_unit(a, fmt, opts).names) == 1
     finally:
-        _tools.VALUE_RULE_MIN_SIZE = 64
+        _tools.VALUE_RULE_MIN_SIZE = size
         _tools.clear_cache()
 
 
