@@ -30,10 +30,12 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=1)
     p.add_argument("--tokenizer", default="../shared/tokenizers/llama3/tokenizer.json")
     p.add_argument("--label", default="")
+    p.add_argument("--skip", type=int, default=0, help="leave out the first SKIP BFCL functions")
+    p.add_argument("--format", default="hermes")
     args = p.parse_args()
     vocab = ac.Vocabulary.from_file(args.tokenizer)
-    ac.compile_tool_calls([{"name": "warmup"}], vocab)  # trie, imports
-    tools = bench.bfcl_tools(args.tools)[: args.tools]
+    ac.compile_tool_calls([{"name": "warmup"}], vocab, format=args.format)  # trie, imports
+    tools = bench.bfcl_tools(args.skip + args.tools)[args.skip : args.skip + args.tools]
     base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     cold, warm, cold_cpu, warm_cpu = [], [], [], []
     dfa = None
@@ -41,12 +43,12 @@ def main() -> None:
         bench.clear()
         dfa = None
         t, c = time.perf_counter(), time.process_time()
-        dfa = ac.compile_tool_calls(tools, vocab)
+        dfa = ac.compile_tool_calls(tools, vocab, format=args.format)
         cold.append(time.perf_counter() - t)
         cold_cpu.append(time.process_time() - c)
         dfa = None
         t, c = time.perf_counter(), time.process_time()
-        dfa = ac.compile_tool_calls(tools, vocab)
+        dfa = ac.compile_tool_calls(tools, vocab, format=args.format)
         warm.append(time.perf_counter() - t)
         warm_cpu.append(time.process_time() - c)
     commit = subprocess.run(
@@ -58,6 +60,8 @@ def main() -> None:
         "label": args.label,
         "commit": commit,
         "tools": args.tools,
+        "skip": args.skip,
+        "format": args.format,
         "cold_s": round(statistics.median(cold), 3),
         "warm_s": round(statistics.median(warm), 3),
         "cold_cpu_s": round(statistics.median(cold_cpu), 3),

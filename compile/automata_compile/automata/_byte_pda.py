@@ -148,10 +148,11 @@ def build_byte_pda(grammar, *, max_states: int | None = None, what: str = "the g
     tail = final & (shift < 0).all(axis=1) & np.array([not c for c in calls])
     ret = np.where((ret >= 0) & tail[np.maximum(ret, 0)], -1, ret).astype(np.int32)
     returns = [set() for _ in range(r_count)]
+    calling = [q for q in range(q_count) if calls[q]]
     changed = True
     while changed:  # a tail-called rule returns to wherever its caller returns
         changed = False
-        for q in range(q_count):
+        for q in calling:
             for j, r in calls[q]:
                 add = returns[int(rule_of[q])] if tail[r] else {r}
                 if not add <= returns[j]:
@@ -180,11 +181,50 @@ class _Analysis:
     # -- shortest strings (productivity and examples) ------------------------------------------
 
     def check_productive(self) -> None:
-        """Each rule's shortest string (round-robin to a fixpoint); refuses a rule with none.
-        A rule is recomputed only when a rule it calls got a shorter string since its last
-        pass (a pass over the same strings would find the same paths)."""
+        """Refuses a rule that derives no finite string: the least fixpoint of "a final state
+        of the rule is reachable by byte edges and calls of productive rules" (the rules
+        `_shortest` gives a string, without spelling the strings: they are needed only for
+        a conflict's example)."""
         r_count = len(self.names)
-        self.short: list[bytes | None] = [None] * r_count
+        self.short: list[bytes | None] | None = None
+        q, b = np.nonzero(self.shift >= 0)
+        pairs = np.unique(q.astype(np.int64) * self.q_count + self.shift[q, b])
+        offs = np.searchsorted(pairs // self.q_count, np.arange(self.q_count + 1)).tolist()
+        adj = (pairs % self.q_count).tolist()
+        starts, final, calls = self.starts.tolist(), self.final.tolist(), self.calls
+        productive = [False] * r_count
+        changed = True
+        while changed:
+            changed = False
+            for j in range(r_count):
+                if productive[j]:
+                    continue
+                seen, todo = {starts[j]}, [starts[j]]
+                while todo:
+                    x = todo.pop()
+                    if final[x]:
+                        productive[j] = changed = True
+                        break
+                    nxt = adj[offs[x] : offs[x + 1]]
+                    nxt += [r for k, r in calls[x] if productive[k]]
+                    for t in nxt:
+                        if t not in seen:
+                            seen.add(t)
+                            todo.append(t)
+        bad = [self.names[j] for j in range(1, r_count) if not productive[j]]
+        if bad:
+            raise UnsupportedGrammarError(
+                f"rule(s) {', '.join(map(repr, bad))} derive no finite string (every "
+                "alternative needs the rule itself); add a base case",
+                rules=tuple(bad),
+            )
+
+    def _shortest(self) -> None:
+        """``short``: each rule's shortest string (round-robin to a fixpoint), None for a rule
+        with none. A rule is recomputed only when a rule it calls got a shorter string since
+        its last pass (a pass over the same strings would find the same paths)."""
+        r_count = len(self.names)
+        self.short = [None] * r_count
         callers: list[set[int]] = [set() for _ in range(r_count)]
         for q, out in enumerate(self.calls):
             for j, _ in out:
@@ -200,13 +240,6 @@ class _Analysis:
                 if best is not None and (self.short[j] is None or len(best) < len(self.short[j])):
                     self.short[j] = best
                     dirty |= callers[j]
-        bad = [self.names[j] for j in range(1, r_count) if self.short[j] is None]
-        if bad:
-            raise UnsupportedGrammarError(
-                f"rule(s) {', '.join(map(repr, bad))} derive no finite string (every "
-                "alternative needs the rule itself); add a base case",
-                rules=tuple(bad),
-            )
 
     def _byte_moves(self) -> list[list[tuple[bytes, int]]]:
         """Per state, ``(byte, target)`` for each target of its byte edges with the smallest
@@ -350,6 +383,8 @@ class _Analysis:
 
     def _conflict(self, q, m1, m2, b) -> None:
         rule = int(self.rule_of[q])
+        if self.short is None:
+            self._shortest()
         prefix = self._paths(int(self.starts[rule])).get(q, b"")
         involved = [self.names[rule]] + [
             m[2] and m[2] != "return" and self.names[m[2][0]] or self.names[rule] for m in (m1, m2)

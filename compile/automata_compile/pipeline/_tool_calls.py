@@ -9,7 +9,12 @@ import json
 import numpy as np
 
 from automata_compile.automata import CALL, SHIFT, limits
-from automata_compile.frontends.tool_calls import tool_calls_layout, tool_calls_spec, tool_unit
+from automata_compile.frontends.tool_calls import (
+    tool_calls_layout,
+    tool_calls_spec,
+    tool_unit,
+    unit_variant,
+)
 from automata_compile.tokens import (
     PdaRoot,
     PdaUnit,
@@ -88,7 +93,8 @@ def compile_tool_calls(
     flags = dict(parallel=parallel, require_call=require_call, allow_text=allow_text)
     with limits(timeout_s, "the tool calls"):
         pda, lay = tool_calls_layout(fmt, tools, opts, **flags)
-        head = json.dumps([dataclasses.asdict(fmt), flags, repr(opts.key())], sort_keys=True)
+        head = [dataclasses.asdict(fmt), flags, repr(opts.key()), unit_variant(fmt)]
+        head = json.dumps(head, sort_keys=True)
         units = [
             PdaUnit(
                 lo=lay.unit_lo[k],

@@ -22,6 +22,7 @@ import collections
 import dataclasses
 import hashlib
 import threading
+import weakref
 
 import numpy as np
 
@@ -155,18 +156,44 @@ def walk_states(walker: Walker, q0s, fingerprint: str, *, truncate: bool = False
     return parts
 
 
-def rule_walks(pda: BytePDA, rule: int, trie: TokenTrie, fingerprint: str, walker: Walker) -> list:
+def rule_walks(
+    pda: BytePDA,
+    rule: int,
+    trie: TokenTrie,
+    fingerprint: str,
+    walker: Walker,
+    min_wide_bytes: int = 1,
+) -> list:
     """The walks of every live state of ``rule`` (not the start rule), in ``pda``'s numbers,
-    their exits finished with ``walker`` (a `Walker` of ``pda``, which interns the outcomes)."""
+    their exits finished with ``walker`` (a `Walker` of ``pda``, which interns the outcomes).
+    ``min_wide_bytes``: see `_pda_walk.MIN_WIDE_BYTES` (a walk made on a cache miss; the
+    cache keeps either form: they give the same tables)."""
     closure = _closure(pda, rule)
     key = f"{fingerprint}:rule:{closure.key}"
-    pw = _cached(key, lambda: _walk_part(_closure_pda(closure), trie, fingerprint))
+    pw = _cached(
+        key, lambda: _walk_part(_closure_pda(closure), trie, fingerprint, None, min_wide_bytes)
+    )
     return [_to_global(w, pw, closure.states, walker) for w in pw.walks]
 
 
+def _rule_starts(pda: BytePDA) -> np.ndarray:
+    """int64[R + 1]: the first state of each rule (rules' states are contiguous), kept per
+    PDA while it lives (a tool-call constraint's thousands of rules each ask)."""
+    key = id(pda)
+    hit = _FIRST.get(key)
+    if hit is not None and hit[0]() is pda:
+        return hit[1]
+    first = np.searchsorted(pda.rule_of, np.arange(len(pda.names) + 1))
+    _FIRST[key] = (weakref.ref(pda, lambda _, key=key: _FIRST.pop(key, None)), first)
+    return first
+
+
+_FIRST: dict = {}
+
+
 def _closure(pda: BytePDA, rule: int) -> _Closure:
-    rule_of, kind, arg = pda.rule_of, pda.kind, pda.arg
-    first = np.searchsorted(rule_of, np.arange(len(pda.names) + 1))  # rules' states are contiguous
+    kind, arg = pda.kind, pda.arg
+    first = _rule_starts(pda)
     order, seen = [rule], {rule}
     i = 0
     while i < len(order):
@@ -191,23 +218,39 @@ def _closure(pda: BytePDA, rule: int) -> _Closure:
     kv = k[q, b]
     g = arg[states[q], b].astype(np.int64)
     av = np.full(g.shape, -1, np.int64)
-    av[kv == SHIFT] = local[g[kv == SHIFT]]
-    av[kv == CALL] = rule_local[g[kv == CALL]]
+    av[kv == SHIFT] = local(g[kv == SHIFT])
+    av[kv == CALL] = rule_local(g[kv == CALL])
     rv = r[q, b].astype(np.int64)
-    rv = np.where(rv >= 0, local[np.maximum(rv, 0)], -1)
+    rv = np.where(rv >= 0, local(np.maximum(rv, 0)), -1)
     digest = hashlib.blake2b(digest_size=16)
-    for x in (sizes.astype(np.int64), local[pda.starts[rules]], q * 256 + b, kv, av, rv):
+    for x in (sizes.astype(np.int64), local(pda.starts[rules]), q * 256 + b, kv, av, rv):
         digest.update(np.ascontiguousarray(x, np.int64).tobytes())
         digest.update(b"|")
     return _Closure(rules, states, digest.hexdigest(), pda)
 
 
 def _local_numbers(pda: BytePDA, rules: np.ndarray, states: np.ndarray):
-    """(local id of each global state, local id of each global rule), -1 outside."""
-    local = np.full(pda.num_states, -1, np.int64)
-    local[states] = np.arange(states.shape[0])
-    rule_local = np.full(len(pda.names), -1, np.int64)
-    rule_local[rules] = np.arange(rules.shape[0])
+    """(local id of global states, local id of global rules): functions of int arrays, for
+    the states and rules of the closure (``states``: its rules' states, rule by rule, in
+    ``rules``' order); anything else maps to some number (the callers mask it). Binary
+    searches over the closure's rules, not ``int[Q]`` lookups: one per rule of a constraint
+    with thousands of rules and states was quadratic."""
+    first = _rule_starts(pda)
+    lo = first[rules]
+    size = first[rules + 1] - lo
+    base = np.cumsum(size) - size
+    by_lo = np.argsort(lo, kind="stable")
+    lo_sorted, base_sorted = lo[by_lo], base[by_lo]
+    rank = np.argsort(rules, kind="stable")
+    rules_sorted = rules[rank]
+
+    def local(g):
+        i = np.searchsorted(lo_sorted, g, side="right") - 1
+        return base_sorted[i] + (g - lo_sorted[i])
+
+    def rule_local(g):
+        return rank[np.minimum(np.searchsorted(rules_sorted, g), rank.shape[0] - 1)]
+
     return local, rule_local
 
 
@@ -216,16 +259,16 @@ def _closure_pda(closure: _Closure) -> BytePDA:
     pda, rules, states = closure.whole, closure.rules, closure.states
     order = rules.tolist()
     local, rule_local = _local_numbers(pda, rules, states)
-    first = np.searchsorted(pda.rule_of, np.arange(len(pda.names) + 1))
+    first = _rule_starts(pda)
     sizes = first[rules + 1] - first[rules]
     k = pda.kind[states]
     g = pda.arg[states].astype(np.int64)
     a = np.full(g.shape, -1, np.int64)
-    a[k == SHIFT] = local[g[k == SHIFT]]
-    a[k == CALL] = rule_local[g[k == CALL]]
+    a[k == SHIFT] = local(g[k == SHIFT])
+    a[k == CALL] = rule_local(g[k == CALL])
     r = pda.ret[states].astype(np.int64)
-    r = np.where(r >= 0, local[np.maximum(r, 0)], -1)
-    starts = local[pda.starts[rules]]
+    r = np.where(r >= 0, local(np.maximum(r, 0)), -1)
+    starts = local(pda.starts[rules])
     return BytePDA(
         names=tuple(pda.names[j] for j in order),
         rule_of=np.repeat(np.arange(rules.shape[0]), sizes).astype(np.int32),
@@ -239,10 +282,12 @@ def _closure_pda(closure: _Closure) -> BytePDA:
     )
 
 
-def _walk_part(sub: BytePDA, trie: TokenTrie, fingerprint: str, starts=None) -> _PartWalk:
+def _walk_part(
+    sub: BytePDA, trie: TokenTrie, fingerprint: str, starts=None, min_wide_bytes: int = 1
+) -> _PartWalk:
     """Walks ``starts`` of ``sub`` (default: rule 0's live states, with loops from the
     cache), stopped at exits."""
-    walker = Walker(sub, trie)
+    walker = Walker(sub, trie, min_wide_bytes=min_wide_bytes)
     if starts is None:
         live = np.flatnonzero((sub.rule_of == 0) & (sub.kind != 0).any(axis=1))
         walks = walk_states(walker, live, fingerprint, truncate=True)

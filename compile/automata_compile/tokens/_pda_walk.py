@@ -43,6 +43,14 @@ WIDE_SHARE = 0.005
 # The row walk hands its live (node, start) pairs to the lanes below this many (deep in the
 # trie a few long tokens remain, and a level of rows costs more than a level of lanes).
 HANDOFF = 512
+# A tool's rule walks (`Walker(min_wide_bytes=...)`, from `_unit_blocks`) also need a wide
+# start to take at least this many bytes: a state that takes one to three (a literal key's
+# next letter, ``,`` / ``}``) follows few children of the large subtrees below them, which
+# sparse lanes look up (`_children`) and rows enumerate whole. The outcomes are the same
+# either way, only their form differs (rows or sparse entries), and so are the tables
+# (`test_unit_blocks`); 4 was the fastest of 1, 2, 4, 16 and 64 on 100 BFCL tools' rule
+# walks (1: the other walks' rule, unchanged).
+MIN_WIDE_BYTES = 4
 _EXIT = "exit"
 
 
@@ -89,8 +97,9 @@ class Walk:
 class Walker:
     """Walks tokens from states of ``pda``; interns outcomes and contexts, memoizes steps."""
 
-    def __init__(self, pda: BytePDA, trie: TokenTrie):
+    def __init__(self, pda: BytePDA, trie: TokenTrie, *, min_wide_bytes: int = 1):
         self.pda = pda
+        self.min_wide_bytes = min_wide_bytes  # see `MIN_WIDE_BYTES`
         self.kind, self.arg, self.ret = pda.kind, pda.arg, pda.ret  # read per memo miss only
         self.rule_of = pda.rule_of.tolist()
         self.starts = pda.starts.tolist()
@@ -306,9 +315,13 @@ class Walker:
 
     def wide(self, q0s: np.ndarray) -> np.ndarray:
         """bool per state of ``q0s``: walked with rows (the trie nodes below the bytes it
-        takes exceed ``WIDE_SHARE`` of all nodes)."""
+        takes exceed ``WIDE_SHARE`` of all nodes, and it takes ``min_wide_bytes`` bytes or
+        more)."""
         allowed = (self.pda.kind[q0s] != 0).astype(np.int64)
-        return allowed @ self.trie.first_byte_nodes > WIDE_SHARE * self.trie.num_nodes
+        wide = allowed @ self.trie.first_byte_nodes > WIDE_SHARE * self.trie.num_nodes
+        if self.min_wide_bytes > 1:
+            wide &= allowed.sum(axis=1) >= self.min_wide_bytes
+        return wide
 
     def _special(self, d: int, other: list, truncate: bool, exits: list, extra: tuple):
         """Steps lanes whose byte calls or returns, in Python. Returns the lanes that stay a
@@ -508,8 +521,12 @@ class _Dense:
         self.table, self.first_byte, self.byte_class = walker.dense_table(wide)
         self.sink = walker.pda.num_states
         self.rows = wide[None, :].astype(self.table.dtype)  # the root's row
-        self.node_row = np.zeros(1, np.int64)  # row of each node of the previous level, -1 = dead
-        self.group_row = np.full(walker.trie.num_groups, -1, np.int64)
+        # the live nodes of the previous level (ascending) and their rows: a level reads
+        # only their children, not every node of the level (deep levels: a few live)
+        self.live_node = np.zeros(1, np.int64)
+        self.live_row = np.zeros(1, np.int64)
+        self.hit_group: list[np.ndarray] = []  # per level, the groups ending at a live row
+        self.hit_row: list[np.ndarray] = []  # and their rows (offset by the earlier levels')
         self.levels: list[np.ndarray] = []
         self.offset = 0
         self.done = False
@@ -519,7 +536,7 @@ class _Dense:
         to walk as lanes."""
         if len(self.levels) < 4:
             return False
-        live = self.node_row[self.node_row >= 0]
+        live = self.live_row
         return live.size <= HANDOFF and np.count_nonzero(self.rows[live] != self.sink) <= HANDOFF
 
     def handoff(self) -> list:
@@ -527,8 +544,8 @@ class _Dense:
         context, start) at the last level walked. Their outcomes come out plain and sparse;
         `_pda_compose` moves them back into rows."""
         self.done = True
-        nodes = np.flatnonzero(self.node_row >= 0)
-        cur = self.rows[self.node_row[nodes]]
+        nodes = self.live_node
+        cur = self.rows[self.live_row]
         n, w = np.nonzero(cur != self.sink)
         state = cur[n, w].astype(np.int64)
         return [nodes[n], state, np.zeros_like(state), self.wide[w]]
@@ -537,12 +554,14 @@ class _Dense:
         """One trie level; returns the diverted lanes as (child, state, context, start, byte)."""
         trie, nc, sink = self.walker.trie, self.first_byte.shape[0], self.sink
         z = np.zeros(0, np.int64)
-        parent = trie.parent[d]
-        sel = np.flatnonzero(self.node_row[parent] >= 0)
+        if self.live_node.size == 0:
+            self.done = True
+            return [z, z, z, z, z]
+        rep, sel = trie.children(d, self.live_node)  # ascending, as the live nodes are
         if sel.size == 0:
             self.done = True
             return [z, z, z, z, z]
-        key = self.node_row[parent[sel]] * nc + self.byte_class[trie.byte[d][sel]]
+        key = self.live_row[rep] * nc + self.byte_class[trie.byte[d][sel]]
         ukey, key_of = unique_small(key, self.rows.shape[0] * nc)
         prev = self.rows[ukey // nc]
         cur = self.table[prev, self.first_byte[ukey % nc][:, None]]
@@ -554,12 +573,12 @@ class _Dense:
         rows, row_of_key = unique_rows(cur)
         live = ~(rows == sink).all(axis=1)
         ids = row_of_key[key_of]
-        ids = np.where(live[ids], ids, -1)
-        self.node_row = np.full(parent.shape[0], -1, np.int64)
-        self.node_row[sel] = ids
-        term = trie.terminal[d][sel]
-        hit = (term >= 0) & (ids >= 0)
-        self.group_row[term[hit]] = ids[hit] + self.offset
+        keep = live[ids]
+        self.live_node, self.live_row = sel[keep], ids[keep]
+        term = trie.terminal[d][self.live_node]
+        hit = term >= 0
+        self.hit_group.append(term[hit].astype(np.int64))
+        self.hit_row.append(self.live_row[hit] + self.offset)
         self.levels.append(rows)
         self.offset += rows.shape[0]
         self.rows = rows
@@ -587,11 +606,27 @@ class _Dense:
             z = np.zeros(0, np.int32)
             return np.zeros((0, self.wide.shape[0]), np.int32), -1, z, z
         canon, canon_of = unique_rows(np.concatenate(self.levels))
-        g = self.group_row
+        group = np.concatenate(self.hit_group)
+        row = canon_of[np.concatenate(self.hit_row)]
         return (
             canon.astype(np.int32),
-            *_row_exceptions(np.where(g >= 0, canon_of[np.maximum(g, 0)], -1)),
+            *_sparse_row_exceptions(group, row, self.walker.trie.num_groups),
         )
+
+
+def _sparse_row_exceptions(group: np.ndarray, row: np.ndarray, num_groups: int) -> tuple:
+    """`_row_exceptions` of the int[G] array that is ``row`` at the (distinct) ``group`` and
+    -1 elsewhere, without writing it when -1 stays the most common value (the usual case:
+    a walk's wide starts end in a few of the vocabulary's groups)."""
+    counts = np.bincount(row + 1) if row.size else np.zeros(1, np.int64)
+    counts[0] += num_groups - group.shape[0]
+    default = int(np.argmax(counts)) - 1  # (ties: the smallest value, as `_row_exceptions`)
+    if default >= 0:
+        dense = np.full(num_groups, -1, np.int64)
+        dense[group] = row
+        return _row_exceptions(dense)
+    order = np.argsort(group)
+    return -1, group[order].astype(np.int32), row[order].astype(np.int32)
 
 
 def _row_exceptions(row: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:

@@ -42,7 +42,7 @@ from automata_compile.tokens._pda_compose import (
     _token_dfa,
 )
 from automata_compile.tokens._pda_units import rule_walks, walk_states
-from automata_compile.tokens._pda_walk import Walker
+from automata_compile.tokens._pda_walk import MIN_WIDE_BYTES, Walker
 from automata_compile.tokens._token_dfa import TokenDFA
 from automata_compile.tokens._token_trie import trie_for
 
@@ -196,7 +196,7 @@ def compose_units(pda, vocab, *, fixed: PdaRoot, units: list[PdaUnit], root_bloc
     for i, u in enumerate(units):
         if blocks[i] is None:
             for rule in range(*u.rules):
-                got = rule_walks(pda, rule, trie, vocab.fingerprint, walker)
+                got = rule_walks(pda, rule, trie, vocab.fingerprint, walker, MIN_WIDE_BYTES)
                 parts += got
                 owner += [i] * len(got)
     parts = _normalized(parts, _plain_targets(walker), pda.num_states)

@@ -153,3 +153,22 @@ def test_outcomes_match_a_run_with_a_real_stack(name, mode, monkeypatch):
             checked += 1
             alive += want is not None
     assert alive > 50 and checked > alive  # both live and dead tokens were judged
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_sparse_row_exceptions(seed):
+    """`_sparse_row_exceptions` (the groups a row walk reached, in any order) gives
+    `_row_exceptions` of the dense int[G] view, the most common row included."""
+    rng = np.random.default_rng(seed)
+    num_groups = int(rng.integers(0, 50))
+    k = int(rng.integers(0, num_groups + 1))
+    group = rng.permutation(num_groups)[:k].astype(np.int64)
+    row = rng.integers(0, int(rng.integers(1, 4)), k).astype(np.int64)
+    dense = np.full(num_groups, -1, np.int64)
+    dense[group] = row
+    got = _pda_walk._sparse_row_exceptions(group, row, num_groups)
+    want = _pda_walk._row_exceptions(dense)
+    assert got[0] == want[0]
+    for g, w in zip(got[1:], want[1:], strict=True):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)

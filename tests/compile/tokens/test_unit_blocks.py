@@ -181,3 +181,85 @@ def test_unit_classes_over_every_group(llama3_vocab):
         _unit_blocks._unit_classes = real
         _pda_units.clear_cache()
     assert len(seen) == len(MORE_TOOLS)
+
+
+def _same_masks(a, b, walks) -> int:
+    """Equal masks (EOS included) along every prefix of every walk, each automaton with its
+    own states and stacks (for two PDAs of one language with other rules)."""
+    n = 0
+    for ids in walks:
+        ca, cb = (a.start, ()), (b.start, ())
+        for cut in range(len(ids) + 1):
+            assert np.array_equal(a.allowed(*ca), b.allowed(*cb)), cut
+            n += 1
+            if cut < len(ids):
+                ca, cb = a.advance_config(*ca, ids[cut]), b.advance_config(*cb, ids[cut])
+    return n
+
+
+@pytest.mark.parametrize("flags", [FLAGS[0], FLAGS[1], FLAGS[2], FLAGS[3]])
+def test_value_rules_keep_the_language(llama3_vocab, monkeypatch, flags):
+    """Each large argument value a rule of its own (`_tools.VALUE_RULE_MIN_SIZE`) gives the
+    masks of the tools compiled with shared values only, along random walks of either (in
+    fewer states for JSON); a warm compile gives the cold one's arrays."""
+    from automata_compile.frontends.tool_calls import _tools
+
+    _pda_units.clear_cache()
+    new = ac.compile_tool_calls(MORE_TOOLS, llama3_vocab, **flags)
+    monkeypatch.setattr(_tools, "VALUE_RULE_MIN_SIZE", None)
+    _pda_units.clear_cache()
+    old = ac.compile_tool_calls(MORE_TOOLS, llama3_vocab, **flags)
+    monkeypatch.undo()
+    if flags["format"] == "hermes":  # (Python style: a called value adds its return states)
+        assert new.num_states < old.num_states
+    rng = np.random.default_rng(11)
+    walks = _random_walks(new, rng, 8, 48) + _random_walks(old, rng, 8, 48)
+    assert _same_masks(new, old, walks) > 300
+    warm = ac.compile_tool_calls(MORE_TOOLS, llama3_vocab, **flags)
+    for name, v in _arrays(new).items():
+        assert np.array_equal(v, getattr(warm, name)), name
+
+
+def test_value_rules_are_shared_across_tools():
+    """Two tools' string and integer parameters are rules of the same structure where the
+    bytes that may follow them are the same (one byte DFA and one walk: both cached by
+    it); a boolean and a short enum stay inline; with ``VALUE_RULE_MIN_SIZE = None`` a
+    value used once is inline."""
+    from automata_compile.frontends.json_schema import parse_options
+    from automata_compile.frontends.tool_calls import _tools
+    from automata_compile.frontends.tool_calls._formats import resolve
+
+    fmt = resolve("hermes")
+    opts = parse_options({"property_order": "declared"})
+    a = _tools.Tool("a", {"type": "object", "properties": {"s": {"type": "string"}, "n": {"type": "integer"}, "b": {"type": "boolean"}}, "additionalProperties": False})  # fmt: skip
+    b = _tools.Tool("b", {"type": "object", "properties": {"k": {"enum": ["x", "y"]}, "t": {"type": "string"}, "m": {"type": "integer"}, "c": {"type": "boolean"}}, "additionalProperties": False})  # fmt: skip
+    keys = []
+    for tool in (a, b):
+        _tools.clear_cache()
+        pda = _tools.tool_unit(tool, fmt, opts)
+        assert len(pda.names) == 3  # the arguments, the string, the integer
+        keys.append(sorted(_pda_units._closure(pda, r).key for r in (1, 2)))
+    assert keys[0] == keys[1]
+    size = _tools.VALUE_RULE_MIN_SIZE
+    try:
+        _tools.VALUE_RULE_MIN_SIZE = None
+        _tools.clear_cache()
+        assert len(_tools.tool_unit(a, fmt, opts).names) == 1
+    finally:
+        _tools.VALUE_RULE_MIN_SIZE = size
+        _tools.clear_cache()
+
+
+def test_narrow_rule_walks_same_tables(llama3_vocab, monkeypatch):
+    """A tool's rule walks with starts of fewer than `MIN_WIDE_BYTES` bytes as sparse lanes
+    give the arrays of walks that keep every wide start in rows."""
+    flags = {"format": "hermes", "parallel": True}
+    _pda_units.clear_cache()
+    new = _arrays(ac.compile_tool_calls(MORE_TOOLS, llama3_vocab, **flags))
+    monkeypatch.setattr(_unit_blocks, "MIN_WIDE_BYTES", 1)
+    _pda_units.clear_cache()
+    old = ac.compile_tool_calls(MORE_TOOLS, llama3_vocab, **flags)
+    _pda_units.clear_cache()
+    for name, v in new.items():
+        assert v.dtype == getattr(old, name).dtype, name
+        assert np.array_equal(v, getattr(old, name)), name

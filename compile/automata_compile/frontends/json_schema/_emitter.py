@@ -43,11 +43,19 @@ from automata_compile.frontends.json_schema._types import (
 
 
 class _Emitter:
-    def __init__(self, opts: _Options, refuse, rules=None, free_calls: bool = True):
+    def __init__(
+        self,
+        opts: _Options,
+        refuse,
+        rules=None,
+        free_calls: bool = True,
+        share_min_size: int = SHARE_MIN_SIZE,
+    ):
         self.opts = opts
         self.refuse = refuse
         self.rules = rules  # a `_rules.Rules` (recursion="stack"), or None: no calls
         self.free_calls = free_calls  # see `_free_rule`
+        self.share_min_size = share_min_size  # a shared value this large becomes a rule
         ws = opts.whitespace
         if ws == "compact":
             self.comma, self.colon, self.open_pad, self.close_pad = (
@@ -154,7 +162,11 @@ class _Emitter:
         for k in sorted(t.calls):
             parts.append(self.rules.call(("ref", k), lambda k=k: self.value(self.rules.types[k])))
         node = sf.alt(*parts)
-        if self.rules is not None and t in self.rules.shared and sf.size(node) >= SHARE_MIN_SIZE:
+        if (
+            self.rules is not None
+            and t in self.rules.shared
+            and sf.size(node) >= self.share_min_size
+        ):
             node = self.rules.call(("shared", t), lambda inline=node: inline)
         self.memo[t] = node
         return node

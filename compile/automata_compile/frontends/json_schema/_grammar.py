@@ -14,6 +14,7 @@ from automata_compile.frontends.json_schema._emitter import _Emitter
 from automata_compile.frontends.json_schema._resolver import _DEFAULT_BASE, _loc, _Refuse
 from automata_compile.frontends.json_schema._rules import (
     ROOT,
+    SHARE_MIN_SIZE,
     Rules,
     derives_a_value,
     shared_types,
@@ -23,20 +24,26 @@ from automata_compile.frontends.json_schema._types import _Unroll
 
 
 def _translate(
-    schema, opts: _Options, share: bool, free_calls: bool = True
+    schema, opts: _Options, share: bool, free_calls: bool = True, values: int | None = None
 ) -> tuple[GrammarIR, bool]:
     """The schema's language as grammar rules (rule 0 = the root value); ``share``: large
     values used at several positions become rules too; ``free_calls``: a schema-free array
     / object is a call of the free rule (see `_Emitter._free_rule`). Also whether some
-    value is used at several positions (without one, ``share`` changes nothing)."""
+    value is used at several positions (without one, ``share`` changes nothing).
+
+    ``values`` (with ``share``): every value below the root (array elements, property
+    values) whose IR is at least this large becomes a rule, used once or more (a tool's
+    parameters: rules equal across tools are built and walked once, `translate_grammar`)."""
     tr = _Translator(schema, opts)
     rules = Rules(tr.rule_types, tr.rule_ptrs) if opts.recursion == "stack" else None
     try:
         t = tr.schema(schema, _DEFAULT_BASE, "")
-        shared = shared_types([t, *tr.rule_types]) if rules is not None else set()
+        uses = 1 if share and values is not None else 2
+        shared = shared_types([t, *tr.rule_types], uses) if rules is not None else set()
         if share and rules is not None:
             rules.shared = shared
-        node = _Emitter(opts, tr.refuse, rules, free_calls).value(t)
+        size = SHARE_MIN_SIZE if values is None else values
+        node = _Emitter(opts, tr.refuse, rules, free_calls, size).value(t)
         grammar = rules.grammar(node) if rules else GrammarIR(names=(ROOT,), bodies=(node,))
     except _Refuse as e:
         raise UnsupportedSchemaError(
@@ -83,17 +90,18 @@ def schema_grammar(schema, opts: _Options, *, share: bool = False) -> GrammarIR:
 
 
 def translate_grammar(
-    schema, opts: _Options, share: bool, free_calls: bool = True
+    schema, opts: _Options, share: bool, free_calls: bool = True, *, values: int | None = None
 ) -> tuple[GrammarIR, bool]:
     """`schema_grammar`, and whether ``share=True`` could give other rules (True where
-    the schema was unrolled: its shared values are not known)."""
+    the schema was unrolled: its shared values are not known). ``values``: see
+    `_translate` (the tool-call front end's per-value rules; None: shared values only)."""
     try:
-        return _translate(schema, opts, share, free_calls)
+        return _translate(schema, opts, share, free_calls, values)
     except _Unroll as e:
         opts = unrolled_options(
             opts, f"{_loc(e.pointer or '')}: {e.reason}, which needs its expansion"
         )
-        return _translate(schema, opts, share, free_calls)[0], True
+        return _translate(schema, opts, share, free_calls, values)[0], True
 
 
 def schema_ir(schema, opts: _Options):

@@ -103,10 +103,10 @@ def derives_a_value(grammar: GrammarIR) -> bool:
     return _nonempty(grammar.bodies[0], set(range(len(grammar.bodies))), {})
 
 
-def shared_types(roots) -> set:
-    """The typed languages referenced at two or more value positions (array elements,
-    property values) of the typed-language DAG below ``roots``; each node's children are
-    counted once, so a use inside a shared parent counts once."""
+def shared_types(roots, min_uses: int = 2) -> set:
+    """The typed languages referenced at ``min_uses`` or more value positions (array
+    elements, property values) of the typed-language DAG below ``roots``; each node's
+    children are counted once, so a use inside a shared parent counts once."""
     uses: dict = {}
     seen: set = set()
     todo = [t for t in roots if t is not None]
@@ -122,7 +122,7 @@ def shared_types(roots) -> set:
             if x is not None and not x.is_top() and not x.is_bottom():
                 uses[x] = uses.get(x, 0) + 1
                 todo.append(x)
-    return {t for t, n in uses.items() if n > 1}
+    return {t for t, n in uses.items() if n >= min_uses}
 
 
 def _kids(node):

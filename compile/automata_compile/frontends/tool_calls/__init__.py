@@ -18,7 +18,7 @@ from automata_compile.frontends.tool_calls._parse import (
     ToolCallParseError,
     parse_tool_calls,
 )
-from automata_compile.frontends.tool_calls._tools import InvalidToolError, tool_unit
+from automata_compile.frontends.tool_calls._tools import InvalidToolError, tool_unit, unit_variant
 
 __all__ = [
     "TOOL_CALL_FORMATS",
@@ -32,4 +32,5 @@ __all__ = [
     "tool_calls_pda",
     "tool_calls_spec",
     "tool_unit",
+    "unit_variant",
 ]

@@ -35,6 +35,12 @@ from automata_compile.frontends.json_schema import translate_grammar as _grammar
 from automata_compile.frontends.json_schema import unrolled_options as _unrolled
 
 CACHE_SIZE = 4096
+# JSON style: every value in a tool's arguments whose IR is at least this large (a free
+# string: 155, an integer: 464, a number: 92; not a boolean or a short enum) is a grammar
+# rule of its own, so equal values across tools are one byte DFA and one walk
+# (`_byte_dfa.cached_byte_dfa`, `tokens._pda_units`: both cached by structure), not a
+# copy inside each tool's arguments rule; None: shared values only, as in a JSON Schema.
+VALUE_RULE_MIN_SIZE: int | None = 64
 _CACHE: collections.OrderedDict = collections.OrderedDict()
 _LOCK = threading.Lock()
 _JSON_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
@@ -102,9 +108,9 @@ def tool_unit(tool: Tool, fmt, opts) -> BytePDA:
     """The tool's byte PDA (module docstring), from the cache when this schema was compiled
     for the same format part and options before."""
     if fmt.style == "json":
-        part = ("json", fmt.arguments_key)
+        part = ("json", fmt.arguments_key, VALUE_RULE_MIN_SIZE)
     else:
-        part = ("python",)
+        part = ("python", VALUE_RULE_MIN_SIZE)
     key = (json.dumps(tool.parameters, sort_keys=True), part, opts.key())
     with _LOCK:
         got = _CACHE.get(key)
@@ -120,6 +126,12 @@ def tool_unit(tool: Tool, fmt, opts) -> BytePDA:
         while len(_CACHE) > CACHE_SIZE:
             _CACHE.popitem(last=False)
     return got
+
+
+def unit_variant(fmt) -> tuple:
+    """What a tool's unit depends on besides its schema, the format and the options (a
+    part of the keys that cache what is built from units: the finished tool blocks)."""
+    return ("values", VALUE_RULE_MIN_SIZE)
 
 
 def clear_cache() -> None:
@@ -149,13 +161,20 @@ def _json_unit(tool: Tool, fmt, opts) -> BytePDA:
     schema = tool.parameters
 
     def grammar(share, free=True):
-        return lambda: _wrap(_grammar(schema, opts, share, free)[0], head, tail)
+        values = _values_min(share)
+        return lambda: _wrap(_grammar(schema, opts, share, free, values=values)[0], head, tail)
 
     def fallback():
         node = schema_ir(schema, _unrolled(opts, f"tool {tool.name!r}: a rule conflict"))
         return GrammarIR((ROOT,), (sf.seq(head, node, tail),))
 
     return _build(tool, [grammar(True), grammar(False), grammar(False, False)], fallback)
+
+
+def _values_min(share: bool) -> int | None:
+    """The ``values`` of `translate_grammar` for a unit's candidate grammar (per-value
+    rules with ``share``, `VALUE_RULE_MIN_SIZE`)."""
+    return VALUE_RULE_MIN_SIZE if share else None
 
 
 def _python_unit(tool: Tool, opts) -> BytePDA:
@@ -193,7 +212,7 @@ def _python_unit(tool: Tool, opts) -> BytePDA:
                     pointer=f"/properties/{key}",
                 )
             sub = {**shared, **sub} if isinstance(sub, dict) else sub
-            out.append((key, _grammar(sub, opts, share, free)[0]))
+            out.append((key, _grammar(sub, opts, share, free, values=_values_min(share))[0]))
         return out
 
     def grammar(share, free=True):
@@ -201,6 +220,8 @@ def _python_unit(tool: Tool, opts) -> BytePDA:
             names, bodies, values = [ROOT], [None], []
             for key, g in value_grammars(share, free):
                 called = any(0 in set(rule_calls(b, set())) for b in g.bodies)
+                big = _values_min(share)  # the parameter's value itself a rule (as in JSON)
+                called = called or (big is not None and sf.size(g.bodies[0]) >= big)
                 fix = {}
                 for j in range(0 if called else 1, len(g.bodies)):
                     fix[j] = len(names)
@@ -258,4 +279,11 @@ def _kwargs(values, required):
     return Automaton(edges=tuple(edges), start=0, finals=frozenset({2 * n, 2 * n + 1}))
 
 
-__all__ = ["InvalidToolError", "Tool", "clear_cache", "normalize_tools", "tool_unit"]
+__all__ = [
+    "InvalidToolError",
+    "Tool",
+    "clear_cache",
+    "normalize_tools",
+    "tool_unit",
+    "unit_variant",
+]
