@@ -637,7 +637,6 @@ def test_the_loops_compute_logits_only_where_they_read_them(mode):
     of T slots paid T output layers). The prefill's output layer is [B, 1, V]; a chunked
     call's has at most the speculative logit slots."""
     import automata_compile as ac
-
     import automata_jax as aj
     from automata_jax._fast_forward import accepts_logits_at
 
@@ -654,9 +653,17 @@ def test_the_loops_compute_logits_only_where_they_read_them(mode):
     kw = dict(fast_forward=mode != "plain", speculate=mode == "speculate")
     closed = jax.make_jaxpr(
         lambda p: aj.generate(
-            model.apply_step, p, tokens, tables, jnp.zeros((2,), jnp.int32),
-            sampler=aj.Greedy(), max_new_tokens=6, rng=jax.random.key(0), prompt_mask=mask,
-            cache=model.init_cache, **kw,
+            model.apply_step,
+            p,
+            tokens,
+            tables,
+            jnp.zeros((2,), jnp.int32),
+            sampler=aj.Greedy(),
+            max_new_tokens=6,
+            rng=jax.random.key(0),
+            prompt_mask=mask,
+            cache=model.init_cache,
+            **kw,
         )  # fmt: skip
     )(params)
     out_layers = [s for s in _dot_outputs(closed) if s[-1] == VOCAB]
