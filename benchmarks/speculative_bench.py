@@ -359,6 +359,14 @@ def main(argv=None) -> int:
         "ff+spec_slots+lcspell": dict(
             fast_forward=True, speculate=aj.Speculate(logit_slots=(3, 5)), keys="spell"
         ),
+        "ff+spec_slots235+lcspell": dict(
+            fast_forward=True, speculate=aj.Speculate(logit_slots=(2, 3, 5)), keys="spell"
+        ),
+        "ff+spec_eager_slots+lcspell": dict(
+            fast_forward=True,
+            speculate=aj.Speculate(slot_cost=0.0, logit_cost=0.0, logit_slots=(3, 5)),
+            keys="spell",
+        ),
     }
     costs_path = Path(args.call_costs)
     if costs_path.exists():  # the measured costs (`speculative_costs.py`), for the _cal loops

@@ -421,9 +421,20 @@ class Gemma3:
     def init_cache(self, batch_size: int, max_length: int, dtype: Any = jnp.float32) -> KVCache:
         return init_cache(self.config, batch_size, max_length, dtype)
 
-    def apply_step(self, params: Params, *args, **kwargs) -> tuple[Float[Array, "B T V"], KVCache]:
-        """`apply_step` (tokens, positions, input_mask, cache, logits_at) with this config."""
-        return apply_step(self.config, params, *args, **kwargs)
+    def apply_step(
+        self,
+        params: Params,
+        tokens: Int[Array, "B T"],
+        positions: Int[Array, "B T"],
+        input_mask: Bool[Array, "B T"],
+        cache: KVCache,
+        logits_at: Int[Array, " B"] | None = None,
+    ) -> tuple[Float[Array, "B T V"], KVCache]:
+        """`apply_step` with this config. The parameters are spelled out (not ``*args``):
+        the decode loops look for a ``logits_at`` parameter in the step's signature
+        (`automata_jax._fast_forward.accepts_logits_at`) and, without one, compute the
+        logits at every fed slot (the prefill's whole prompt)."""
+        return apply_step(self.config, params, tokens, positions, input_mask, cache, logits_at)
 
     def num_params(self, params: Params) -> int:
         return num_params(params)

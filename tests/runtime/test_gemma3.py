@@ -611,3 +611,63 @@ def test_the_sliding_window_counts_tokens_not_invalid_slots():
     m2 = jnp.concatenate([jnp.ones((1, 10), bool), pad > 0, jnp.ones((1, n - 10), bool)], 1)
     got, _ = model.apply_step(params, t2, p2, m2, model.init_cache(1, 64))
     np.testing.assert_allclose(got[0, -1], ref[0, -1], atol=1e-5, rtol=1e-5)
+
+
+# ------------------------------------------------------------------- logits at chosen slots
+
+
+def _dot_outputs(jaxpr):
+    """Output shapes of every ``dot_general`` in a (closed) jaxpr, sub-jaxprs included."""
+    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+    shapes = []
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "dot_general":
+            shapes.append(tuple(eqn.outvars[0].aval.shape))
+        for param in eqn.params.values():
+            for sub in param if isinstance(param, (list, tuple)) else (param,):
+                if isinstance(sub, (jax.extend.core.ClosedJaxpr, jax.extend.core.Jaxpr)):
+                    shapes += _dot_outputs(sub)
+    return shapes
+
+
+@pytest.mark.parametrize("mode", ["plain", "fast_forward", "speculate"])
+def test_the_loops_compute_logits_only_where_they_read_them(mode):
+    """`Gemma3.apply_step` spells out ``logits_at`` (a ``*args`` forwarder hid it from the
+    loops' signature check, so every call computed the logits at every fed slot: a prefill
+    of T slots paid T output layers). The prefill's output layer is [B, 1, V]; a chunked
+    call's has at most the speculative logit slots."""
+    import automata_compile as ac
+    import automata_jax as aj
+    from automata_jax._fast_forward import accepts_logits_at
+
+    model = Gemma3(CFG)
+    assert accepts_logits_at(model.apply_step)
+    params = model.init_params(jax.random.key(0), std=0.3)
+    pieces = [b"a", b"b", b"ab", b"c", b"ba"] + [None] * (VOCAB - 5)  # 5: EOS
+    vocab = ac.Vocabulary.from_bytes(pieces, eos_ids=[5], special_ids=[5])
+    tables = aj.ConstraintTables.from_dfas(
+        [ac.compile_regex(r"(ab|ba)c(ab|ba)", vocab)], vocab_size=VOCAB
+    )
+    prompt = [[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]]
+    tokens, mask = aj.pad_prompts(prompt * 2)
+    kw = dict(fast_forward=mode != "plain", speculate=mode == "speculate")
+    closed = jax.make_jaxpr(
+        lambda p: aj.generate(
+            model.apply_step,
+            p,
+            tokens,
+            tables,
+            jnp.zeros((2,), jnp.int32),
+            sampler=aj.Greedy(),
+            max_new_tokens=6,
+            rng=jax.random.key(0),
+            prompt_mask=mask,
+            cache=model.init_cache,
+            **kw,
+        )  # fmt: skip
+    )(params)
+    out_layers = [s for s in _dot_outputs(closed) if s[-1] == VOCAB]
+    assert out_layers
+    most = 1 + aj.Speculate().draft_len if mode == "speculate" else 1
+    assert all(s[0] == 2 and s[1] <= most for s in out_layers), out_layers
+    assert any(s == (2, 1, VOCAB) for s in out_layers)
