@@ -19,6 +19,12 @@ from automata_compile.automata import byte_dfa as _byte_dfa
 from automata_compile.automata import char_dfa as _char_dfa
 from automata_compile.frontends.json_schema import _content as sf
 from automata_compile.frontends.json_schema import _strings
+from automata_compile.frontends.json_schema._bitset_events import (
+    CLEAR,
+    REQUIRE,
+    SET,
+    BitsetIneligible,
+)
 from automata_compile.frontends.json_schema._numbers import (
     _constrained_number,
     _number_literal,
@@ -292,6 +298,8 @@ class _Emitter:
             and len(items) + (not sf.is_never(rest)) > 1
             and ptr not in self.opts.declared_at
         ):
+            if self.opts.bitset is not None:
+                return self._object_bitset(o, items, rest, ptr)
             try:
                 node = self._object_counted(o, items, rest, declared, True)
                 self.opts.any_ordered.append(ptr)
@@ -328,6 +336,33 @@ class _Emitter:
             if empty_ok:
                 body = sf.opt(body)
         return self.wrap("{", body, "}", empty_ok)
+
+    def _object_bitset(self, o: _Obj, items, rest, ptr: str):
+        """The object as a loop over its properties with bitset events
+        (docs/any_order_bitset.md): ``{`` CLEAR, a declared key's closing quote SET(bit),
+        ``}`` REQUIRE (its required bits). Counted objects are not eligible."""
+        if o.need or o.min > 0 or o.max is not None:
+            raise BitsetIneligible(
+                f"the object at {_loc(ptr)} counts its properties (minProperties, "
+                "maxProperties or a required pattern)"
+            )
+        ev = self.opts.bitset
+        required = [i for i, item in enumerate(items) if item[2]]
+        obj = ev.add_object(ptr, len(items), required)
+        base = ev.objects[obj][1]
+        alts = []
+        for i, (name, _, _, schema) in enumerate(items):
+            alts.append(
+                sf.seq(self.key(name), ev.event(SET, base + i), self.colon, self.value(schema))
+            )
+        if not sf.is_never(rest):
+            alts.append(rest)
+        item = sf.alt(*alts)
+        body = sf.opt(sf.seq(item, sf.star(sf.seq(self.comma, item))))
+        close = [sf.char("}")] + ([ev.event(REQUIRE, obj)] if required else [])
+        return sf.seq(
+            sf.char("{"), ev.event(CLEAR, obj), self.open_pad, body, self.close_pad, *close
+        )
 
     def _object_counted(self, o: _Obj, items, rest, declared, any_order: bool):
         """Objects as an automaton over (position, count, witness seen) whose edges are
