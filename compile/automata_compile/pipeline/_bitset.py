@@ -64,11 +64,10 @@ def compile_json_schema_bitset(
             return compose_bitset(
                 dfa,
                 trie_for(vocab),
-                vocab.tokens,
+                vocab,
                 kinds,
                 events.masks(words),
                 events.num_bits,
-                vocab.eos_ids,
             )
         except EventConflict as e:
             raise BitsetIneligible(f"events conflict in the byte DFA: {e}") from None

@@ -159,9 +159,9 @@ def _first_events(byte, is_event, ev, ev_next, accepting, kinds) -> tuple:
 
 
 def compose_bitset(
-    dfa: ByteDFA, trie: TokenTrie, vocab_tokens, kinds, masks, num_bits: int, eos_ids
+    dfa: ByteDFA, trie: TokenTrie, vocab, kinds, masks, num_bits: int
 ) -> BitsetTables:
-    """Builds the tables (see `BitsetTables`) of ``dfa`` whose terminal column ``256 + e`` is
+    """Builds the tables (see `BitsetTables`) for ``vocab`` of ``dfa`` whose column ``256 + e`` is
     event e of kind ``kinds[e]`` (SET, CLEAR, REQUIRE) with mask ``masks[e]`` (W uint32 words).
 
     Raises:
@@ -188,13 +188,11 @@ def compose_bitset(
     byte = np.asarray(dfa.trans[:, :NUM_BYTES])
     enters = (byte >= 0) & is_event[np.maximum(byte, 0)]
     event_bytes = np.flatnonzero(enters.any(axis=0))
-    matrix, lengths = _token_matrix(vocab_tokens)
-    holds = np.zeros(matrix.shape[0], dtype=bool)
-    if event_bytes.size:
-        inb = np.isin(matrix, event_bytes)
-        inb &= np.arange(matrix.shape[1])[None, :] < lengths[:, None]
-        holds = inb.any(axis=1)
-    etok = np.flatnonzero(holds & (lengths > 0))
+    matrix, lengths = vocab.token_matrix()
+    lengths = lengths.astype(np.int64)
+    by_byte = _tokens_by_byte(vocab)
+    etok = np.unique(np.concatenate([by_byte[b] for b in event_bytes.tolist()] + [[]]))
+    etok = etok.astype(np.int64)
     pairs = _event_walk(byte, is_event, ev, ev_next, kinds, masks, matrix, lengths, etok)
     ps, pt, pend, prog = pairs
     # statically dead: a key position none of whose keys can be unset after the token
@@ -203,9 +201,12 @@ def compose_bitset(
     dead = ~always[pend] & ~((lm & ~a) != 0).any(axis=1)
     ps, pt, pend, prog = ps[~dead], pt[~dead], pend[~dead], prog[~dead]
     zero = np.zeros((1, 4 * words), np.uint32)
-    uniq, pid = np.unique(np.concatenate([zero, prog]), axis=0, return_inverse=True)
+    rows = np.ascontiguousarray(np.concatenate([zero, prog]))
+    keys = rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).reshape(-1)
+    _, first_row, pid = np.unique(keys, return_index=True, return_inverse=True)
+    uniq = rows[first_row]
     pid = pid.reshape(-1)
-    # program 0 = the zero program (np.unique sorts it first: it is the least row)
+    # program 0 = the zero program (the least key: np.unique sorts it first)
     assert not uniq[0].any()
     pid = pid[1:]
     num_p = uniq.shape[0]
@@ -235,7 +236,7 @@ def compose_bitset(
         live_always=always,
         accepting=np.asarray(dfa.accepting, dtype=bool),
         start=int(dfa.start),
-        eos_ids=tuple(eos_ids),
+        eos_ids=tuple(vocab.eos_ids),
         num_bits=num_bits,
     )
 
@@ -244,14 +245,25 @@ def ctrans_raw(dfa: ByteDFA) -> np.ndarray:
     return np.asarray(dfa.trans[:, :NUM_BYTES])
 
 
-def _token_matrix(tokens):
-    lengths = np.array([-1 if t is None else len(t) for t in tokens], dtype=np.int64)
-    width = max(1, int(lengths.max(initial=1)))
-    matrix = np.zeros((len(tokens), width), dtype=np.uint8)
-    for i, t in enumerate(tokens):
-        if t:
-            matrix[i, : len(t)] = np.frombuffer(t, np.uint8)
-    return matrix, lengths
+_BY_BYTE: dict = {}
+
+
+def _tokens_by_byte(vocab) -> list:
+    """Per byte value, the ids of the tokens holding it (sorted; cached per vocabulary)."""
+    key = vocab.fingerprint
+    hit = _BY_BYTE.get(key)
+    if hit is None:
+        matrix, lengths = vocab.token_matrix()
+        inside = np.arange(matrix.shape[1])[None, :] < lengths[:, None]
+        tok, pos = np.nonzero(inside)
+        b = matrix[tok, pos].astype(np.int64)
+        pairs = np.unique(b * matrix.shape[0] + tok)
+        b, tok = pairs // matrix.shape[0], pairs % matrix.shape[0]
+        cuts = np.searchsorted(b, np.arange(NUM_BYTES + 1))
+        hit = [tok[cuts[i] : cuts[i + 1]] for i in range(NUM_BYTES)]
+        _BY_BYTE.clear()  # one vocabulary at a time
+        _BY_BYTE[key] = hit
+    return hit
 
 
 def _event_walk(byte, is_event, ev, ev_next, kinds, masks, matrix, lengths, etok):

@@ -358,11 +358,18 @@ class _Emitter:
         if not sf.is_never(rest):
             alts.append(rest)
         item = sf.alt(*alts)
-        body = sf.opt(sf.seq(item, sf.star(sf.seq(self.comma, item))))
-        close = [sf.char("}")] + ([ev.event(REQUIRE, obj)] if required else [])
-        return sf.seq(
-            sf.char("{"), ev.event(CLEAR, obj), self.open_pad, body, self.close_pad, *close
+        close = sf.seq(
+            self.close_pad, sf.char("}"), *([ev.event(REQUIRE, obj)] if required else [])
         )
+        # one copy of the items (an `Automaton` node: the byte DFA may build it as a piece)
+        edges = (
+            ((sf.seq(sf.char("{"), ev.event(CLEAR, obj), self.open_pad), 1),),
+            ((sf.EPS, 2), (close, 4)),
+            ((item, 3),),
+            ((self.comma, 2), (close, 4)),
+            (),
+        )
+        return Automaton(edges=edges, start=0, finals=frozenset({4}))
 
     def _object_counted(self, o: _Obj, items, rest, declared, any_order: bool):
         """Objects as an automaton over (position, count, witness seen) whose edges are
