@@ -70,6 +70,19 @@ SCHEMAS = {
         "required": ["n"],
         "additionalProperties": False,
     },
+    "counted_beside_bitset": {
+        "type": "object",
+        "properties": {
+            "c": {
+                "type": "object",
+                "minProperties": 1,
+                "properties": {"a": BOOL, "b": INT},
+                "additionalProperties": False,
+            },
+            "d": NESTED,
+        },
+        "additionalProperties": False,
+    },
     "array_of_objects": {
         "type": "object",
         "properties": {"xs": {"type": "array", "items": NESTED, "maxItems": 3}, "k": BOOL},
@@ -222,7 +235,7 @@ def test_the_state_space_is_smaller_than_any_order(compiled):
 def test_counted_objects_and_rules_are_not_eligible(llama3_vocab):
     with pytest.raises(BitsetIneligible, match="counts its properties"):
         compile_json_schema_bitset(
-            {"type": "object", "properties": {"a": BOOL, "b": BOOL}, "minProperties": 1},
+            {"type": "object", "properties": {"a": NESTED, "b": BOOL}, "minProperties": 1},
             llama3_vocab,
         )
     with pytest.raises(BitsetIneligible, match="grammar rules"):

@@ -9,7 +9,7 @@ written: ``SET`` after a declared key's closing quote, ``CLEAR`` after ``{``, ``
 
 from __future__ import annotations
 
-from automata_compile.automata import Event
+from automata_compile.automata import Automaton, Event, children
 
 SET, CLEAR, REQUIRE = 0, 1, 2
 
@@ -65,3 +65,21 @@ class BitsetEvents:
                 m[b >> 5] |= 1 << (b & 31)
             out.append(m)
         return out
+
+
+def has_event(nodes) -> bool:
+    """Whether an `Event` occurs in any of the IR trees ``nodes`` (automata labels too)."""
+    seen: set = set()
+    todo = list(nodes)
+    while todo:
+        x = todo.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        if isinstance(x, Event):
+            return True
+        if isinstance(x, Automaton):
+            todo.extend(lb for out in x.edges for lb, _ in out if not isinstance(lb, tuple))
+        else:
+            todo.extend(children(x))
+    return False

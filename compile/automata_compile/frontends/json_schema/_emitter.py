@@ -24,6 +24,7 @@ from automata_compile.frontends.json_schema._bitset_events import (
     REQUIRE,
     SET,
     BitsetIneligible,
+    has_event,
 )
 from automata_compile.frontends.json_schema._numbers import (
     _constrained_number,
@@ -298,8 +299,13 @@ class _Emitter:
             and len(items) + (not sf.is_never(rest)) > 1
             and ptr not in self.opts.declared_at
         ):
-            if self.opts.bitset is not None:
+            if self.opts.bitset is not None and not (o.need or o.min > 0 or o.max is not None):
                 return self._object_bitset(o, items, rest, ptr)
+            if self.opts.bitset is not None and has_event([x[1] for x in items] + [rest]):
+                raise BitsetIneligible(
+                    f"the object at {_loc(ptr)} counts its properties (minProperties, "
+                    "maxProperties or a required pattern) and holds a bitset object"
+                )
             try:
                 node = self._object_counted(o, items, rest, declared, True)
                 self.opts.any_ordered.append(ptr)
@@ -340,12 +346,9 @@ class _Emitter:
     def _object_bitset(self, o: _Obj, items, rest, ptr: str):
         """The object as a loop over its properties with bitset events
         (docs/any_order_bitset.md): ``{`` CLEAR, a declared key's closing quote SET(bit),
-        ``}`` REQUIRE (its required bits). Counted objects are not eligible."""
-        if o.need or o.min > 0 or o.max is not None:
-            raise BitsetIneligible(
-                f"the object at {_loc(ptr)} counts its properties (minProperties, "
-                "maxProperties or a required pattern)"
-            )
+        ``}`` REQUIRE (its required bits). A counted object keeps its counting automaton
+        (exact, or declared order past its budget, as by default) unless it holds a bitset
+        object (then the schema is not eligible)."""
         ev = self.opts.bitset
         required = [i for i, item in enumerate(items) if item[2]]
         obj = ev.add_object(ptr, len(items), required)
