@@ -244,3 +244,33 @@ def test_counted_objects_and_rules_are_not_eligible(llama3_vocab):
         )
     with pytest.raises(BitsetIneligible, match="no object in any order"):
         compile_json_schema_bitset({"type": "integer"}, llama3_vocab)
+
+
+@pytest.mark.parametrize("whitespace", ["compact", "pretty"])
+@pytest.mark.parametrize("name", ["prefix_names", "nested"])
+def test_whitespace_options(name, whitespace, llama3_vocab):
+    schema = SCHEMAS[name]
+    old = ac.compile_json_schema(schema, llama3_vocab, whitespace=whitespace, max_whitespace=2)
+    new = compile_json_schema_bitset(schema, llama3_vocab, whitespace=whitespace, max_whitespace=2)
+    rng = random.Random(whitespace + name)
+    for _ in range(8):
+        walked: list[int] = []
+        so, sn = old.start, new.start
+        bits = np.zeros(new.words, np.uint32)
+        for _ in range(60):
+            mo = _old_mask(old, so, llama3_vocab)
+            assert np.array_equal(mo, reference_mask(new, sn, bits)), llama3_vocab.decode(walked)
+            allowed = [t for t in np.flatnonzero(mo).tolist() if t not in llama3_vocab.eos_ids]
+            if not allowed:
+                break
+            short = [t for t in allowed if len(llama3_vocab.tokens[t]) <= 2]
+            tok = rng.choice(short if short and rng.random() < 0.8 else allowed)
+            walked.append(tok)
+            so = int(old.next_state[so, old.token_class[tok]])
+            sn, bits = reference_advance(new, sn, bits, tok)
+
+
+def test_a_union_of_objects_conflicts(llama3_vocab):
+    two = SCHEMAS["two"]
+    with pytest.raises(BitsetIneligible, match="events conflict"):
+        compile_json_schema_bitset({"anyOf": [two, NESTED]}, llama3_vocab)

@@ -367,7 +367,9 @@ class _Emitter:
         # one copy of the items (an `Automaton` node: the byte DFA may build it as a piece)
         edges = (
             ((sf.seq(sf.char("{"), ev.event(CLEAR, obj), self.open_pad), 1),),
-            ((sf.EPS, 2), (close, 4)),
+            # the empty object only where nothing is required: a `}` that its REQUIRE refuses
+            # must not end a path that otherwise stays live (docs/any_order_bitset.md)
+            ((sf.EPS, 2),) + (() if required else ((close, 4),)),
             ((item, 3),),
             ((self.comma, 2), (close, 4)),
             (),
