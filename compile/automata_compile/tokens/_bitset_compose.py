@@ -210,21 +210,27 @@ def compose_bitset(
     assert not uniq[0].any()
     pid = pid[1:]
     num_p = uniq.shape[0]
-    # columns: the base classes (for tokens not in etok), then one per event-walked token
-    code_base = np.where(base_next >= 0, base_next.astype(np.int64) * num_p, -1)
-    code_e = np.full((q, etok.shape[0]), -1, np.int64)
-    col_of_tok = np.searchsorted(etok, pt)
-    code_e[ps, col_of_tok] = pend.astype(np.int64) * num_p + pid
-    allcode = np.concatenate([code_base, code_e], axis=1)
-    tok_col = base_class.astype(np.int64) + 1  # with_dead's column of each token
-    tok_col[etok] = 1 + code_base.shape[1] + np.arange(etok.shape[0])
-    tok_col[lengths <= 0] = 0
-    # only the columns some token reads (a base class of event tokens alone is dropped)
-    used = np.union1d([0], tok_col)
-    with_dead = np.concatenate([np.full((q, 1), -1, np.int64), allcode], axis=1)[:, used]
-    first, col_id = _dfa_ops.unique_columns(with_dead)
-    table = with_dead[:, first]
-    token_class = col_id[np.searchsorted(used, tok_col)].astype(np.int32)
+    # columns: the dead one, the base classes that tokens outside etok read, then one per
+    # distinct column of the event-walked tokens (grouped by their sparse pairs); int32
+    # codes next * P + program
+    group, rep_pairs = _group_sparse(
+        q, etok.shape[0], np.searchsorted(etok, pt), ps, pend * num_p + pid
+    )
+    plain = np.ones(lengths.shape[0], bool)
+    plain[etok] = False
+    plain &= (lengths > 0) & (base_class > 0)
+    used_base = np.unique(base_class[plain])
+    n_b, n_g = used_base.shape[0], int(group.max(initial=-1)) + 1
+    code = np.full((q, 1 + n_b + n_g), -1, np.int32)
+    sub = base_next[:, used_base]
+    code[:, 1 : 1 + n_b] = np.where(sub >= 0, sub * num_p, -1)
+    code[rep_pairs[0], 1 + n_b + rep_pairs[1]] = rep_pairs[2]
+    tok_col = np.zeros(lengths.shape[0], np.int64)
+    tok_col[plain] = 1 + np.searchsorted(used_base, base_class[plain])
+    tok_col[etok] = 1 + n_b + group
+    first, col_id = _dfa_ops.unique_columns(code)
+    table = code[:, first]
+    token_class = col_id[tok_col].astype(np.int32)
     next_state = np.where(table >= 0, table // num_p, -1).astype(np.int32)
     program = np.where(table >= 0, table % num_p, 0).astype(np.int32)
     return BitsetTables(
@@ -239,6 +245,38 @@ def compose_bitset(
         eos_ids=tuple(vocab.eos_ids),
         num_bits=num_bits,
     )
+
+
+def _group_sparse(q: int, n: int, tok, state, code):
+    """Groups n tokens by their sparse columns (pairs ``(tok, state, code)``): hashed, then
+    verified exactly. Returns (group id per token, the pairs (state, group, code) of each
+    group's first token)."""
+    order = np.lexsort((state, tok))
+    tok, state, code = tok[order], state[order], code[order].astype(np.int64)
+    rng = np.random.default_rng(0xB175)
+    wa = rng.integers(1, 2**63, size=q, dtype=np.uint64)
+    term = wa[state] * ((code.astype(np.uint64) + np.uint64(2)) * np.uint64(0x9E3779B97F4A7C15))
+    counts = np.bincount(tok, minlength=n)
+    start = np.cumsum(counts) - counts
+    h = np.zeros(n, np.uint64)
+    has = counts > 0
+    if tok.size:
+        h[has] = np.add.reduceat(term, start[has])
+    h += counts.astype(np.uint64) * np.uint64(0xD1B54A32D192ED03)
+    _, first, group = np.unique(h, return_index=True, return_inverse=True)
+    group = group.reshape(-1)
+    rep = first[group]  # each token's group representative
+    # exact check: every token's pairs are its representative's
+    same = counts[rep] == counts
+    if tok.size:
+        off = np.arange(tok.shape[0]) - start[tok]
+        at = start[rep[tok]] + np.minimum(off, np.maximum(counts[rep[tok]] - 1, 0))
+        ok = (state[at] == state) & (code[at] == code)
+        same[tok[~ok]] = False
+    if not same.all():  # pragma: no cover - about 2**-64
+        raise RuntimeError("bitset column hashing collided; please report this schema")
+    is_rep = rep[tok] == tok
+    return group, (state[is_rep], group[tok[is_rep]], code[is_rep])
 
 
 def ctrans_raw(dfa: ByteDFA) -> np.ndarray:
