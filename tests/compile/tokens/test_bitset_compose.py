@@ -10,6 +10,7 @@ exactly where `jsonschema` says they are valid.
 from __future__ import annotations
 
 import json
+import os
 import random
 import warnings
 
@@ -34,6 +35,12 @@ NESTED = {
     "additionalProperties": False,
 }
 
+SCHEMAS_TWO = {
+    "type": "object",
+    "properties": {"a": INT, "b": BOOL},
+    "required": ["a"],
+    "additionalProperties": False,
+}
 SCHEMAS = {
     "two": {
         "type": "object",
@@ -82,6 +89,32 @@ SCHEMAS = {
             "d": NESTED,
         },
         "additionalProperties": False,
+    },
+    "union_of_objects": {
+        "type": "object",
+        "properties": {"u": {"anyOf": [SCHEMAS_TWO, NESTED, {"type": "integer"}]}, "k": BOOL},
+        "required": ["u"],
+        "additionalProperties": False,
+    },
+    "union_sharing_keys": {
+        "type": "array",
+        "maxItems": 2,
+        "items": {
+            "anyOf": [
+                {
+                    "type": "object",
+                    "properties": {"a": INT, "b": BOOL, "c": ENUM},
+                    "required": ["a"],
+                    "additionalProperties": False,
+                },
+                {
+                    "type": "object",
+                    "properties": {"a": BOOL, "c": ENUM, "d": INT},
+                    "required": ["a"],
+                    "additionalProperties": False,
+                },
+            ]
+        },
     },
     "array_of_objects": {
         "type": "object",
@@ -270,13 +303,17 @@ def test_whitespace_options(name, whitespace, llama3_vocab):
             sn, bits = reference_advance(new, sn, bits, tok)
 
 
-def test_a_union_of_objects_conflicts(llama3_vocab):
-    two = SCHEMAS["two"]
+def test_a_union_whose_members_close_on_other_requirements_conflicts(llama3_vocab):
+    a = {"type": "object", "properties": {"a": BOOL, "b": BOOL}, "required": ["a"],
+         "additionalProperties": False}  # fmt: skip
+    b = {"type": "object", "properties": {"a": BOOL, "z": BOOL}, "required": ["z"],
+         "additionalProperties": False}  # fmt: skip
     with pytest.raises(BitsetIneligible, match="events conflict"):
-        compile_json_schema_bitset({"anyOf": [two, NESTED]}, llama3_vocab)
+        compile_json_schema_bitset({"anyOf": [a, b]}, llama3_vocab)
 
 
 NAMES = ["a", "ab", "b", "ba", "c"]
+GENERATED = int(os.environ.get("BITSET_GENERATED_EXAMPLES", "6"))
 
 
 def _schemas(depth: int):
@@ -300,10 +337,11 @@ def _schemas(depth: int):
     def arr(draw):
         return {"type": "array", "items": draw(obj()), "maxItems": 2}
 
-    return st.one_of(leaf, obj(), arr()) if depth < 2 else obj()
+    union = st.builds(lambda a, b: {"anyOf": [a, b]}, obj(), obj())
+    return st.one_of(leaf, obj(), arr(), union) if depth < 2 else st.one_of(obj(), union)
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=GENERATED, deadline=None, suppress_health_check=list(HealthCheck))
 @given(_schemas(2), st.integers(0, 2**16))
 def test_generated_schemas_allow_the_same_tokens(llama3_vocab, schema, seed):
     with warnings.catch_warnings():

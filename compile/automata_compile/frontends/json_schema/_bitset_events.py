@@ -23,27 +23,32 @@ class BitsetEvents:
     """Objects and events of one compile (hashed by identity: a compile's own key).
 
     Attributes:
-      objects: per object, ``(pointer, base bit, number of bits, required bits)``.
-      events: per event id, ``(kind, payload)``: ``(SET, bit)``, ``(CLEAR, object)`` or
-        ``(REQUIRE, object)``.
+      objects: per object, ``(pointer, its bits, its required bits)`` (global bit numbers;
+        the members of a union of objects share one bit per property name).
+      events: per event id, ``(kind, bits)``: ``(SET, {bit})``, ``(CLEAR, an object's or a
+        union's bits)`` or ``(REQUIRE, required bits)``; equal events share one id.
     """
 
     def __init__(self):
-        self.objects: list[tuple[str, int, int, frozenset]] = []
-        self.events: list[tuple[int, int]] = []
+        self.objects: list[tuple[str, tuple, frozenset]] = []
+        self.events: list[tuple[int, frozenset]] = []
         self._ids: dict = {}
+        self._bits = 0
 
     @property
     def num_bits(self) -> int:
-        return sum(n for _, _, n, _ in self.objects)
+        return self._bits
 
-    def add_object(self, ptr: str, n: int, required) -> int:
-        base = self.num_bits
-        self.objects.append((ptr, base, n, frozenset(required)))
+    def new_bit(self) -> int:
+        self._bits += 1
+        return self._bits - 1
+
+    def add_object(self, ptr: str, bits, required) -> int:
+        self.objects.append((ptr, tuple(bits), frozenset(required)))
         return len(self.objects) - 1
 
-    def event(self, kind: int, payload: int) -> Event:
-        key = (kind, payload)
+    def event(self, kind: int, bits) -> Event:
+        key = (kind, frozenset(bits))
         e = self._ids.get(key)
         if e is None:
             e = self._ids[key] = len(self.events)
@@ -51,15 +56,9 @@ class BitsetEvents:
         return Event(e)
 
     def masks(self, words: int):
-        """Per event, its mask as uint32 words (``SET``: the bit; ``CLEAR``: the object's
-        range; ``REQUIRE``: its required bits), as a list of int lists."""
+        """Per event, its bits as ``words`` uint32 words (a list of int lists)."""
         out = []
-        for kind, payload in self.events:
-            if kind == SET:
-                bits = [payload]
-            else:
-                _, base, n, req = self.objects[payload]
-                bits = range(base, base + n) if kind == CLEAR else [base + i for i in req]
+        for _, bits in self.events:
             m = [0] * words
             for b in bits:
                 m[b >> 5] |= 1 << (b & 31)
