@@ -346,7 +346,10 @@ def _schemas(depth: int):
 def test_generated_schemas_allow_the_same_tokens(llama3_vocab, schema, seed):
     with warnings.catch_warnings():
         warnings.simplefilter("error", ac.OrderFallbackWarning)
-        old = ac.compile_json_schema(schema, llama3_vocab)
+        try:
+            old = ac.compile_json_schema(schema, llama3_vocab)
+        except ac.OrderFallbackWarning:  # the oracle is not exact in any order there
+            return
     try:
         new = compile_json_schema_bitset(schema, llama3_vocab)
     except BitsetIneligible:  # e.g. an array of objects at the root: no object in any order
