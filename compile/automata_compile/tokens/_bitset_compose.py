@@ -20,6 +20,7 @@ from automata_compile.automata import dfa_ops as _dfa_ops
 from automata_compile.tokens import _compose
 from automata_compile.tokens._token_trie import TokenTrie
 
+# Event kinds, as `frontends.json_schema._bitset_events` numbers them (a test pins both).
 SET, CLEAR, REQUIRE = 0, 1, 2
 
 
@@ -76,8 +77,11 @@ class BitsetTables:
 
 
 def _contract(dfa: ByteDFA):
-    """(byte table with event chains skipped, per state its event or -1, its event's next
-    state, the events of each (state, byte) edge's chain as a dict for chains of several)."""
+    """(byte table whose edges into an event state go to the end of its chain of events,
+    whether each state is an event state, its event or -1, its event's next state).
+
+    Raises:
+      EventConflict: an event state has another edge, accepts, or is the start."""
     trans = np.asarray(dfa.trans)
     events = trans[:, NUM_BYTES:]
     is_event = (events >= 0).any(axis=1)
@@ -95,7 +99,7 @@ def _contract(dfa: ByteDFA):
     # each event state's chain end (chains of several events: follow them)
     end = np.arange(trans.shape[0] + 1, dtype=np.int64)
     end[rows] = ev_next[rows]
-    for _ in range(64):
+    while rows.size:  # pointer jumping: chains of n events take log n rounds
         hop = is_event[end[rows]]
         if not hop.any():
             break
@@ -106,7 +110,7 @@ def _contract(dfa: ByteDFA):
     return ctrans, is_event, ev, ev_next
 
 
-def _first_events(byte, is_event, ev, ev_next, accepting, kinds) -> tuple:
+def _first_events(byte, is_event, ev, accepting, kinds) -> tuple:
     """Per state: (live_always bool[Q], SET bits reachable as first events: list of sets).
 
     A state is a key position iff every first event reachable on byte paths is a SET and no
@@ -172,7 +176,8 @@ def compose_bitset(
     masks = np.asarray(masks, dtype=np.uint32).reshape(len(kinds), words)
     kinds = list(kinds)
     ctrans, is_event, ev, ev_next = _contract(dfa)
-    always, key_events = _first_events(ctrans_raw(dfa), is_event, ev, ev_next, dfa.accepting, kinds)
+    byte = np.asarray(dfa.trans[:, :NUM_BYTES])
+    always, key_events = _first_events(byte, is_event, ev, dfa.accepting, kinds)
     live_mask = np.zeros((q, words), np.uint32)
     for s, k in enumerate(key_events):
         while k:
@@ -185,7 +190,6 @@ def compose_bitset(
     base_class, rep = _compose._classes(q, trie, walk)
     base_next = _compose._columns(q, trie, walk, base_class, rep)
     # the tokens that may cross an event: those holding a byte that enters an event chain
-    byte = np.asarray(dfa.trans[:, :NUM_BYTES])
     enters = (byte >= 0) & is_event[np.maximum(byte, 0)]
     event_bytes = np.flatnonzero(enters.any(axis=0))
     matrix, lengths = vocab.token_matrix()
@@ -277,10 +281,6 @@ def _group_sparse(q: int, n: int, tok, state, code):
         raise RuntimeError("bitset column hashing collided; please report this schema")
     is_rep = rep[tok] == tok
     return group, (state[is_rep], group[tok[is_rep]], code[is_rep])
-
-
-def ctrans_raw(dfa: ByteDFA) -> np.ndarray:
-    return np.asarray(dfa.trans[:, :NUM_BYTES])
 
 
 _BY_BYTE: dict = {}

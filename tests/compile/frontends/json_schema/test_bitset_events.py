@@ -40,3 +40,13 @@ def test_event_is_no_rule_call_and_digests_apart_from_a_terminal():
 def test_the_internal_option_is_refused():
     with pytest.raises(TypeError, match="bitset"):
         ac.compile_json_schema({"type": "boolean"}, None, bitset=BitsetEvents())
+
+
+def test_event_kinds_agree_with_the_token_level():
+    from automata_compile.tokens import _bitset_compose
+
+    assert (SET, CLEAR, REQUIRE) == (
+        _bitset_compose.SET,
+        _bitset_compose.CLEAR,
+        _bitset_compose.REQUIRE,
+    )
