@@ -4,7 +4,8 @@ Each row carries, besides its token-DFA state, ``uint32[W]`` bits: the declared 
 already written in its open any-order objects. An edge (state, class) has a program
 ``(U, S, C, A)``: it is allowed iff ``bits & U == 0`` and ``bits & S == S`` and its next state
 is live under the bits after it (``(bits & ~C) | A``); a key position is live iff one of its
-keys is unset. Pure JAX: gathers per row and a ``[B, C, W]`` test, no host callback.
+keys is unset. Pure JAX, no host callback: the mask tests each row's bits against the
+table's few distinct edge conditions (``[B, N, W]``) and gathers them like next states.
 
 Not wired into `generate` yet: `bitset_mask` and `bitset_advance` are the kernels a
 decoding loop would call in place of `allowed_mask` / `advance` for such rows.
@@ -41,6 +42,14 @@ class BitsetDeviceTables:
       accepting: bool[Q].
       eos: int32[E], the end-of-sequence ids.
       start: int32[], the initial state.
+      cond_id: int32[Q, C], each edge's condition (0: no edge), for the mask: an edge's
+        program test and its next state's liveness depend on the row's bits only through
+        its (program, next state's live mask) pair, so the mask tests the N distinct pairs
+        per row and gathers them, as the plain mask gathers next states.
+      conds: uint32[N, 3, W], per condition U (must be 0), S (must be 1), K (live iff one
+        of them is 0: the next state's keys neither set nor cleared by the program).
+      cond_static: bool[N], the condition's liveness holds whatever the bits (the next state
+        is always live, or the program clears one of its keys without setting it).
     """
 
     token_class: Int[Array, " V"]
@@ -52,6 +61,9 @@ class BitsetDeviceTables:
     accepting: Bool[Array, " Q"]
     eos: Int[Array, " E"]
     start: Int[Array, ""]
+    cond_id: Int[Array, "Q C"]
+    conds: UInt32[Array, "N 3 W"]
+    cond_static: Bool[Array, " N"]
 
     @property
     def words(self) -> int:
@@ -67,6 +79,7 @@ class BitsetDeviceTables:
         classes: int | None = None,
         programs: int | None = None,
         words: int | None = None,
+        conditions: int | None = None,
     ) -> BitsetDeviceTables:
         """Pads ``t`` (a `BitsetTables`) to powers of two, or to the sizes given.
 
@@ -109,7 +122,11 @@ class BitsetDeviceTables:
         accepting[:q] = t.accepting
         token_class = np.zeros(vocab_size, np.int32)
         token_class[: len(t.token_class)] = t.token_class
+        cond_id, conds, cond_static = _conditions(t, Q, C, W, conditions)
         return cls(
+            cond_id=jnp.asarray(cond_id),
+            conds=jnp.asarray(conds),
+            cond_static=jnp.asarray(cond_static),
             token_class=jnp.asarray(token_class),
             next_state=jnp.asarray(next_state),
             program=jnp.asarray(program),
@@ -120,6 +137,45 @@ class BitsetDeviceTables:
             eos=jnp.asarray(np.asarray(t.eos_ids, np.int32)),
             start=jnp.asarray(t.start, jnp.int32),
         )
+
+
+def _conditions(t, num_states: int, num_classes: int, words: int, size: int | None):
+    """(cond_id int32[Q, C], conds uint32[N, 3, W], cond_static bool[N]) of ``t``'s edges,
+    padded: N a power of two (or ``size``), condition 0 never holds.
+
+    Raises:
+      RuntimeShapeError: more conditions than ``size``."""
+    q, c = t.next_state.shape
+    w = t.programs.shape[2]
+    nxt = t.next_state
+    edge = nxt >= 0
+    tn = np.maximum(nxt, 0)
+    # each state's live mask id: -1 where always live
+    masks, mask_id = np.unique(t.live_mask, axis=0, return_inverse=True)
+    mask_id = np.where(t.live_always, -1, mask_id.reshape(-1))
+    key = t.program.astype(np.int64) * (masks.shape[0] + 1) + (mask_id[tn] + 1)
+    uniq, inv = np.unique(key[edge], return_inverse=True)
+    n = size or bucket(uniq.shape[0] + 1, 8)
+    if uniq.shape[0] + 1 > n:
+        raise RuntimeShapeError(
+            f"BitsetDeviceTables.from_tables: expected conditions >= {uniq.shape[0] + 1:,}, "
+            f"got {n:,}"
+        )
+    cond_id = np.zeros((num_states, num_classes), np.int32)
+    cond_id[:q, :c][edge] = inv.reshape(-1) + 1
+    prog = t.programs[uniq // (masks.shape[0] + 1)]  # [N', 4, w]
+    mid = uniq % (masks.shape[0] + 1) - 1
+    live = np.where((mid >= 0)[:, None], masks[np.maximum(mid, 0)], 0).astype(np.uint32)
+    u, s_, clr, a = prog[:, 0], prog[:, 1], prog[:, 2], prog[:, 3]
+    conds = np.zeros((n, 3, words), np.uint32)
+    conds[1 : 1 + uniq.shape[0], 0, :w] = u
+    conds[1 : 1 + uniq.shape[0], 1, :w] = s_
+    conds[1 : 1 + uniq.shape[0], 2, :w] = live & ~a & ~clr
+    static = np.zeros(n, bool)
+    static[1 : 1 + uniq.shape[0]] = (mid < 0) | ((live & ~a & clr) != 0).any(axis=1)
+    # condition 0 (no edge) never holds: it needs a bit both 0 and 1
+    conds[0, 0, 0] = conds[0, 1, 0] = 1
+    return cond_id, conds, static
 
 
 def _test(tables: BitsetDeviceTables, nxt, prog, bits):
@@ -143,8 +199,11 @@ def bitset_mask(
         raise RuntimeShapeError(
             f"bitset_mask: expected bits uint32[B, {tables.words}], got {bits.dtype}{list(bits.shape)}"
         )
-    nxt = tables.next_state[state]  # [B, C]
-    ok, _ = _test(tables, nxt, tables.programs[tables.program[state]], bits)
+    b = bits[:, None, :]  # [B, 1, W] against the N conditions
+    u, s, k = tables.conds[None, :, 0], tables.conds[None, :, 1], tables.conds[None, :, 2]
+    holds = jnp.all((b & u) == 0, axis=-1) & jnp.all((b & s) == s, axis=-1)
+    holds &= tables.cond_static[None, :] | jnp.any((k & ~b) != 0, axis=-1)  # [B, N]
+    ok = jnp.take_along_axis(holds, tables.cond_id[state], axis=1)  # [B, C]
     mask = jnp.take(ok, tables.token_class, axis=1)
     acc = tables.accepting[state][:, None]
     return mask.at[:, tables.eos].set(jnp.broadcast_to(acc, (state.shape[0], tables.eos.shape[0])))

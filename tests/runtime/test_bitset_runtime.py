@@ -39,7 +39,7 @@ B = {
     "required": ["z"],
     "additionalProperties": False,
 }
-SIZES = dict(states=256, classes=256, programs=32, words=1)
+SIZES = dict(states=256, classes=256, programs=32, words=1, conditions=64)
 
 
 @pytest.fixture(scope="module")
@@ -109,3 +109,5 @@ def test_a_table_past_its_sizes_is_refused(tables, llama3_vocab):
     t, _ = tables["A"]
     with pytest.raises(RuntimeShapeError, match="expected states"):
         BitsetDeviceTables.from_tables(t, llama3_vocab.size, states=8)
+    with pytest.raises(RuntimeShapeError, match="expected conditions"):
+        BitsetDeviceTables.from_tables(t, llama3_vocab.size, conditions=2)
