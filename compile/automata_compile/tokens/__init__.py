@@ -12,6 +12,7 @@ _EXPORTS = {
     "BitsetTables": "_bitset_compose",
     "EventConflict": "_bitset_compose",
     "compose_bitset": "_bitset_compose",
+    "minimize_bitset": "_bitset_compose",
     "reference_advance": "_bitset_compose",
     "reference_mask": "_bitset_compose",
     "CanonicalBPE": "_canonical",

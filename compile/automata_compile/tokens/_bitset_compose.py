@@ -386,3 +386,65 @@ def reference_advance(t: BitsetTables, state: int, bits: np.ndarray, token: int)
     c = t.token_class[token]
     p = t.programs[t.program[state, c]]
     return int(t.next_state[state, c]), (bits & ~p[2]) | p[3]
+
+
+def minimize_bitset(t: BitsetTables) -> BitsetTables:
+    """The minimal equivalent tables: states reachable from the start, merged by Moore
+    refinement (initial blocks: accepting, always live, live mask; an edge's label: its
+    class, next block and program), then equal class columns merged. For the sizes the
+    design would ship (`compose_bitset` leaves the contracted byte DFA's states as they are);
+    the masks and advances are those of ``t`` along every walk (tested)."""
+    q = t.next_state.shape[0]
+    seen = np.zeros(q, dtype=bool)
+    seen[t.start] = True
+    todo = [t.start]
+    while todo:
+        nxt = np.unique(t.next_state[todo])
+        nxt = nxt[(nxt >= 0) & ~seen[np.maximum(nxt, 0)]]
+        seen[nxt] = True
+        todo = nxt.tolist()
+    keep = np.flatnonzero(seen)
+    local = np.full(q + 1, -1, np.int64)
+    local[keep] = np.arange(keep.shape[0])
+    ns = local[t.next_state[keep]]  # -1 stays -1 (the last slot)
+    prog = t.program[keep].astype(np.int64)
+    num_p = max(int(t.programs.shape[0]), 1)
+    label = np.concatenate(
+        [t.accepting[keep, None], t.live_always[keep, None], t.live_mask[keep]], axis=1
+    ).astype(np.int64)
+    _, block = np.unique(label, axis=0, return_inverse=True)
+    block = block.reshape(-1)
+    weights = np.random.default_rng(0xB10C).integers(1, 2**63, size=ns.shape[1], dtype=np.uint64)
+    count = int(block.max()) + 1
+    while True:
+        code = np.where(ns >= 0, block[np.maximum(ns, 0)] * num_p + prog, -1)
+        h = (code.astype(np.uint64) + np.uint64(2)) @ weights
+        h += block.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+        _, first, new = np.unique(h, return_index=True, return_inverse=True)
+        new = new.reshape(-1)
+        # exact: every state's (block, row) is its new block's representative's
+        rep = first[new]
+        if not ((block == block[rep]).all() and (code == code[rep]).all()):  # pragma: no cover
+            raise RuntimeError("bitset minimization hashing collided; please report this schema")
+        block = new
+        if new.max() + 1 == count:
+            break
+        count = int(new.max()) + 1
+    reps = first
+    next_state = np.where(ns[reps] >= 0, block[np.maximum(ns[reps], 0)], -1)
+    program = prog[reps]
+    code = np.where(next_state >= 0, next_state * num_p + program, -1)
+    first_col, col_id = _dfa_ops.unique_columns(code)
+    table = code[:, first_col]
+    return BitsetTables(
+        token_class=col_id[t.token_class].astype(np.int32),
+        next_state=np.where(table >= 0, table // num_p, -1).astype(np.int32),
+        program=np.where(table >= 0, table % num_p, 0).astype(np.int32),
+        programs=t.programs,
+        live_mask=t.live_mask[keep][reps],
+        live_always=t.live_always[keep][reps],
+        accepting=t.accepting[keep][reps],
+        start=int(block[local[t.start]]),
+        eos_ids=t.eos_ids,
+        num_bits=t.num_bits,
+    )

@@ -422,3 +422,28 @@ def test_an_object_past_the_old_budget_is_exact_in_any_order(big, llama3_vocab):
         assert _accepts(big, llama3_vocab, llama3_vocab.encode(text)) == valid, text
 
     check()
+
+
+@pytest.mark.parametrize("name", ["nested", "union_sharing_keys"])
+def test_minimized_tables_walk_the_same(name, compiled, llama3_vocab):
+    from automata_compile.tokens import minimize_bitset
+
+    _, t = compiled[name]
+    m = minimize_bitset(t)
+    assert (
+        m.next_state.shape[0] == t.reachable_states()
+        or m.next_state.shape[0] < t.reachable_states()
+    )
+    rng = random.Random(name)
+    for _ in range(6):
+        s1, b1 = t.start, np.zeros(t.words, np.uint32)
+        s2, b2 = m.start, np.zeros(m.words, np.uint32)
+        for _ in range(40):
+            x, y = reference_mask(t, s1, b1), reference_mask(m, s2, b2)
+            assert np.array_equal(x, y)
+            allowed = [k for k in np.flatnonzero(x).tolist() if k not in llama3_vocab.eos_ids]
+            if not allowed:
+                break
+            tok = rng.choice(allowed)
+            s1, b1 = reference_advance(t, s1, b1, tok)
+            s2, b2 = reference_advance(m, s2, b2, tok)
