@@ -70,6 +70,14 @@ class Terminal:
     index: int
 
 
+@dataclasses.dataclass(frozen=True)
+class Event(Terminal):
+    """An event symbol of the bitset any-order path (docs/any_order_bitset.md): column
+    ``256 + index`` of the byte DFA like a `Terminal`, but no rule call (the front ends'
+    rule passes leave it alone) and read by no token: `tokens.compose_bitset` takes it as
+    soon as its state is reached."""
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class Automaton:
     """A character-level automaton: built by an extension, by a boolean operation on
@@ -140,7 +148,7 @@ def _digest(node, memo: dict) -> bytes:
     if isinstance(node, Chars):
         h.update(b"C" + repr(node.ranges).encode())
     elif isinstance(node, Terminal):
-        h.update(b"T%d" % node.index)
+        h.update((b"E%d" if isinstance(node, Event) else b"T%d") % node.index)
     elif isinstance(node, (Seq, Alt)):
         kids = _children(node)
         h.update(b"%c%d;" % (b"S" if isinstance(node, Seq) else b"A", len(kids)))

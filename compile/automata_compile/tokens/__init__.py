@@ -9,6 +9,12 @@ from __future__ import annotations
 from automata_compile._lazy import lazy_exports
 
 _EXPORTS = {
+    "BitsetTables": "_bitset_compose",
+    "EventConflict": "_bitset_compose",
+    "compose_bitset": "_bitset_compose",
+    "minimize_bitset": "_bitset_compose",
+    "reference_advance": "_bitset_compose",
+    "reference_mask": "_bitset_compose",
     "CanonicalBPE": "_canonical",
     "CanonicalError": "_canonical",
     "DEFAULT_MAX_TOKENS": "_forced",

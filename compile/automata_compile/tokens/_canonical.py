@@ -154,9 +154,7 @@ def canonical_bpe(
     try:
         with np.load(file, allow_pickle=False) as z:
             if z["meta"].tolist() == meta.tolist():
-                return CanonicalBPE(
-                    vocab_size=int(z["ok"].shape[0]), **{f: z[f] for f in _FIELDS}
-                )
+                return CanonicalBPE(vocab_size=int(z["ok"].shape[0]), **{f: z[f] for f in _FIELDS})
     except (OSError, KeyError, ValueError):
         pass  # missing, unreadable or of another format: rebuilt below
     out = _build(path, vocab_size)

@@ -12,6 +12,7 @@ vocabulary (`compile_json_schema`, the DFA/PDA policy) is in `automata_compile.p
 
 from automata_compile.frontends.json_schema import _content as content
 from automata_compile.frontends.json_schema import _strings as strings
+from automata_compile.frontends.json_schema._bitset_events import BitsetEvents, BitsetIneligible
 from automata_compile.frontends.json_schema._emitter import order_fallback_warning
 from automata_compile.frontends.json_schema._grammar import (
     schema_grammar,
@@ -29,6 +30,8 @@ from automata_compile.frontends.json_schema._translator import _Options as Schem
 
 __all__ = [
     "ROOT",
+    "BitsetEvents",
+    "BitsetIneligible",
     "Rules",
     "SchemaOptions",
     "content",

@@ -19,6 +19,13 @@ from automata_compile.automata import byte_dfa as _byte_dfa
 from automata_compile.automata import char_dfa as _char_dfa
 from automata_compile.frontends.json_schema import _content as sf
 from automata_compile.frontends.json_schema import _strings
+from automata_compile.frontends.json_schema._bitset_events import (
+    CLEAR,
+    REQUIRE,
+    SET,
+    BitsetIneligible,
+    has_event,
+)
 from automata_compile.frontends.json_schema._numbers import (
     _constrained_number,
     _number_literal,
@@ -157,8 +164,11 @@ class _Emitter:
             parts.append(self.string(t.string))
         for a in t.arrays:
             parts.append(self._free_rule("json_array", a, t.arrays) or self.array(a))
-        for o in t.objects:
-            parts.append(self._free_rule("json_object", o, t.objects) or self.object(o))
+        if self.opts.bitset is not None and len(t.objects) > 1:
+            parts.append(self._objects_bitset(t.objects))
+        else:
+            for o in t.objects:
+                parts.append(self._free_rule("json_object", o, t.objects) or self.object(o))
         for k in sorted(t.calls):
             parts.append(self.rules.call(("ref", k), lambda k=k: self.value(self.rules.types[k])))
         node = sf.alt(*parts)
@@ -280,7 +290,20 @@ class _Emitter:
                 g.add(key, (npos, nlen, tuple(new)), sf.seq(sep, self.value(t)))
         return g.automaton()
 
-    def object(self, o: _Obj):
+    def _objects_bitset(self, objects):
+        """A union of objects with bitset events: one ``{`` and one CLEAR for all of them,
+        then the members' bodies, whose keys share one bit per property name (the members'
+        paths read the same text), so that neither ``{`` nor a key both declare leaves a
+        state with one event per member."""
+        ev = self.opts.bitset
+        names: dict = {}
+        bodies = [self.object(o, open_brace=False, union_bits=names) for o in objects]
+        return sf.seq(sf.char("{"), ev.event(CLEAR, names.values()), sf.alt(*bodies))
+
+    def object(self, o: _Obj, open_brace: bool = True, union_bits: dict | None = None):
+        """The object's language; ``open_brace=False``: without its ``{`` (and its CLEAR
+        event: the caller opens it), its keys' bits from ``union_bits`` (see
+        `_objects_bitset`)."""
         names = [n for n, _ in o.props]
         declared = _strings.none_of(names) if names else sf.ANY_STRING
         items = []
@@ -304,14 +327,23 @@ class _Emitter:
             and len(items) + (not sf.is_never(rest)) > 1
             and ptr not in self.opts.declared_at
         ):
+            if self.opts.bitset is not None and not (o.need or o.min > 0 or o.max is not None):
+                return self._object_bitset(o, items, rest, ptr, open_brace, union_bits)
+            if self.opts.bitset is not None and has_event([x[1] for x in items] + [rest]):
+                raise BitsetIneligible(
+                    f"the object at {_loc(ptr)} counts its properties (minProperties, "
+                    "maxProperties or a required pattern) and holds a bitset object"
+                )
             try:
                 node = self._object_counted(o, items, rest, declared, True)
                 self.opts.any_ordered.append(ptr)
-                return self.wrap("{", node, "}", True)
+                return self._wrap_object(node, open_brace)
             except _OrderBudget as e:
                 self._order_refused(o, items, e)
         if o.need or o.min > 0 or o.max is not None:
-            return self.wrap("{", self._object_counted(o, items, rest, declared, False), "}", True)
+            return self._wrap_object(
+                self._object_counted(o, items, rest, declared, False), open_brace
+            )
         emitted = NEVER  # prefixes with at least one property
         empty_ok = True  # the empty prefix is possible
         for _, node, required, _ in items:
@@ -339,7 +371,58 @@ class _Emitter:
             )
             if empty_ok:
                 body = sf.opt(body)
-        return self.wrap("{", body, "}", empty_ok)
+        return self._wrap_object(body, open_brace)
+
+    def _wrap_object(self, body, open_brace: bool):
+        if open_brace:
+            return self.wrap("{", body, "}", True)
+        return sf.seq(self.open_pad, body, self.close_pad, sf.char("}"))
+
+    def _object_bitset(
+        self, o: _Obj, items, rest, ptr: str, open_brace: bool = True, names: dict | None = None
+    ):
+        """The object as a loop over its properties with bitset events
+        (docs/any_order_bitset.md): ``{`` CLEAR, a declared key's closing quote SET(bit),
+        ``}`` REQUIRE (its required bits). A counted object keeps its counting automaton
+        (exact, or declared order past its budget, as by default) unless it holds a bitset
+        object (then the schema is not eligible). ``names``: a union's bits by name."""
+        ev = self.opts.bitset
+        if names is None:
+            names = {}
+        bits = []
+        for name, *_ in items:
+            if name not in names:
+                names[name] = ev.new_bit()
+            bits.append(names[name])
+        required = [b for b, item in zip(bits, items, strict=True) if item[2]]
+        ev.add_object(ptr, bits, required)
+        alts = []
+        for b, (name, _, _, schema) in zip(bits, items, strict=True):
+            alts.append(sf.seq(self.key(name), ev.event(SET, [b]), self.colon, self.value(schema)))
+        if not sf.is_never(rest):
+            alts.append(rest)
+        item = sf.alt(*alts)
+        close = sf.seq(
+            self.close_pad, sf.char("}"), *([ev.event(REQUIRE, required)] if required else [])
+        )
+        # one copy of the items (an `Automaton` node: the byte DFA may build it as a piece)
+        edges = (
+            (
+                (
+                    sf.seq(sf.char("{"), ev.event(CLEAR, bits), self.open_pad)
+                    if open_brace
+                    else self.open_pad,
+                    1,
+                ),
+            ),
+            # the empty object only where nothing is required: a `}` that its REQUIRE refuses
+            # must not end a path that otherwise stays live (docs/any_order_bitset.md)
+            ((sf.EPS, 2),) + (() if required else ((close, 4),)),
+            ((item, 3),),
+            ((self.comma, 2), (close, 4)),
+            (),
+        )
+        return Automaton(edges=edges, start=0, finals=frozenset({4}))
 
     def _object_counted(self, o: _Obj, items, rest, declared, any_order: bool):
         """Objects as an automaton over (position, count, witness seen) whose edges are

@@ -17,7 +17,17 @@ schema with ``recursion="unroll"`` and warns.
 
 from __future__ import annotations
 
-from automata_compile.automata import NEVER, Alt, Automaton, Chars, GrammarIR, Repeat, Seq, Terminal
+from automata_compile.automata import (
+    NEVER,
+    Alt,
+    Automaton,
+    Chars,
+    Event,
+    GrammarIR,
+    Repeat,
+    Seq,
+    Terminal,
+)
 from automata_compile.frontends.json_schema import _content as sf
 from automata_compile.frontends.json_schema._resolver import _loc
 
@@ -136,7 +146,8 @@ def _kids(node):
 def rule_calls(node, seen: set):
     """The rule ids called anywhere in ``node``."""
     if isinstance(node, Terminal):
-        yield node.index
+        if not isinstance(node, Event):  # an event is no call
+            yield node.index
         return
     for k in _kids(node):
         if id(k) not in seen:
@@ -154,7 +165,7 @@ def _nonempty(node, live: set, memo: dict) -> bool:
 
 def _nonempty_node(node, live: set, memo: dict) -> bool:
     if isinstance(node, Terminal):
-        return node.index in live
+        return isinstance(node, Event) or node.index in live
     if isinstance(node, Chars):
         return bool(node.ranges)
     if isinstance(node, Seq):
@@ -182,7 +193,9 @@ def _rewrite(node, remap: dict, memo: dict):
     hit = memo.get(id(node))
     if hit is not None:
         return hit[1]
-    if isinstance(node, Terminal):
+    if isinstance(node, Event):
+        out = node
+    elif isinstance(node, Terminal):
         j = remap[node.index]
         out = NEVER if j is None else Terminal(j)
     elif isinstance(node, Seq):

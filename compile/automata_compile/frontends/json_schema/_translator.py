@@ -115,6 +115,9 @@ class _Options:
     declared_at: frozenset = frozenset()
     any_ordered: list = dataclasses.field(default_factory=list, compare=False)
     order_warned: set = dataclasses.field(default_factory=set, compare=False)
+    # A `_bitset_events.BitsetEvents` (hashed by identity): any-order objects spelled as a loop
+    # with bitset events (docs/any_order_bitset.md); None (the default): the counting automaton.
+    bitset: object = None
     # How null / true / false are spelled: "json", or "python" (None / True / False, for
     # the Python-call style of tool calls; everything else is the same in both).
     spelling: str = "json"

@@ -1,0 +1,84 @@
+"""The event table of the bitset any-order objects (see docs/any_order_bitset.md).
+
+With ``_Options.bitset`` set to a `BitsetEvents`, an object whose properties may come in any
+order is spelled as a loop over its properties with event symbols (the IR's `Event`,
+column ``256 + e`` of the byte DFA) instead of one automaton state per set of properties
+written: ``SET`` after a declared key's closing quote, ``CLEAR`` after ``{``, ``REQUIRE`` after
+``}``. The runtime keeps the set as bits per open object.
+"""
+
+from __future__ import annotations
+
+from automata_compile.automata import Automaton, Event, children
+
+SET, CLEAR, REQUIRE = 0, 1, 2
+
+
+class BitsetIneligible(Exception):
+    """The schema cannot use the bitset path (the reason is the message); it compiles on the
+    old path."""
+
+
+class BitsetEvents:
+    """Objects and events of one compile (hashed by identity: a compile's own key).
+
+    Attributes:
+      objects: per object, ``(pointer, its bits, its required bits)`` (global bit numbers;
+        the members of a union of objects share one bit per property name).
+      events: per event id, ``(kind, bits)``: ``(SET, {bit})``, ``(CLEAR, an object's or a
+        union's bits)`` or ``(REQUIRE, required bits)``; equal events share one id.
+    """
+
+    def __init__(self):
+        self.objects: list[tuple[str, tuple, frozenset]] = []
+        self.events: list[tuple[int, frozenset]] = []
+        self._ids: dict = {}
+        self._bits = 0
+
+    @property
+    def num_bits(self) -> int:
+        return self._bits
+
+    def new_bit(self) -> int:
+        self._bits += 1
+        return self._bits - 1
+
+    def add_object(self, ptr: str, bits, required) -> int:
+        self.objects.append((ptr, tuple(bits), frozenset(required)))
+        return len(self.objects) - 1
+
+    def event(self, kind: int, bits) -> Event:
+        key = (kind, frozenset(bits))
+        e = self._ids.get(key)
+        if e is None:
+            e = self._ids[key] = len(self.events)
+            self.events.append(key)
+        return Event(e)
+
+    def masks(self, words: int):
+        """Per event, its bits as ``words`` uint32 words (a list of int lists)."""
+        out = []
+        for _, bits in self.events:
+            m = [0] * words
+            for b in bits:
+                m[b >> 5] |= 1 << (b & 31)
+            out.append(m)
+        return out
+
+
+def has_event(nodes) -> bool:
+    """Whether an `Event` occurs in any of the IR trees ``nodes`` (automata labels too)."""
+    seen: set = set()
+    todo = list(nodes)
+    while todo:
+        x = todo.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        if isinstance(x, Event):
+            return True
+        if isinstance(x, Automaton):
+            todo.extend(lb for out in x.edges for lb, _ in out if not isinstance(lb, tuple))
+        else:
+            todo.extend(children(x))
+    return False
