@@ -30,7 +30,7 @@ import numpy as np
 
 from automata_compile._errors import StateBudgetExceededError, UnsupportedGrammarError
 from automata_compile.automata import CALL, RETURN, SHIFT, BytePDA, check_time
-from automata_compile.tokens._rows import unique_rows, unique_small
+from automata_compile.tokens._rows import unique_rows, unique_rows_unordered, unique_small
 from automata_compile.tokens._token_trie import TokenTrie
 
 # Outcomes of one (state, token) beyond this mean the walk is enumerating stack contexts
@@ -493,6 +493,10 @@ class _Lanes:
             )
 
 
+# a level's distinct rows in any order: `_Dense.finish` numbers every level's rows again
+# (`unique_rows`, in byte order), and nothing else depends on a level's order
+_level_rows = unique_rows_unordered
+
 # `Walker.allowed_bytes` lists only the asked states' rows when they are fewer than
 # 1 / ALLOWED_ROWS_RATIO of the PDA's states (the same bytes either way)
 ALLOWED_ROWS_RATIO = 8
@@ -589,7 +593,7 @@ class _Dense:
         if div.any():
             cur = np.where(div, sink, cur)
             diverted = self._diverted(d, sel, key_of, prev, div)
-        rows, row_of_key = unique_rows(cur)
+        rows, row_of_key = _level_rows(cur)
         live = ~(rows == sink).all(axis=1)
         ids = row_of_key[key_of]
         keep = live[ids]

@@ -24,6 +24,7 @@ from automata_compile.automata import CALL, RETURN, SHIFT, build_byte_pda
 from automata_compile.frontends.grammar import read_grammar
 from automata_compile.pipeline import builtin_grammar
 from automata_compile.tokens import _pda_walk
+from automata_compile.tokens._rows import unique_rows, unique_rows_unordered
 from automata_compile.tokens._token_trie import build_trie
 
 GRAMMARS = {
@@ -170,7 +171,28 @@ def test_allowed_bytes_of_the_asked_rows_only(name, share, monkeypatch):
         monkeypatch.setattr(_pda_walk, "ALLOWED_ROWS_RATIO", ratio)
         walker = _pda_walk.Walker(pda, trie)
         walks.append((walker.walk(live), walker.outcomes))
-    (a, oa), (b, ob) = walks
+    _same_walks(*walks)
+
+
+@pytest.mark.parametrize("name", sorted(GRAMMARS))
+def test_level_rows_in_any_order(name, monkeypatch):
+    """A row walk numbers each level's distinct rows in any order (`_level_rows`): the
+    finished walk is the same, array for array, as with the rows in byte order."""
+    vocab = _vocab(ALPHABETS[name], seed=len(name))
+    pda = build_byte_pda(read_grammar(GRAMMARS[name], vocab))
+    trie = build_trie(vocab.tokens)
+    live = np.flatnonzero((pda.kind != 0).any(axis=1))
+    monkeypatch.setattr(_pda_walk, "WIDE_SHARE", -1.0)
+    walks = []
+    for level_rows in (unique_rows, unique_rows_unordered):
+        monkeypatch.setattr(_pda_walk, "_level_rows", level_rows)
+        walker = _pda_walk.Walker(pda, trie)
+        walks.append((walker.walk(live), walker.outcomes))
+    _same_walks(*walks)
+
+
+def _same_walks(one, other):
+    (a, oa), (b, ob) = one, other
     assert oa == ob
     for f in a.__dataclass_fields__:
         x, y = getattr(a, f), getattr(b, f)
