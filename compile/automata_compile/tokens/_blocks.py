@@ -103,7 +103,7 @@ def block_tables(q: int, c: int, token_class, entries, cd: dict | None, block) -
         "row_start": row_start,
     }
     if pda:
-        flat_push = np.zeros_like(flat)
+        flat_push = np.zeros(flat.shape, flat.dtype)  # (calloc: pages with no push stay unwritten)
         if ep is not None:
             flat_push[at] = ep[own]
         out.update(edge_push=flat_push, **_cd_in_blocks(cd, local, bl))
@@ -380,7 +380,7 @@ def block_tables_walks(q: int, c: int, token_class, entries, walks, cd: dict | N
     row_len = width[bl]
     row_start = np.concatenate([[0], np.cumsum(row_len)[:-1]]).astype(np.int32)
     flat = np.full(int(row_len.sum()), DEAD, np.int32)
-    flat_push = np.zeros_like(flat)
+    flat_push = np.zeros(flat.shape, flat.dtype)  # (calloc: pages with no push stay unwritten)
     cell = bl[es].astype(np.int64) * c + ek
     own = rep_of[cell] == ek
     at = row_start[es[own]] + local.reshape(-1)[cell[own]]

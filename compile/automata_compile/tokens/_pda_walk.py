@@ -30,7 +30,7 @@ import numpy as np
 
 from automata_compile._errors import StateBudgetExceededError, UnsupportedGrammarError
 from automata_compile.automata import CALL, RETURN, SHIFT, BytePDA, check_time
-from automata_compile.tokens._rows import unique_rows, unique_small
+from automata_compile.tokens._rows import unique_rows, unique_rows_unordered, unique_small
 from automata_compile.tokens._token_trie import TokenTrie
 
 # Outcomes of one (state, token) beyond this mean the walk is enumerating stack contexts
@@ -400,13 +400,20 @@ class Walker:
                     out_o.append(self.intern(new))
                 todo.append((d + 1, child, new))
 
-    def allowed_bytes(self) -> tuple[np.ndarray, np.ndarray]:
-        """(offsets int64[Q + 1], bytes int64[...]): the bytes each state does not refuse."""
+    def allowed_bytes(self, states: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(offsets int64[S + 1], bytes int64[...], index int64[len(states)]): the bytes
+        each of ``states`` does not refuse, state ``states[i]``'s at ``offsets[index[i]]``.
+        Over every state of the PDA (computed once) when ``states`` are many of them, else
+        over ``states``' distinct rows only: the root's walk at 1,000 tools reads a few
+        thousand of the PDA's 182,000 rows, and listing them all took ~0.2 s a request."""
+        q = self.pda.num_states
+        if self._allowed is None and states.shape[0] * ALLOWED_ROWS_RATIO < q:
+            rows, index = np.unique(states, return_inverse=True)
+            offsets, flat = _allowed_in(self.pda.kind[rows])
+            return offsets, flat, index.reshape(-1)
         if self._allowed is None:
-            q, b = np.nonzero(self.pda.kind != 0)
-            offsets = np.searchsorted(q, np.arange(self.pda.num_states + 1))
-            self._allowed = (offsets.astype(np.int64), b.astype(np.int64))
-        return self._allowed
+            self._allowed = _allowed_in(self.pda.kind)
+        return (*self._allowed, states)
 
     def dense_table(self, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(table, first_byte, byte_class) for the row walk of ``starts``: ``table[q, b]`` is
@@ -486,6 +493,22 @@ class _Lanes:
             )
 
 
+# a level's distinct rows in any order: `_Dense.finish` numbers every level's rows again
+# (`unique_rows`, in byte order), and nothing else depends on a level's order
+_level_rows = unique_rows_unordered
+
+# `Walker.allowed_bytes` lists only the asked states' rows when they are fewer than
+# 1 / ALLOWED_ROWS_RATIO of the PDA's states (the same bytes either way)
+ALLOWED_ROWS_RATIO = 8
+
+
+def _allowed_in(kind: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets int64[len(kind) + 1], bytes int64[...]): the bytes each row does not refuse."""
+    q, b = np.nonzero(kind != 0)
+    offsets = np.searchsorted(q, np.arange(kind.shape[0] + 1))
+    return offsets.astype(np.int64), b.astype(np.int64)
+
+
 def _children(walker: Walker, d: int, node: np.ndarray, state: np.ndarray):
     """(lane index, child) of every child of each lane's node on a byte its state takes
     (or might: the caller checks). A lane whose state takes fewer bytes than its node has
@@ -495,7 +518,7 @@ def _children(walker: Walker, d: int, node: np.ndarray, state: np.ndarray):
     trie = walker.trie
     cs = trie.child_start[d - 1]
     fanout = cs[node + 1] - cs[node]
-    offsets, flat = walker.allowed_bytes()
+    offsets, flat, state = walker.allowed_bytes(state)
     n_allowed = offsets[state + 1] - offsets[state]
     look = n_allowed < fanout
     if not look.any():
@@ -570,7 +593,7 @@ class _Dense:
         if div.any():
             cur = np.where(div, sink, cur)
             diverted = self._diverted(d, sel, key_of, prev, div)
-        rows, row_of_key = unique_rows(cur)
+        rows, row_of_key = _level_rows(cur)
         live = ~(rows == sink).all(axis=1)
         ids = row_of_key[key_of]
         keep = live[ids]

@@ -24,6 +24,7 @@ from automata_compile.automata import CALL, RETURN, SHIFT, build_byte_pda
 from automata_compile.frontends.grammar import read_grammar
 from automata_compile.pipeline import builtin_grammar
 from automata_compile.tokens import _pda_walk
+from automata_compile.tokens._rows import unique_rows, unique_rows_unordered
 from automata_compile.tokens._token_trie import build_trie
 
 GRAMMARS = {
@@ -153,6 +154,71 @@ def test_outcomes_match_a_run_with_a_real_stack(name, mode, monkeypatch):
             checked += 1
             alive += want is not None
     assert alive > 50 and checked > alive  # both live and dead tokens were judged
+
+
+@pytest.mark.parametrize("share", [-1.0, 2.0])
+@pytest.mark.parametrize("name", sorted(GRAMMARS))
+def test_allowed_bytes_of_the_asked_rows_only(name, share, monkeypatch):
+    """`Walker.allowed_bytes` over the asked states' rows only (few of the PDA's) gives
+    the same walks, array for array, as over every row, in rows and in lanes."""
+    vocab = _vocab(ALPHABETS[name], seed=len(name))
+    pda = build_byte_pda(read_grammar(GRAMMARS[name], vocab))
+    trie = build_trie(vocab.tokens)
+    live = np.flatnonzero((pda.kind != 0).any(axis=1))
+    monkeypatch.setattr(_pda_walk, "WIDE_SHARE", share)
+    walks = []
+    for ratio in (0, 10**9):  # 0: always the asked rows; 10**9: always every row
+        monkeypatch.setattr(_pda_walk, "ALLOWED_ROWS_RATIO", ratio)
+        walker = _pda_walk.Walker(pda, trie)
+        walks.append((walker.walk(live), walker.outcomes))
+    _same_walks(*walks)
+
+
+@pytest.mark.parametrize("name", sorted(GRAMMARS))
+def test_level_rows_in_any_order(name, monkeypatch):
+    """A row walk numbers each level's distinct rows in any order (`_level_rows`): the
+    finished walk is the same, array for array, as with the rows in byte order."""
+    vocab = _vocab(ALPHABETS[name], seed=len(name))
+    pda = build_byte_pda(read_grammar(GRAMMARS[name], vocab))
+    trie = build_trie(vocab.tokens)
+    live = np.flatnonzero((pda.kind != 0).any(axis=1))
+    monkeypatch.setattr(_pda_walk, "WIDE_SHARE", -1.0)
+    walks = []
+    for level_rows in (unique_rows, unique_rows_unordered):
+        monkeypatch.setattr(_pda_walk, "_level_rows", level_rows)
+        walker = _pda_walk.Walker(pda, trie)
+        walks.append((walker.walk(live), walker.outcomes))
+    _same_walks(*walks)
+
+
+def _same_walks(one, other):
+    (a, oa), (b, ob) = one, other
+    assert oa == ob
+    for f in a.__dataclass_fields__:
+        x, y = getattr(a, f), getattr(b, f)
+        if isinstance(x, np.ndarray):
+            assert x.dtype == y.dtype and np.array_equal(x, y), f
+        else:
+            assert x == y, f
+
+
+def test_allowed_bytes_agree():
+    """Both forms of `Walker.allowed_bytes` list, per asked state, the bytes its row does
+    not refuse, in byte order."""
+    rng = np.random.default_rng(0)
+    vocab = _vocab(ALPHABETS["lists"], seed=1)
+    pda = build_byte_pda(read_grammar(GRAMMARS["lists"], vocab))
+    trie = build_trie(vocab.tokens)
+    states = rng.integers(0, pda.num_states, 40)
+    for ratio in (0, 10**9):
+        _pda_walk.ALLOWED_ROWS_RATIO, old = ratio, _pda_walk.ALLOWED_ROWS_RATIO
+        try:
+            offsets, flat, index = _pda_walk.Walker(pda, trie).allowed_bytes(states)
+        finally:
+            _pda_walk.ALLOWED_ROWS_RATIO = old
+        for q, i in zip(states.tolist(), index.tolist(), strict=True):
+            want = np.flatnonzero(pda.kind[q] != 0).tolist()
+            assert flat[offsets[i] : offsets[i + 1]].tolist() == want
 
 
 @pytest.mark.parametrize("seed", range(6))
