@@ -41,7 +41,7 @@ too; only the random stream differs (slot ``j`` of iteration ``i`` uses
 (logits at one slot) and the speculative widths (logits at ``J`` slots). A branch's
 score is its expected saved row calls, ``sum(min(h, w) - 1) + sum(E[accepted drafts])``
 with ``E = a + a^2 + ... + a^k`` for a row's running acceptance rate ``a`` (a prior of
-one accepted in two drafted, or the batch's pooled rate: `acceptance_rates`), minus its extra cost ``n_active * (slot_cost * (w - 1) +
+one accepted in two drafted), minus its extra cost ``n_active * (slot_cost * (w - 1) +
 logit_cost * (J - 1))``. A batch with nothing to draft scores the speculative branches
 at fast-forward's gain minus a larger cost, so it takes fast-forward's (or the plain)
 call, as without speculation.
@@ -99,11 +99,6 @@ class Speculate:
         logit slots, or the linear model where none is.
       prior_accepted, prior_drafted: the acceptance rate's prior, as pseudo-counts: a
         row's rate is ``(accepted + prior_accepted) / (drafted + prior_drafted)``.
-      batch_prior: a row's prior rate is instead the batch's running rate (every row's
-        drafts pooled, with the prior above), weighted as ``prior_drafted`` drafts (see
-        `acceptance_rates`): rows that have drafted little learn from the rows that have,
-        so a batch whose drafts are rejected (BFCL's argument values) stops drafting
-        after a few, not after a few per row.
       exit_drafts: with fast-forward, a copy that stops (a new clause in the prompt, or a
         token the constraint rejects) goes on with the state's exit token and the forced
         run after it (`ConstraintTables.exit_tokens`), so a draft can end a value and
@@ -123,7 +118,7 @@ class Speculate:
 
     Example:
       >>> Speculate(draft_len=3).resolve(forced=0)
-      Speculate(draft_len=3, ngram_sizes=(3, 2, 1), widths=(4,), slot_cost=0.05, logit_cost=0.1, logit_slots=None, call_costs=None, prior_accepted=1.0, prior_drafted=2.0, batch_prior=True, exit_drafts=True, lone_exits=True, structure_copies=False)
+      Speculate(draft_len=3, ngram_sizes=(3, 2, 1), widths=(4,), slot_cost=0.05, logit_cost=0.1, logit_slots=None, call_costs=None, prior_accepted=1.0, prior_drafted=2.0, exit_drafts=True, lone_exits=True, structure_copies=False)
     """
 
     draft_len: int = 4
@@ -135,7 +130,6 @@ class Speculate:
     call_costs: tuple[tuple[int, int, float], ...] | None = None
     prior_accepted: float = 1.0
     prior_drafted: float = 2.0
-    batch_prior: bool = True
     exit_drafts: bool = True
     lone_exits: bool = True
     structure_copies: bool = False
@@ -145,7 +139,7 @@ class Speculate:
         if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
             raise RuntimeShapeError(f"Speculate.draft_len: expected an int >= 1, got {k!r}")
         object.__setattr__(self, "draft_len", int(k))
-        for name in ("batch_prior", "exit_drafts", "lone_exits", "structure_copies"):
+        for name in ("exit_drafts", "lone_exits", "structure_copies"):
             if not isinstance(getattr(self, name), bool | np.bool_):
                 raise RuntimeShapeError(
                     f"Speculate.{name}: expected a bool, got {getattr(self, name)!r}"
@@ -222,23 +216,6 @@ def extra_cost(spec: Speculate, ff: FastForward | None, width: int, n_logits: in
     if n_logits == 1:
         return (ff.slot_cost if ff is not None else 0.0) * (width - 1)
     return spec.slot_cost * (width - 1) + spec.logit_cost * (n_logits - 1)
-
-
-def acceptance_rates(spec: Speculate, accepted, drafted):
-    """Each row's acceptance-rate estimate (float32[B]) from its kept and drafted counts [B].
-
-    Without `Speculate.batch_prior`: ``(accepted + pa) / (drafted + pd)`` per row (``pa``,
-    ``pd``: the prior's pseudo-counts). With it, the prior of a row is the batch's pooled
-    rate ``r = (sum(accepted) + pa) / (sum(drafted) + pd)``, so a row's rate is
-    ``(accepted + pd * r) / (drafted + pd)``: before any draft both are ``pa / pd``.
-    """
-    accepted = accepted.astype(jnp.float32)
-    drafted = drafted.astype(jnp.float32)
-    pa, pd = spec.prior_accepted, spec.prior_drafted
-    if not spec.batch_prior:
-        return (accepted + pa) / (drafted + pd)
-    pooled = (jnp.sum(accepted) + pa) / (jnp.sum(drafted) + pd)
-    return (accepted + pd * pooled) / (drafted + pd)
 
 
 def policy(speculate) -> Speculate | None:
@@ -676,7 +653,7 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
         written = c.written + m
         drafted = c.drafted + jnp.maximum(c.feed - c.head, 0) * fed
         accepted = c.accepted + m
-        rates = acceptance_rates(spec, accepted, drafted)
+        rates = (accepted + spec.prior_accepted) / (drafted + spec.prior_drafted)
         return carry_after(
             x,
             on_batch(state),

@@ -367,10 +367,6 @@ def main(argv=None) -> int:
             speculate=aj.Speculate(slot_cost=0.0, logit_cost=0.0, logit_slots=(3, 5)),
             keys="spell",
         ),
-        # The policy before `Speculate.batch_prior` (each row's prior its own):
-        "ff+spec_rowprior+lcspell": dict(
-            fast_forward=True, speculate=aj.Speculate(batch_prior=False), keys="spell"
-        ),
         # The speculative loop's own overhead: its branches never win (no draft is fed).
         "ff+spec_never+lcspell": dict(
             fast_forward=True,

@@ -3,7 +3,6 @@ the language, exact masks after rewinds, exact sampling distribution, a rewound 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import jax
@@ -148,8 +147,6 @@ def test_the_default_policy_is_identical_and_saves_calls(dfas, params):
         ),
         # a table that makes every speculative call dear: drafts never pay
         Speculate(call_costs=((1, 1, 1.0), (9, 5, 40.0))),
-        # each row's prior its own (no pooled batch rate)
-        Speculate(batch_prior=False, slot_cost=0.0, logit_cost=0.01),
     ],
 )
 def test_logit_slots_and_measured_costs_keep_greedy_outputs(dfas, params, spec):
@@ -170,32 +167,6 @@ def test_logit_slots_and_measured_costs_keep_greedy_outputs(dfas, params, spec):
         assert drafted == 0  # every speculative branch costs more than any row can save
     else:
         assert drafted > 0
-
-
-def test_acceptance_rates_pool_the_batch_as_a_prior():
-    from automata_jax._speculative import acceptance_rates
-
-    rng = np.random.default_rng(5)
-    for _ in range(50):
-        b = int(rng.integers(1, 9))
-        drafted = rng.integers(0, 20, size=b)
-        accepted = rng.integers(0, 21, size=b) % (drafted + 1)
-        pa, pd = float(rng.uniform(0.1, 2)), float(rng.uniform(2.1, 6))
-        own = Speculate(prior_accepted=pa, prior_drafted=pd, batch_prior=False)
-        pooled = dataclasses.replace(own, batch_prior=True)
-        got_own = np.asarray(acceptance_rates(own, jnp.asarray(accepted), jnp.asarray(drafted)))
-        got = np.asarray(acceptance_rates(pooled, jnp.asarray(accepted), jnp.asarray(drafted)))
-        np.testing.assert_allclose(got_own, (accepted + pa) / (drafted + pd), rtol=1e-6)
-        r = (accepted.sum() + pa) / (drafted.sum() + pd)  # the batch's rate, the rows' prior
-        np.testing.assert_allclose(got, (accepted + pd * r) / (drafted + pd), rtol=1e-6)
-        assert np.all((got > 0) & (got < 1))
-        # a row that has drafted nothing takes the batch's rate
-        np.testing.assert_allclose(got[drafted == 0], r, rtol=1e-6)
-    zeros = jnp.zeros((4,), jnp.int32)
-    np.testing.assert_allclose(acceptance_rates(Speculate(), zeros, zeros), 0.5)
-    # every draft of the batch rejected: a row that drafted nothing expects less than the prior
-    rates = acceptance_rates(Speculate(), zeros, jnp.asarray([6, 6, 0, 0]))
-    assert float(rates[2]) < 0.1 < 0.5
 
 
 def test_branches_and_their_costs():
@@ -394,8 +365,6 @@ def test_bad_policies_and_caches():
         Speculate(lone_exits=1)
     with pytest.raises(aj.RuntimeShapeError, match="structure_copies"):
         Speculate(structure_copies=None)
-    with pytest.raises(aj.RuntimeShapeError, match="batch_prior"):
-        Speculate(batch_prior="no")
     with pytest.raises(aj.RuntimeShapeError, match="draft_len"):
         Speculate(draft_len=0)
     with pytest.raises(aj.RuntimeShapeError, match="ngram_sizes"):
