@@ -367,6 +367,12 @@ def main(argv=None) -> int:
             speculate=aj.Speculate(slot_cost=0.0, logit_cost=0.0, logit_slots=(3, 5)),
             keys="spell",
         ),
+        # The speculative loop's own overhead: its branches never win (no draft is fed).
+        "ff+spec_never+lcspell": dict(
+            fast_forward=True,
+            speculate=aj.Speculate(prior_accepted=1e-6, prior_drafted=1e6),
+            keys="spell",
+        ),
     }
     costs_path = Path(args.call_costs)
     if costs_path.exists():  # the measured costs (`speculative_costs.py`), for the _cal loops
