@@ -146,10 +146,12 @@ def minimize(
     rsrc, rweight = src[order], weights[sym[order]]
     roff = np.searchsorted(dst[order], np.arange(q + 1))
     # Stable block ids: a split keeps the old id for one part.
+    # Dense block ids 0..num_blocks-1 (new ids are numbered from num_blocks, so a count
+    # that was one too many when every state accepts gave a new block an id in use).
     block = accepting.astype(np.int64)
-    num_blocks = int(block.max()) + 1
-    if num_blocks == 1:
+    if block.min() == 1:
         block[:] = 0
+    num_blocks = int(block.max()) + 1
     sig = np.zeros(q, dtype=np.uint64)
     np.add.at(sig, rsrc, rweight * (block[dst[order]] + 1).astype(np.uint64))
     work = 0
