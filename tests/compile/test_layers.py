@@ -4,8 +4,8 @@ Read from the source with `ast` (nothing is imported): ``automata/`` (the core) 
 other layer; ``frontends/`` imports neither ``tokens/`` nor ``pipeline/``; ``tokens/``
 imports neither ``frontends/`` nor ``pipeline/``; and no module imports an underscored
 module of another folder (``from automata_compile.automata import _fsa`` from
-``tokens/``), except the errors every layer shares (``automata_compile._errors``), the lazy-name helper (``_lazy``) and the
-allocator of large tables (``_alloc``).
+``tokens/``), except the errors every layer shares (``automata_compile._errors``), the lazy-name helper (``_lazy``), the
+allocator of large tables (``_alloc``) and the concatenated ranges (``_ranges``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,12 @@ FORBIDDEN = {
     "frontends": {"tokens", "pipeline"},
     "tokens": {"frontends", "pipeline"},
 }
-SHARED = {f"{PACKAGE}._errors", f"{PACKAGE}._lazy", f"{PACKAGE}._alloc"}
+SHARED = {
+    f"{PACKAGE}._errors",
+    f"{PACKAGE}._lazy",
+    f"{PACKAGE}._alloc",
+    f"{PACKAGE}._ranges",
+}
 
 
 def _module_name(path: Path) -> str:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -13,24 +16,11 @@ import automata_jax as aj
 from automata_jax import ConstraintTables, Greedy, TopP, _generate, testing
 from automata_jax.testing import FakeModel, host_callbacks, jaxpr_primitive_names
 
-# tokens: 0='a', 1='b', 2='ab', 3=EOS, 4=pad, 5='c', 6='abc', 7 unused
-EOS, PAD, V = 3, 4, 8
-VOCAB = ac.Vocabulary.from_bytes(
-    [b"a", b"b", b"ab", None, None, b"c", b"abc", None], eos_ids=[EOS], special_ids=[EOS, PAD, 7]
-)
-MODEL = FakeModel(vocab_size=V)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from decoding_fixtures import EOS, MODEL, PAD, VOCAB, V, byte_vocab, tree_schema  # noqa: E402
+
 PATTERNS = [r"cabab(c|a)b?", r"(a|b)cabcc(ab)*", r"abcc|c(abc){1,3}", r"(a|b|c)*"]
 PROMPTS = [[1, 2, 5], [0], [5, 6], [7, 0, 1, 2]]
-
-
-@pytest.fixture(scope="module")
-def dfas():
-    return [ac.compile_regex(p, VOCAB) for p in PATTERNS]
-
-
-@pytest.fixture(scope="module")
-def params():
-    return MODEL.init_params()
 
 
 def _reference(dfa, params, prompt, n, rng=None):
@@ -371,9 +361,7 @@ def test_the_lead_goes_in_with_the_prompt(params, speculate, monkeypatch):
     call of its own; each row with a lead saves exactly that call. (Not the plain loop's:
     a forced run is the canonical spelling, where the plain loop may choose ``{`` then
     ``"``.)"""
-    pieces = [bytes([c]) for c in range(256)] + [b'","', b'":"', b'"}', b'{"', b"ab"]
-    vocab = ac.Vocabulary.from_bytes(pieces + [None, None], eos_ids=[len(pieces)],
-                                     special_ids=[len(pieces), len(pieces) + 1])  # fmt: skip
+    vocab = byte_vocab([b'","', b'":"', b'"}', b'{"', b"ab"])
     v = vocab.size
     flat = {
         "type": "object",
@@ -381,13 +369,7 @@ def test_the_lead_goes_in_with_the_prompt(params, speculate, monkeypatch):
         "required": ["a", "b"],
         "additionalProperties": False,
     }
-    tree = {
-        "type": "object",
-        "properties": {"n": {"type": "string", "maxLength": 4},
-                       "k": {"type": "array", "items": {"$ref": "#"}, "maxItems": 2}},
-        "required": ["n", "k"],
-        "additionalProperties": False,
-    }  # fmt: skip
+    tree = tree_schema()
     options = dict(whitespace="compact", property_order="declared")
     dfas = [
         ac.compile_json_schema(flat, vocab, **options),

@@ -4,6 +4,8 @@ the language, exact masks after rewinds, exact sampling distribution, a rewound 
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -16,24 +18,11 @@ from automata_jax import ConstraintTables, Greedy, Speculate, Temperature, TopP,
 from automata_jax._speculative import rewind
 from automata_jax.testing import FakeModel, host_callbacks, jaxpr_primitive_names
 
-# tokens: 0='a', 1='b', 2='ab', 3=EOS, 4=pad, 5='c', 6='abc', 7 unused
-EOS, PAD, V = 3, 4, 8
-VOCAB = ac.Vocabulary.from_bytes(
-    [b"a", b"b", b"ab", None, None, b"c", b"abc", None], eos_ids=[EOS], special_ids=[EOS, PAD, 7]
-)
-MODEL = FakeModel(vocab_size=V)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from decoding_fixtures import MODEL, PAD, VOCAB, V, byte_vocab, tree_schema  # noqa: E402
+
 PATTERNS = [r"cabab(c|a)b?", r"(a|b)cabcc(ab)*", r"abcc|c(abc){1,3}", r"(a|b|c)*", r"(ab|c)*c"]
 EAGER = Speculate(slot_cost=0.0, logit_cost=0.0)  # drafts whenever a row has one
-
-
-@pytest.fixture(scope="module")
-def dfas():
-    return [ac.compile_regex(p, VOCAB) for p in PATTERNS]
-
-
-@pytest.fixture(scope="module")
-def params():
-    return MODEL.init_params()
 
 
 def _run(params, tables, ids, prompts, n, model=MODEL, **kw):
@@ -394,9 +383,7 @@ def test_exit_drafts_change_the_drafts_not_the_outputs():
     JSON Schemas (a DFA and a PDA), a regex and unconstrained rows in one batch, with the
     job's keys (clause stops) and random adversarial keys: greedy outputs and final states
     equal decoding without drafts, and without exit drafts."""
-    pieces = [bytes([c]) for c in range(256)] + [b'","', b'",', b'":"', b'"}', b',"', b"ab"]
-    vocab = ac.Vocabulary.from_bytes(pieces + [None, None], eos_ids=[len(pieces)],
-                                     special_ids=[len(pieces), len(pieces) + 1])  # fmt: skip
+    vocab = byte_vocab([b'","', b'",', b'":"', b'"}', b',"', b"ab"])
     v = vocab.size
     flat = {
         "type": "object",
@@ -405,13 +392,7 @@ def test_exit_drafts_change_the_drafts_not_the_outputs():
         "required": ["a", "b", "c"],
         "additionalProperties": False,
     }  # fmt: skip
-    tree = {
-        "type": "object",
-        "properties": {"n": {"type": "string", "maxLength": 4},
-                       "k": {"type": "array", "items": {"$ref": "#"}, "maxItems": 2}},
-        "required": ["n", "k"],
-        "additionalProperties": False,
-    }  # fmt: skip
+    tree = tree_schema()
     options = dict(whitespace="compact", property_order="declared")
     dfas = [
         ac.compile_json_schema(flat, vocab, **options),

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from automata_compile._ranges import ranges
+
 DEAD = -1
 
 
@@ -77,7 +79,7 @@ def _closure(seeds, src, dst, q) -> np.ndarray:
         counts = hi - lo
         if counts.sum() == 0:
             break
-        idx = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
+        idx = ranges(lo, counts)
         nxt = dst[idx]
         nxt = np.unique(nxt[~seen[nxt]])
         seen[nxt] = True
@@ -189,9 +191,7 @@ def minimize(
         delta = (group_id[moved] - b_sorted[moved]).astype(np.uint64)  # wraps for negatives
         block[changed] = group_id[moved]
         counts = roff[changed + 1] - roff[changed]
-        idx = np.repeat(roff[changed] - np.cumsum(counts) + counts, counts) + np.arange(
-            int(counts.sum())
-        )
+        idx = ranges(roff[changed], counts)
         touched = rsrc[idx]
         np.add.at(sig, touched, rweight[idx] * np.repeat(delta, counts))
         mark[:] = False

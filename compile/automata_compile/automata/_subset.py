@@ -25,6 +25,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from automata_compile._ranges import ranges
+
 DEAD = -1
 # A level's arrays are not built past GUARD times the work budget (a memory guard: the
 # budget itself is checked after the level, on the work a one-state-at-a-time construction
@@ -72,7 +74,7 @@ def determinize(
     c0 = np.searchsorted(points, lo)
     span = np.searchsorted(points, hi + 1) - c0
     move_src = np.repeat(src, span)
-    move_cls = _ranges(c0, span)
+    move_cls = ranges(c0, span)
     move_tgt = np.repeat(tgt, span)
     order = np.argsort(move_src, kind="stable")
     move_cls, move_tgt = move_cls[order], move_tgt[order]
@@ -134,7 +136,7 @@ def determinize(
             fr_mem, fr_len = np.array(small[0], np.int64), np.array(small[1], np.int64)
             small = None
             m_cnt = move_off[fr_mem + 1] - move_off[fr_mem]
-        idx = _ranges(move_off[fr_mem], m_cnt)
+        idx = ranges(move_off[fr_mem], m_cnt)
         fc = np.repeat(np.repeat(np.arange(f, dtype=np.int64), fr_len), m_cnt) * k + move_cls[idx]
         key = _sorted_unique(fc * n + move_tgt[idx])
         fc, t = key // n, key % n
@@ -147,13 +149,13 @@ def determinize(
             rank[np.argsort(t_rep, kind="stable")] = np.arange(t_rep.shape[0])
             t_inv, t_rep = rank[t_inv], np.sort(t_rep)
             sel_len = t_len[t_rep]
-            tt = t[_ranges(t_starts[t_rep], sel_len)]
+            tt = t[ranges(t_starts[t_rep], sel_len)]
             c_cnt = clo_len[tt]
             closure_peak = max(closure_peak, int(c_cnt.sum()))
             if work + int(c_cnt.sum()) > GUARD * budget.max_work:
                 raise budget.work_exceeded(step)
             tj = np.repeat(np.repeat(np.arange(t_rep.shape[0], dtype=np.int64), sel_len), c_cnt)
-            key = _sorted_unique(tj * n + clo_mem[_ranges(clo_off[tt], c_cnt)])
+            key = _sorted_unique(tj * n + clo_mem[ranges(clo_off[tt], c_cnt)])
             grp, mem = key // n, key % n
             work += grp.shape[0]
             set_of = np.full(t_rep.shape[0], DEAD, np.int32)  # an empty closure: no state
@@ -164,7 +166,7 @@ def determinize(
                 set_of[grp[starts]] = set_id[inv]
                 new = np.array(new, np.int64)
                 fr_len = g_len[rep[new]]
-                fr_mem = mem[_ranges(starts[rep[new]], fr_len)]
+                fr_mem = mem[ranges(starts[rep[new]], fr_len)]
                 has_final = np.add.reduceat((mem == final).astype(np.int64), starts) > 0
                 accepting.extend(has_final[rep[new]].tolist())
             else:
@@ -290,12 +292,6 @@ def _sorted_unique(a: np.ndarray) -> np.ndarray:
     return a[np.concatenate([[True], a[1:] != a[:-1]])] if a.shape[0] else a
 
 
-def _ranges(lo: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """The concatenation of ``arange(lo[i], lo[i] + counts[i])`` over i."""
-    total = int(counts.sum())
-    return np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(total)
-
-
 # `_closures` keeps the closure of an epsilon fan-out (a state with several epsilon
 # successors: an alternation's or a loop's entry, which many targets reach) once computed,
 # computing it first where it is met less than this deep in such nested computations.
@@ -378,7 +374,7 @@ def _same_sets(mem, starts, g_len, rep_start_of) -> bool:
     other = starts[rep_start_of]
     if not (g_len == g_len[rep_start_of]).all():
         return False
-    return bool((mem[_ranges(starts, g_len)] == mem[_ranges(other, g_len)]).all())
+    return bool((mem[ranges(starts, g_len)] == mem[ranges(other, g_len)]).all())
 
 
 def _exact_groups(mem, starts, g_len):

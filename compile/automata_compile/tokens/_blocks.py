@@ -18,6 +18,7 @@ import dataclasses
 
 import numpy as np
 
+from automata_compile._ranges import ranges
 from automata_compile.tokens._rows import distinct_rows
 from automata_compile.tokens._token_dfa import DEAD, TokenDFA
 
@@ -401,7 +402,7 @@ def block_tables_walks(q: int, c: int, token_class, entries, walks, cd: dict | N
         sel = cnt > 0
         kk, jj, bc, cnt, r = kk[sel], jj[sel], bc[sel], cnt[sel], r[sel]
         start = lo[r, jj]
-        pos = np.repeat(start - np.cumsum(cnt) + cnt, cnt) + np.arange(int(cnt.sum()))
+        pos = ranges(start, cnt)
         r_, w_ = cell_of[0][pos], cell_of[1][pos]
         flat[row_start[wide[w_]] + local.reshape(-1)[np.repeat(bc, cnt)]] = rows[r_, w_]
     out = {
@@ -550,7 +551,7 @@ def _in_blocks(cuts: np.ndarray, ub: np.ndarray) -> tuple[np.ndarray, np.ndarray
     ``ub`` (``cuts``: each block's first position, then the end)."""
     lo, hi = cuts[ub], cuts[ub + 1]
     m = hi - lo
-    at = np.repeat(lo - np.cumsum(m) + m, m) + np.arange(int(m.sum()))
+    at = ranges(lo, m)
     return at, np.repeat(np.arange(ub.shape[0]), m)
 
 

@@ -28,6 +28,7 @@ import dataclasses
 import numpy as np
 
 from automata_compile._errors import EmptyLanguageError
+from automata_compile._ranges import ranges
 from automata_compile.automata import NUM_BYTES, ByteDFA, check_time
 from automata_compile.automata import dfa_ops as _dfa_ops
 from automata_compile.tokens._loop_walk import find_loops, loop_walk
@@ -399,9 +400,7 @@ def _classes(num_states: int, trie: TokenTrie, walk: _Walk):
     groups = np.flatnonzero(seen)  # = np.unique(walk.groups)
     go = trie.group_offsets
     counts = (go[groups + 1] - go[groups]).astype(np.int64)
-    hashed = trie.group_tokens[
-        np.repeat(go[groups] - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
-    ].astype(np.int64)
+    hashed = trie.group_tokens[ranges(go[groups], counts)].astype(np.int64)
     if walk.xtok.size:
         hashed = np.union1d(hashed, walk.xtok)  # sorted: terminal edges are found in it
     group_hash = _sum_by(walk.groups, a[walk.starts] * b[walk.ends], trie.num_groups)
@@ -495,9 +494,7 @@ def _verify(next_state, token_class, class_rep, trie: TokenTrie, walk: _Walk) ->
     # Sparse part: every pair of every token is in its class column ...
     counts = np.diff(go)[walk.groups]
     rep = np.repeat(np.arange(walk.groups.shape[0]), counts)
-    toks = gt[
-        np.repeat(go[walk.groups] - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
-    ]
+    toks = gt[ranges(go[walk.groups], counts)]
     if not (next_state[walk.starts[rep], token_class[toks]] == walk.ends[rep]).all():
         return False
     if walk.xtok.size and not (next_state[walk.xstart, token_class[walk.xtok]] == walk.xend).all():

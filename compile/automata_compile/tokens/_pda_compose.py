@@ -33,6 +33,7 @@ import dataclasses
 import numpy as np
 
 from automata_compile._errors import UnsupportedGrammarError
+from automata_compile._ranges import ranges
 from automata_compile.automata import BytePDA
 from automata_compile.tokens._blocks import block_tables, block_tables_walks
 from automata_compile.tokens._pda_units import rule_walks, walk_states
@@ -198,7 +199,7 @@ def _reached(parts: list, walker: Walker, start: int, collapse=None) -> np.ndarr
         s, o = pair // n_out, pair % n_out
         k = lens[o]
         srcs.append(np.repeat(s, k))
-        tgts.append(tgt[np.repeat(offs[o] - np.cumsum(k) + k, k) + np.arange(k.sum())])
+        tgts.append(tgt[ranges(offs[o], k)])
         if p.wide.size:
             used = np.zeros(p.rows.shape[0] + 1, bool)
             used[p.other_row] = True  # the rows some group ends in (-1, dead: the last entry)
@@ -220,7 +221,7 @@ def _reached(parts: list, walker: Walker, start: int, collapse=None) -> np.ndarr
     frontier = np.array([start], np.int64)
     while frontier.size:  # breadth first, each state's edges read once
         lo, n = offs[frontier], offs[frontier + 1] - offs[frontier]
-        at = np.repeat(lo - np.cumsum(n) + n, n) + np.arange(n.sum())
+        at = ranges(lo, n)
         frontier = np.unique(dst[at])
         frontier = frontier[~reached[frontier]]
         reached[frontier] = True
@@ -491,7 +492,7 @@ def _walk_cells(p: Walk, rows: np.ndarray, classes: np.ndarray) -> tuple:
     count = np.bincount(live_r, minlength=p.rows.shape[0])
     offs = np.concatenate([[0], np.cumsum(count)])
     n = count[rows]
-    at = np.repeat(offs[rows] - np.cumsum(n) + n, n) + np.arange(int(n.sum()))
+    at = ranges(offs[rows], n)
     w = live_w[at]
     target = p.rows[live_r[at], w]
     return p.wide[w], np.repeat(classes, n), target, np.zeros(w.shape[0], np.int64)

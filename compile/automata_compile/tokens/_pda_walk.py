@@ -29,6 +29,7 @@ import dataclasses
 import numpy as np
 
 from automata_compile._errors import StateBudgetExceededError, UnsupportedGrammarError
+from automata_compile._ranges import ranges
 from automata_compile.automata import CALL, RETURN, SHIFT, BytePDA, check_time
 from automata_compile.tokens._rows import unique_rows, unique_rows_unordered, unique_small
 from automata_compile.tokens._token_trie import TokenTrie
@@ -528,7 +529,7 @@ def _children(walker: Walker, d: int, node: np.ndarray, state: np.ndarray):
     rep_o, child_o = trie.children(d, node[other])
     k = n_allowed[lanes]
     rep = np.repeat(lanes, k)
-    at = np.repeat(offsets[state[lanes]] - np.cumsum(k) + k, k) + np.arange(k.sum())
+    at = ranges(offsets[state[lanes]], k)
     key = node[rep] * 256 + flat[at]
     keys = trie.child_keys[d]
     pos = np.minimum(np.searchsorted(keys, key), keys.shape[0] - 1)
@@ -615,7 +616,7 @@ class _Dense:
         counts = per_key[k]
         kk, ww = np.nonzero(div)  # row-major: grouped by key, as ``starts`` below expects
         starts = np.concatenate([[0], np.cumsum(per_key)])[k]
-        idx = np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
+        idx = ranges(starts, counts)
         child = np.repeat(sel[nodes], counts)
         w = ww[idx]
         state = prev[kk[idx], w].astype(np.int64)

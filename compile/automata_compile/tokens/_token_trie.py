@@ -13,6 +13,8 @@ import threading
 
 import numpy as np
 
+from automata_compile._ranges import ranges
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class TokenTrie:
@@ -97,9 +99,8 @@ class TokenTrie:
         cs = self.child_start[d - 1]
         lo = cs[node]
         counts = cs[node + 1] - lo
-        total = int(counts.sum())
         rep = np.repeat(np.arange(node.shape[0]), counts)
-        child = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(total)
+        child = ranges(lo, counts)
         return rep, child
 
 
