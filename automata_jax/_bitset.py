@@ -108,35 +108,28 @@ class BitsetDeviceTables:
                     f"BitsetDeviceTables.from_tables: expected {name} >= {n:,}, got {have[name]:,}"
                 )
         Q, C, P, W = have["states"], have["classes"], have["programs"], have["words"]
-        next_state = np.full((Q, C), -1, np.int32)
-        next_state[:q, :c] = t.next_state
-        program = np.zeros((Q, C), np.int32)
-        program[:q, :c] = t.program
-        progs = np.zeros((P, 4, W), np.uint32)
-        progs[:p, :, :w] = t.programs
-        live_mask = np.zeros((Q, W), np.uint32)
-        live_mask[:q, :w] = t.live_mask
-        live_always = np.zeros(Q, bool)
-        live_always[:q] = t.live_always
-        accepting = np.zeros(Q, bool)
-        accepting[:q] = t.accepting
-        token_class = np.zeros(vocab_size, np.int32)
-        token_class[: len(t.token_class)] = t.token_class
         cond_id, conds, cond_static = _conditions(t, Q, C, W, conditions)
         return cls(
             cond_id=jnp.asarray(cond_id),
             conds=jnp.asarray(conds),
             cond_static=jnp.asarray(cond_static),
-            token_class=jnp.asarray(token_class),
-            next_state=jnp.asarray(next_state),
-            program=jnp.asarray(program),
-            programs=jnp.asarray(progs),
-            live_mask=jnp.asarray(live_mask),
-            live_always=jnp.asarray(live_always),
-            accepting=jnp.asarray(accepting),
+            token_class=jnp.asarray(_padded(t.token_class, (vocab_size,), np.int32)),
+            next_state=jnp.asarray(_padded(t.next_state, (Q, C), np.int32, fill=-1)),
+            program=jnp.asarray(_padded(t.program, (Q, C), np.int32)),
+            programs=jnp.asarray(_padded(t.programs, (P, 4, W), np.uint32)),
+            live_mask=jnp.asarray(_padded(t.live_mask, (Q, W), np.uint32)),
+            live_always=jnp.asarray(_padded(t.live_always, (Q,), bool)),
+            accepting=jnp.asarray(_padded(t.accepting, (Q,), bool)),
             eos=jnp.asarray(np.asarray(t.eos_ids, np.int32)),
             start=jnp.asarray(t.start, jnp.int32),
         )
+
+
+def _padded(a, shape: tuple[int, ...], dtype, fill=0) -> np.ndarray:
+    """``a`` in the leading corner of a ``shape`` array of ``fill``."""
+    out = np.full(shape, fill, dtype)
+    out[tuple(slice(0, n) for n in np.shape(a))] = a
+    return out
 
 
 def _conditions(t, num_states: int, num_classes: int, words: int, size: int | None):

@@ -93,7 +93,7 @@ def compile_tool_calls(
     flags = dict(parallel=parallel, require_call=require_call, allow_text=allow_text)
     with limits(timeout_s, "the tool calls"):
         pda, lay = tool_calls_layout(fmt, tools, opts, **flags)
-        head = [dataclasses.asdict(fmt), flags, repr(opts.key()), unit_variant(fmt)]
+        head = [dataclasses.asdict(fmt), flags, repr(opts.key()), unit_variant()]
         head = json.dumps(head, sort_keys=True)
         units = [
             PdaUnit(

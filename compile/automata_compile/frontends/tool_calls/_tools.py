@@ -108,9 +108,9 @@ def tool_unit(tool: Tool, fmt, opts) -> BytePDA:
     """The tool's byte PDA (module docstring), from the cache when this schema was compiled
     for the same format part and options before."""
     if fmt.style == "json":
-        part = ("json", fmt.arguments_key, VALUE_RULE_MIN_SIZE)
+        part = ("json", fmt.arguments_key, unit_variant())
     else:
-        part = ("python", VALUE_RULE_MIN_SIZE)
+        part = ("python", unit_variant())
     key = (json.dumps(tool.parameters, sort_keys=True), part, opts.key())
     with _LOCK:
         got = _CACHE.get(key)
@@ -128,9 +128,10 @@ def tool_unit(tool: Tool, fmt, opts) -> BytePDA:
     return got
 
 
-def unit_variant(fmt) -> tuple:
+def unit_variant() -> tuple:
     """What a tool's unit depends on besides its schema, the format and the options (a
-    part of the keys that cache what is built from units: the finished tool blocks)."""
+    part of the keys that cache units and what is built from them: the finished tool
+    blocks)."""
     return ("values", VALUE_RULE_MIN_SIZE)
 
 
