@@ -64,16 +64,21 @@ class BitsetTables:
 
     def reachable_states(self) -> int:
         """States reachable from the start through edges (any bitset)."""
-        seen = np.zeros(self.next_state.shape[0], dtype=bool)
-        seen[self.start] = True
-        todo = [self.start]
-        while todo:
-            nxt = np.unique(self.next_state[todo])
-            nxt = nxt[nxt >= 0]
-            nxt = nxt[~seen[nxt]]
-            seen[nxt] = True
-            todo = nxt.tolist()
-        return int(seen.sum())
+        return int(_reachable(self.next_state, self.start).sum())
+
+
+def _reachable(next_state: np.ndarray, start: int) -> np.ndarray:
+    """bool[Q]: the states reachable from ``start`` through edges (any bitset)."""
+    seen = np.zeros(next_state.shape[0], dtype=bool)
+    seen[start] = True
+    todo = [start]
+    while todo:
+        nxt = np.unique(next_state[todo])
+        nxt = nxt[nxt >= 0]
+        nxt = nxt[~seen[nxt]]
+        seen[nxt] = True
+        todo = nxt.tolist()
+    return seen
 
 
 def _contract(dfa: ByteDFA):
@@ -395,15 +400,7 @@ def minimize_bitset(t: BitsetTables) -> BitsetTables:
     design would ship (`compose_bitset` leaves the contracted byte DFA's states as they are);
     the masks and advances are those of ``t`` along every walk (tested)."""
     q = t.next_state.shape[0]
-    seen = np.zeros(q, dtype=bool)
-    seen[t.start] = True
-    todo = [t.start]
-    while todo:
-        nxt = np.unique(t.next_state[todo])
-        nxt = nxt[(nxt >= 0) & ~seen[np.maximum(nxt, 0)]]
-        seen[nxt] = True
-        todo = nxt.tolist()
-    keep = np.flatnonzero(seen)
+    keep = np.flatnonzero(_reachable(t.next_state, t.start))
     local = np.full(q + 1, -1, np.int64)
     local[keep] = np.arange(keep.shape[0])
     ns = local[t.next_state[keep]]  # -1 stays -1 (the last slot)
