@@ -4,8 +4,17 @@ Each row carries, besides its token-DFA state, ``uint32[W]`` bits: the declared 
 already written in its open any-order objects. An edge (state, class) has a program
 ``(U, S, C, A)``: it is allowed iff ``bits & U == 0`` and ``bits & S == S`` and its next state
 is live under the bits after it (``(bits & ~C) | A``); a key position is live iff one of its
-keys is unset. Pure JAX, no host callback: the mask tests each row's bits against the
-table's few distinct edge conditions (``[B, N, W]``) and gathers them like next states.
+keys is unset. Pure JAX, no host callback.
+
+The mask splits the edges: an edge whose test holds whatever the bits (no program test, its
+next state always live) is *static*, and a state's static edges are one deduplicated packed
+row of ``uint32[ceil(V/32)]`` (as ``mask_impl="bitmask"`` stores every state's mask); the few
+tokens that are ever on a *conditional* edge (key tokens, ``"``, ``}``: 602 of Llama-3's
+128,256 on changie) are listed apart. The mask unpacks the row's static words, tests each
+row's bits against the table's distinct edge conditions (``[B, N, W]``) and writes the listed
+tokens' answers over them (``[B, T]``, a scatter of T columns). The element gather of
+``[B, C]`` answers through the whole class map, 5-12x the plain gather mask on XLA:CPU, is
+gone (BENCHMARKS.md, "Session 12").
 
 Not wired into `generate` yet: `bitset_mask` and `bitset_advance` are the kernels a
 decoding loop would call in place of `allowed_mask` / `advance` for such rows.
@@ -50,6 +59,13 @@ class BitsetDeviceTables:
         of them is 0: the next state's keys neither set nor cleared by the program).
       cond_static: bool[N], the condition's liveness holds whatever the bits (the next state
         is always live, or the program clears one of its keys without setting it).
+      mask_bits: uint32[R, ceil(V/32)], deduplicated packed rows of each state's *static*
+        tokens (bit ``t % 32`` of word ``t // 32`` is token t): those on an edge whose
+        condition holds whatever the bits. Row 0 is all zeros.
+      mask_row: int32[Q], each state's `mask_bits` row.
+      cond_tokens: int32[T], the tokens on a conditional edge in some state (padding: V, out
+        of range, dropped by the mask's scatter); their mask bits are computed per row.
+      cond_token_class: int32[T], their classes (padding: 0, no edge).
     """
 
     token_class: Int[Array, " V"]
@@ -64,10 +80,32 @@ class BitsetDeviceTables:
     cond_id: Int[Array, "Q C"]
     conds: UInt32[Array, "N 3 W"]
     cond_static: Bool[Array, " N"]
+    mask_bits: UInt32[Array, "R VW"]
+    mask_row: Int[Array, " Q"]
+    cond_tokens: Int[Array, " T"]
+    cond_token_class: Int[Array, " T"]
 
     @property
     def words(self) -> int:
         return int(self.programs.shape[2])
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.token_class.shape[0])
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        """The padded sizes, as `from_tables` keywords: tables of another schema built with
+        them have the same shapes (no retrace)."""
+        return {
+            "states": int(self.next_state.shape[0]),
+            "classes": int(self.next_state.shape[1]),
+            "programs": int(self.programs.shape[0]),
+            "words": self.words,
+            "conditions": int(self.conds.shape[0]),
+            "mask_rows": int(self.mask_bits.shape[0]),
+            "cond_tokens": int(self.cond_tokens.shape[0]),
+        }
 
     @classmethod
     def from_tables(
@@ -80,6 +118,8 @@ class BitsetDeviceTables:
         programs: int | None = None,
         words: int | None = None,
         conditions: int | None = None,
+        mask_rows: int | None = None,
+        cond_tokens: int | None = None,
     ) -> BitsetDeviceTables:
         """Pads ``t`` (a `BitsetTables`) to powers of two, or to the sizes given.
 
@@ -109,11 +149,19 @@ class BitsetDeviceTables:
                 )
         Q, C, P, W = have["states"], have["classes"], have["programs"], have["words"]
         cond_id, conds, cond_static = _conditions(t, Q, C, W, conditions)
+        token_class = _padded(t.token_class, (vocab_size,), np.int32)
+        mask_bits, mask_row, ctok, ctok_class = _static_rows(
+            token_class, cond_id, conds, cond_static, mask_rows, cond_tokens
+        )
         return cls(
+            mask_bits=jnp.asarray(mask_bits),
+            mask_row=jnp.asarray(mask_row),
+            cond_tokens=jnp.asarray(ctok),
+            cond_token_class=jnp.asarray(ctok_class),
             cond_id=jnp.asarray(cond_id),
             conds=jnp.asarray(conds),
             cond_static=jnp.asarray(cond_static),
-            token_class=jnp.asarray(_padded(t.token_class, (vocab_size,), np.int32)),
+            token_class=jnp.asarray(token_class),
             next_state=jnp.asarray(_padded(t.next_state, (Q, C), np.int32, fill=-1)),
             program=jnp.asarray(_padded(t.program, (Q, C), np.int32)),
             programs=jnp.asarray(_padded(t.programs, (P, 4, W), np.uint32)),
@@ -171,6 +219,64 @@ def _conditions(t, num_states: int, num_classes: int, words: int, size: int | No
     return cond_id, conds, static
 
 
+def _always(conds: np.ndarray, cond_static: np.ndarray) -> np.ndarray:
+    """bool[N]: the conditions that hold whatever the bits (no U, no S, statically live)."""
+    return (conds[:, 0] == 0).all(axis=1) & (conds[:, 1] == 0).all(axis=1) & cond_static
+
+
+def _holds_never(conds: np.ndarray, cond_static: np.ndarray) -> np.ndarray:
+    """bool[N]: the conditions that hold under no bits (condition 0; a next state whose keys
+    are all set by the edge's program)."""
+    never = ~cond_static & (conds[:, 2] == 0).all(axis=1)
+    never |= ((conds[:, 0] & conds[:, 1]) != 0).any(axis=1)
+    return never
+
+
+def _static_rows(token_class, cond_id, conds, cond_static, rows: int | None, size: int | None):
+    """(mask_bits uint32[R, ceil(V/32)], mask_row int32[Q], cond_tokens int32[T],
+    cond_token_class int32[T]): each state's static tokens as a deduplicated packed row, and
+    the tokens on a conditional edge anywhere, padded (R: a power of two >= 8 or ``rows``; T:
+    a power of two >= 8 or ``size``).
+
+    Raises:
+      RuntimeShapeError: more rows or tokens than ``rows`` / ``size``."""
+    v = token_class.shape[0]
+    always = _always(conds, cond_static)
+    conditional = ~always & ~_holds_never(conds, cond_static)
+    static_cls = always[cond_id]  # [Q, C]; cond_id 0 (no edge) never holds
+    patterns, inverse = np.unique(static_cls, axis=0, return_inverse=True)
+    # row 0 all zeros (padded states); a state without static edges shares it
+    zero = ~patterns.any(axis=1)
+    order = np.cumsum(~zero)  # pattern i -> row order[i] (its 1-based rank), 0 if empty
+    pattern_row = np.where(zero, 0, order).astype(np.int32)
+    n_rows = int((~zero).sum()) + 1
+    r = rows or bucket(n_rows, 8)
+    if n_rows > r:
+        raise RuntimeShapeError(
+            f"BitsetDeviceTables.from_tables: expected mask_rows >= {n_rows:,}, got {r:,}"
+        )
+    words = (v + 31) // 32
+    mask_bits = np.zeros((r, words), np.uint32)
+    for i in np.flatnonzero(~zero):
+        packed = np.packbits(patterns[i][token_class], bitorder="little")
+        packed = np.pad(packed, (0, words * 4 - packed.shape[0]))
+        mask_bits[pattern_row[i]] = packed.view("<u4")
+    mask_row = pattern_row[inverse.reshape(-1)]
+    cls_conditional = conditional[cond_id].any(axis=0)  # [C]
+    cls_conditional[0] = False
+    tok = np.flatnonzero(cls_conditional[token_class]).astype(np.int32)
+    n = size or bucket(tok.shape[0], 8)
+    if tok.shape[0] > n:
+        raise RuntimeShapeError(
+            f"BitsetDeviceTables.from_tables: expected cond_tokens >= {tok.shape[0]:,}, got {n:,}"
+        )
+    ctok = np.full(n, v, np.int32)
+    ctok[: tok.shape[0]] = tok
+    ctok_class = np.zeros(n, np.int32)
+    ctok_class[: tok.shape[0]] = token_class[tok]
+    return mask_bits, mask_row, ctok, ctok_class
+
+
 def _test(tables: BitsetDeviceTables, nxt, prog, bits):
     """Edges ``nxt`` (int32[B, ...]) with programs ``prog`` (uint32[B, ..., 4, W]) on each row's
     ``bits`` (uint32[B, W]): (allowed, bits after)."""
@@ -186,20 +292,33 @@ def _test(tables: BitsetDeviceTables, nxt, prog, bits):
 def bitset_mask(
     tables: BitsetDeviceTables, state: Int[Array, " B"], bits: UInt32[Array, "B W"]
 ) -> Bool[Array, "B V"]:
-    """The tokens each row may take next: its edges' tests on its bits, read per token
-    through the class map; EOS where the row's state accepts."""
+    """The tokens each row may take next: its state's static tokens (one packed row,
+    unpacked), the conditional tokens' edge tests on its bits written over them; EOS where
+    the row's state accepts."""
     if bits.ndim != 2 or bits.shape[1] != tables.words or bits.dtype != jnp.uint32:
         raise RuntimeShapeError(
             f"bitset_mask: expected bits uint32[B, {tables.words}], got {bits.dtype}{list(bits.shape)}"
         )
+    n_rows = state.shape[0]
+    v = tables.vocab_size
+    words = tables.mask_bits[tables.mask_row[state]]  # [B, ceil(V/32)]
+    shifts = jnp.arange(32, dtype=jnp.uint32)
+    mask = ((words[:, :, None] >> shifts) & jnp.uint32(1)).astype(jnp.bool_)
+    mask = mask.reshape(n_rows, -1)[:, :v]
+    holds = _holds(tables, bits)  # [B, N]
+    cond = tables.cond_id[state[:, None], tables.cond_token_class[None, :]]  # [B, T]
+    ok = jnp.take_along_axis(holds, cond, axis=1)
+    mask = mask.at[:, tables.cond_tokens].set(ok, mode="drop")
+    acc = tables.accepting[state][:, None]
+    return mask.at[:, tables.eos].set(jnp.broadcast_to(acc, (n_rows, tables.eos.shape[0])))
+
+
+def _holds(tables: BitsetDeviceTables, bits: UInt32[Array, "B W"]) -> Bool[Array, "B N"]:
+    """bool[B, N]: which of the table's edge conditions each row's bits pass."""
     b = bits[:, None, :]  # [B, 1, W] against the N conditions
     u, s, k = tables.conds[None, :, 0], tables.conds[None, :, 1], tables.conds[None, :, 2]
     holds = jnp.all((b & u) == 0, axis=-1) & jnp.all((b & s) == s, axis=-1)
-    holds &= tables.cond_static[None, :] | jnp.any((k & ~b) != 0, axis=-1)  # [B, N]
-    ok = jnp.take_along_axis(holds, tables.cond_id[state], axis=1)  # [B, C]
-    mask = jnp.take(ok, tables.token_class, axis=1)
-    acc = tables.accepting[state][:, None]
-    return mask.at[:, tables.eos].set(jnp.broadcast_to(acc, (state.shape[0], tables.eos.shape[0])))
+    return holds & (tables.cond_static[None, :] | jnp.any((k & ~b) != 0, axis=-1))
 
 
 def bitset_advance(
