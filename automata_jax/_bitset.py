@@ -24,13 +24,49 @@ decoding loop would call in place of `allowed_mask` / `advance` for such rows.
 
 from __future__ import annotations
 
+import dataclasses
+
+import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
 from jaxtyping import Array, Bool, Int, UInt32
 
 from automata_jax._capacity import bucket
-from automata_jax._errors import RuntimeShapeError
+from automata_jax._errors import RuntimeShapeError, TableCapacityError
+
+
+@dataclasses.dataclass(frozen=True)
+class BitsetCapacity:
+    """Fixed padded sizes of bitset tables (`ConstraintTables.from_bitset`), hashable.
+
+    Tables of two schemas built with one capacity have the same shapes, so `generate`'s loop
+    compiled for one runs the other with no retrace. Each field is an upper bound; padding
+    allows nothing.
+
+    Attributes:
+      states, classes: Q and C of the token table.
+      words: W, the bitset's uint32 words per row (32 declared properties each).
+      programs: P, the distinct edge programs.
+      conditions: N, the distinct edge conditions (program, next state's keys), plus one.
+      mask_rows: R, the deduplicated packed rows of the states' static tokens, plus one.
+      cond_tokens: T, the tokens on a conditional edge in some state.
+    """
+
+    states: int
+    classes: int
+    words: int = 1
+    programs: int = 128
+    conditions: int = 512
+    mask_rows: int = 128
+    cond_tokens: int = 1024
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise RuntimeShapeError(f"BitsetCapacity.{f.name}: expected an int >= 1, got {v!r}")
+            object.__setattr__(self, f.name, int(v))
 
 
 @struct.dataclass(kw_only=True)
@@ -94,6 +130,13 @@ class BitsetDeviceTables:
         return int(self.token_class.shape[0])
 
     @property
+    def capacity(self) -> BitsetCapacity:
+        """These tables' padded sizes: tables of another schema built with them
+        (``ConstraintTables.from_bitset(..., capacity=tables.bitset.capacity)``) have the
+        same shapes, so they swap into compiled loops with no retrace."""
+        return BitsetCapacity(**self.sizes)
+
+    @property
     def sizes(self) -> dict[str, int]:
         """The padded sizes, as `from_tables` keywords: tables of another schema built with
         them have the same shapes (no retrace)."""
@@ -124,7 +167,7 @@ class BitsetDeviceTables:
         """Pads ``t`` (a `BitsetTables`) to powers of two, or to the sizes given.
 
         Raises:
-          RuntimeShapeError: ``t`` needs more than a size given.
+          TableCapacityError: ``t`` needs more than a size given.
         """
         q, c = t.next_state.shape
         p, _, w = t.programs.shape
@@ -144,7 +187,7 @@ class BitsetDeviceTables:
         }
         for name, n in need.items():
             if n > have[name]:
-                raise RuntimeShapeError(
+                raise TableCapacityError(
                     f"BitsetDeviceTables.from_tables: expected {name} >= {n:,}, got {have[name]:,}"
                 )
         Q, C, P, W = have["states"], have["classes"], have["programs"], have["words"]
@@ -198,7 +241,7 @@ def _conditions(t, num_states: int, num_classes: int, words: int, size: int | No
     uniq, inv = np.unique(key[edge], return_inverse=True)
     n = size or bucket(uniq.shape[0] + 1, 8)
     if uniq.shape[0] + 1 > n:
-        raise RuntimeShapeError(
+        raise TableCapacityError(
             f"BitsetDeviceTables.from_tables: expected conditions >= {uniq.shape[0] + 1:,}, "
             f"got {n:,}"
         )
@@ -252,7 +295,7 @@ def _static_rows(token_class, cond_id, conds, cond_static, rows: int | None, siz
     n_rows = int((~zero).sum()) + 1
     r = rows or bucket(n_rows, 8)
     if n_rows > r:
-        raise RuntimeShapeError(
+        raise TableCapacityError(
             f"BitsetDeviceTables.from_tables: expected mask_rows >= {n_rows:,}, got {r:,}"
         )
     words = (v + 31) // 32
@@ -267,7 +310,7 @@ def _static_rows(token_class, cond_id, conds, cond_static, rows: int | None, siz
     tok = np.flatnonzero(cls_conditional[token_class]).astype(np.int32)
     n = size or bucket(tok.shape[0], 8)
     if tok.shape[0] > n:
-        raise RuntimeShapeError(
+        raise TableCapacityError(
             f"BitsetDeviceTables.from_tables: expected cond_tokens >= {tok.shape[0]:,}, got {n:,}"
         )
     ctok = np.full(n, v, np.int32)
@@ -336,3 +379,44 @@ def bitset_advance(
     new_state = jnp.where(is_eos, state, jnp.where(good, nxt, -1))
     new_bits = jnp.where((is_eos | ~good)[:, None], bits, after)
     return new_state, new_bits
+
+
+def constraint_tables(t, vocab_size: int, capacity: BitsetCapacity | None = None):
+    """`ConstraintTables` of one bitset constraint (K = 1): the plain arrays are ``t``'s token
+    table read with every bitset (an over-approximation that nothing reads for the mask or
+    the advance), the ``bitset`` block holds the device tables. See
+    `ConstraintTables.from_bitset`."""
+    from automata_jax._tables import ConstraintTables  # _tables imports this module lazily
+
+    if not isinstance(vocab_size, (int, np.integer)) or vocab_size < 1:
+        raise RuntimeShapeError(f"vocab_size: expected a positive int, got {vocab_size!r}")
+    if capacity is not None and not isinstance(capacity, BitsetCapacity):
+        raise RuntimeShapeError(
+            f"capacity: expected a BitsetCapacity (or None), got {type(capacity).__name__}"
+        )
+    eos = np.asarray(t.eos_ids, np.int64)
+    if eos.size == 0 or (eos < 0).any() or (eos >= vocab_size).any():
+        raise RuntimeShapeError(
+            f"ConstraintTables.from_bitset: expected EOS ids in [0, {vocab_size}), got "
+            f"{list(t.eos_ids)}"
+        )
+    sizes = {} if capacity is None else dataclasses.asdict(capacity)
+    dt = BitsetDeviceTables.from_tables(t, int(vocab_size), **sizes)
+    next_state = np.asarray(dt.next_state)
+    accepting = np.asarray(dt.accepting)
+    token_class = np.asarray(dt.token_class).copy()
+    token_class[eos] = 0  # EOS is allowed exactly in accepting states
+    eos_mask = np.zeros(int(vocab_size), bool)
+    eos_mask[eos] = True
+    tables = ConstraintTables(
+        token_class=token_class[None],
+        next_state=next_state[None],
+        accepting=accepting[None],
+        viable=(accepting | (next_state >= 0).any(axis=1))[None],
+        start=np.asarray([int(t.start)], np.int32),
+        eos_mask=eos_mask,
+        num_constraints=np.int32(1),
+        eos_ids=tuple(int(e) for e in t.eos_ids),
+        bitset=dt,
+    )
+    return jax.device_put(tables)
