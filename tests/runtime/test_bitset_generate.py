@@ -207,6 +207,10 @@ def test_refusals(setup, llama3_vocab):
         )
     with pytest.raises(aj.RuntimeShapeError, match="BitsetCapacity"):
         ConstraintTables.from_bitset(bt, vocab_size=vocab.size, capacity=aj.TableCapacity(8, 8))
+    with pytest.raises(aj.RuntimeShapeError, match="from_bitset"):
+        ConstraintTables.from_dfas(bt, vocab_size=vocab.size)
+    with pytest.raises(aj.RuntimeShapeError, match="from_bitset"):
+        ConstraintTables.from_dfas([bt], vocab_size=vocab.size)
     bitset, _ = tables["A"]
     short, healing = aj.heal_prompts([[1, 100]], vocab.tokens, vocab_size=vocab.size)
     prompts, mask = aj.pad_prompts(short)
