@@ -16,8 +16,10 @@ tokens' answers over them (``[B, T]``, a scatter of T columns). The element gath
 ``[B, C]`` answers through the whole class map, 5-12x the plain gather mask on XLA:CPU, is
 gone (BENCHMARKS.md, "Session 12").
 
-Not wired into `generate` yet: `bitset_mask` and `bitset_advance` are the kernels a
-decoding loop would call in place of `allowed_mask` / `advance` for such rows.
+`ConstraintTables.from_bitset` (`constraint_tables` here) puts these tables in the ``bitset``
+block of `ConstraintTables`; `allowed_mask` / `advance` then call `bitset_mask` /
+`bitset_advance` with the rows' ``ConstraintState.bits``, so `generate` (plain, speculative)
+decodes them unchanged. One bitset constraint per tables (K = 1).
 """
 
 # ruff: noqa: F722 (jaxtyping shape strings such as "B V" are not Python expressions)
@@ -228,7 +230,7 @@ def _conditions(t, num_states: int, num_classes: int, words: int, size: int | No
     padded: N a power of two (or ``size``), condition 0 never holds.
 
     Raises:
-      RuntimeShapeError: more conditions than ``size``."""
+      TableCapacityError: more conditions than ``size``."""
     q, c = t.next_state.shape
     w = t.programs.shape[2]
     nxt = t.next_state
@@ -282,7 +284,7 @@ def _static_rows(token_class, cond_id, conds, cond_static, rows: int | None, siz
     a power of two >= 8 or ``size``).
 
     Raises:
-      RuntimeShapeError: more rows or tokens than ``rows`` / ``size``."""
+      TableCapacityError: more rows or tokens than ``rows`` / ``size``."""
     v = token_class.shape[0]
     always = _always(conds, cond_static)
     conditional = ~always & ~_holds_never(conds, cond_static)

@@ -206,9 +206,11 @@ class ConstraintTables:
 
     def __repr__(self) -> str:
         k, q, c = self.padded_shape
+        bitset = "" if self.bitset is None else f", bitset_words={self.bitset.words}"
         return (
             f"ConstraintTables(K={k}, Q={q}, C={c}, V={self.vocab_size}, "
-            f"mask_impl={self.mask_impl!r}, stack_size={self.stack_size}, nbytes={self.nbytes})"
+            f"mask_impl={self.mask_impl!r}{bitset}, stack_size={self.stack_size}, "
+            f"nbytes={self.nbytes})"
         )
 
     # -- construction ---------------------------------------------------------------------------
