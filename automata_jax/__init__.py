@@ -12,6 +12,7 @@ Example:
   [[1, 2], [0, 3]]
 """
 
+from automata_jax._bitset import BitsetCapacity
 from automata_jax._canonical import (
     CanonicalTables,
     canonical_mask,
@@ -50,6 +51,7 @@ from automata_jax._tables import ConstraintTables, TableCapacity
 
 __all__ = [
     "UNCONSTRAINED",
+    "BitsetCapacity",
     "CanonicalTables",
     "ConstraintState",
     "ConstraintTables",

@@ -4,24 +4,71 @@ Each row carries, besides its token-DFA state, ``uint32[W]`` bits: the declared 
 already written in its open any-order objects. An edge (state, class) has a program
 ``(U, S, C, A)``: it is allowed iff ``bits & U == 0`` and ``bits & S == S`` and its next state
 is live under the bits after it (``(bits & ~C) | A``); a key position is live iff one of its
-keys is unset. Pure JAX, no host callback: the mask tests each row's bits against the
-table's few distinct edge conditions (``[B, N, W]``) and gathers them like next states.
+keys is unset. Pure JAX, no host callback.
 
-Not wired into `generate` yet: `bitset_mask` and `bitset_advance` are the kernels a
-decoding loop would call in place of `allowed_mask` / `advance` for such rows.
+The mask splits the edges: an edge whose test holds whatever the bits (no program test, its
+next state always live) is *static*, and a state's static edges are one deduplicated packed
+row of ``uint32[ceil(V/32)]`` (as ``mask_impl="bitmask"`` stores every state's mask); the few
+tokens that are ever on a *conditional* edge (key tokens, ``"``, ``}``: 602 of Llama-3's
+128,256 on changie) are listed apart. The mask unpacks the row's static words, tests each
+row's bits against the table's distinct edge conditions (``[B, N, W]``) and writes the listed
+tokens' answers over them (``[B, T]``, a scatter of T columns). The element gather of
+``[B, C]`` answers through the whole class map, 5-12x the plain gather mask on XLA:CPU, is
+gone (BENCHMARKS.md, "Session 12").
+
+`ConstraintTables.from_bitset` (`constraint_tables` here) puts these tables in the ``bitset``
+block of `ConstraintTables`; `allowed_mask` / `advance` then call `bitset_mask` /
+`bitset_advance` with the rows' ``ConstraintState.bits``, so `generate` (plain, speculative)
+decodes them unchanged. One bitset constraint per tables (K = 1).
 """
 
 # ruff: noqa: F722 (jaxtyping shape strings such as "B V" are not Python expressions)
 
 from __future__ import annotations
 
+import dataclasses
+
+import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
 from jaxtyping import Array, Bool, Int, UInt32
 
 from automata_jax._capacity import bucket
-from automata_jax._errors import RuntimeShapeError
+from automata_jax._errors import RuntimeShapeError, TableCapacityError
+
+
+@dataclasses.dataclass(frozen=True)
+class BitsetCapacity:
+    """Fixed padded sizes of bitset tables (`ConstraintTables.from_bitset`), hashable.
+
+    Tables of two schemas built with one capacity have the same shapes, so `generate`'s loop
+    compiled for one runs the other with no retrace. Each field is an upper bound; padding
+    allows nothing.
+
+    Attributes:
+      states, classes: Q and C of the token table.
+      words: W, the bitset's uint32 words per row (32 declared properties each).
+      programs: P, the distinct edge programs.
+      conditions: N, the distinct edge conditions (program, next state's keys), plus one.
+      mask_rows: R, the deduplicated packed rows of the states' static tokens, plus one.
+      cond_tokens: T, the tokens on a conditional edge in some state.
+    """
+
+    states: int
+    classes: int
+    words: int = 1
+    programs: int = 128
+    conditions: int = 512
+    mask_rows: int = 128
+    cond_tokens: int = 1024
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise RuntimeShapeError(f"BitsetCapacity.{f.name}: expected an int >= 1, got {v!r}")
+            object.__setattr__(self, f.name, int(v))
 
 
 @struct.dataclass(kw_only=True)
@@ -50,6 +97,13 @@ class BitsetDeviceTables:
         of them is 0: the next state's keys neither set nor cleared by the program).
       cond_static: bool[N], the condition's liveness holds whatever the bits (the next state
         is always live, or the program clears one of its keys without setting it).
+      mask_bits: uint32[R, ceil(V/32)], deduplicated packed rows of each state's *static*
+        tokens (bit ``t % 32`` of word ``t // 32`` is token t): those on an edge whose
+        condition holds whatever the bits. Row 0 is all zeros.
+      mask_row: int32[Q], each state's `mask_bits` row.
+      cond_tokens: int32[T], the tokens on a conditional edge in some state (padding: V, out
+        of range, dropped by the mask's scatter); their mask bits are computed per row.
+      cond_token_class: int32[T], their classes (padding: 0, no edge).
     """
 
     token_class: Int[Array, " V"]
@@ -64,10 +118,39 @@ class BitsetDeviceTables:
     cond_id: Int[Array, "Q C"]
     conds: UInt32[Array, "N 3 W"]
     cond_static: Bool[Array, " N"]
+    mask_bits: UInt32[Array, "R VW"]
+    mask_row: Int[Array, " Q"]
+    cond_tokens: Int[Array, " T"]
+    cond_token_class: Int[Array, " T"]
 
     @property
     def words(self) -> int:
         return int(self.programs.shape[2])
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.token_class.shape[0])
+
+    @property
+    def capacity(self) -> BitsetCapacity:
+        """These tables' padded sizes: tables of another schema built with them
+        (``ConstraintTables.from_bitset(..., capacity=tables.bitset.capacity)``) have the
+        same shapes, so they swap into compiled loops with no retrace."""
+        return BitsetCapacity(**self.sizes)
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        """The padded sizes, as `from_tables` keywords: tables of another schema built with
+        them have the same shapes (no retrace)."""
+        return {
+            "states": int(self.next_state.shape[0]),
+            "classes": int(self.next_state.shape[1]),
+            "programs": int(self.programs.shape[0]),
+            "words": self.words,
+            "conditions": int(self.conds.shape[0]),
+            "mask_rows": int(self.mask_bits.shape[0]),
+            "cond_tokens": int(self.cond_tokens.shape[0]),
+        }
 
     @classmethod
     def from_tables(
@@ -80,11 +163,13 @@ class BitsetDeviceTables:
         programs: int | None = None,
         words: int | None = None,
         conditions: int | None = None,
+        mask_rows: int | None = None,
+        cond_tokens: int | None = None,
     ) -> BitsetDeviceTables:
         """Pads ``t`` (a `BitsetTables`) to powers of two, or to the sizes given.
 
         Raises:
-          RuntimeShapeError: ``t`` needs more than a size given.
+          TableCapacityError: ``t`` needs more than a size given.
         """
         q, c = t.next_state.shape
         p, _, w = t.programs.shape
@@ -104,16 +189,24 @@ class BitsetDeviceTables:
         }
         for name, n in need.items():
             if n > have[name]:
-                raise RuntimeShapeError(
+                raise TableCapacityError(
                     f"BitsetDeviceTables.from_tables: expected {name} >= {n:,}, got {have[name]:,}"
                 )
         Q, C, P, W = have["states"], have["classes"], have["programs"], have["words"]
         cond_id, conds, cond_static = _conditions(t, Q, C, W, conditions)
+        token_class = _padded(t.token_class, (vocab_size,), np.int32)
+        mask_bits, mask_row, ctok, ctok_class = _static_rows(
+            token_class, cond_id, conds, cond_static, mask_rows, cond_tokens
+        )
         return cls(
+            mask_bits=jnp.asarray(mask_bits),
+            mask_row=jnp.asarray(mask_row),
+            cond_tokens=jnp.asarray(ctok),
+            cond_token_class=jnp.asarray(ctok_class),
             cond_id=jnp.asarray(cond_id),
             conds=jnp.asarray(conds),
             cond_static=jnp.asarray(cond_static),
-            token_class=jnp.asarray(_padded(t.token_class, (vocab_size,), np.int32)),
+            token_class=jnp.asarray(token_class),
             next_state=jnp.asarray(_padded(t.next_state, (Q, C), np.int32, fill=-1)),
             program=jnp.asarray(_padded(t.program, (Q, C), np.int32)),
             programs=jnp.asarray(_padded(t.programs, (P, 4, W), np.uint32)),
@@ -137,7 +230,7 @@ def _conditions(t, num_states: int, num_classes: int, words: int, size: int | No
     padded: N a power of two (or ``size``), condition 0 never holds.
 
     Raises:
-      RuntimeShapeError: more conditions than ``size``."""
+      TableCapacityError: more conditions than ``size``."""
     q, c = t.next_state.shape
     w = t.programs.shape[2]
     nxt = t.next_state
@@ -150,7 +243,7 @@ def _conditions(t, num_states: int, num_classes: int, words: int, size: int | No
     uniq, inv = np.unique(key[edge], return_inverse=True)
     n = size or bucket(uniq.shape[0] + 1, 8)
     if uniq.shape[0] + 1 > n:
-        raise RuntimeShapeError(
+        raise TableCapacityError(
             f"BitsetDeviceTables.from_tables: expected conditions >= {uniq.shape[0] + 1:,}, "
             f"got {n:,}"
         )
@@ -171,6 +264,64 @@ def _conditions(t, num_states: int, num_classes: int, words: int, size: int | No
     return cond_id, conds, static
 
 
+def _always(conds: np.ndarray, cond_static: np.ndarray) -> np.ndarray:
+    """bool[N]: the conditions that hold whatever the bits (no U, no S, statically live)."""
+    return (conds[:, 0] == 0).all(axis=1) & (conds[:, 1] == 0).all(axis=1) & cond_static
+
+
+def _holds_never(conds: np.ndarray, cond_static: np.ndarray) -> np.ndarray:
+    """bool[N]: the conditions that hold under no bits (condition 0; a next state whose keys
+    are all set by the edge's program)."""
+    never = ~cond_static & (conds[:, 2] == 0).all(axis=1)
+    never |= ((conds[:, 0] & conds[:, 1]) != 0).any(axis=1)
+    return never
+
+
+def _static_rows(token_class, cond_id, conds, cond_static, rows: int | None, size: int | None):
+    """(mask_bits uint32[R, ceil(V/32)], mask_row int32[Q], cond_tokens int32[T],
+    cond_token_class int32[T]): each state's static tokens as a deduplicated packed row, and
+    the tokens on a conditional edge anywhere, padded (R: a power of two >= 8 or ``rows``; T:
+    a power of two >= 8 or ``size``).
+
+    Raises:
+      TableCapacityError: more rows or tokens than ``rows`` / ``size``."""
+    v = token_class.shape[0]
+    always = _always(conds, cond_static)
+    conditional = ~always & ~_holds_never(conds, cond_static)
+    static_cls = always[cond_id]  # [Q, C]; cond_id 0 (no edge) never holds
+    patterns, inverse = np.unique(static_cls, axis=0, return_inverse=True)
+    # row 0 all zeros (padded states); a state without static edges shares it
+    zero = ~patterns.any(axis=1)
+    order = np.cumsum(~zero)  # pattern i -> row order[i] (its 1-based rank), 0 if empty
+    pattern_row = np.where(zero, 0, order).astype(np.int32)
+    n_rows = int((~zero).sum()) + 1
+    r = rows or bucket(n_rows, 8)
+    if n_rows > r:
+        raise TableCapacityError(
+            f"BitsetDeviceTables.from_tables: expected mask_rows >= {n_rows:,}, got {r:,}"
+        )
+    words = (v + 31) // 32
+    mask_bits = np.zeros((r, words), np.uint32)
+    for i in np.flatnonzero(~zero):
+        packed = np.packbits(patterns[i][token_class], bitorder="little")
+        packed = np.pad(packed, (0, words * 4 - packed.shape[0]))
+        mask_bits[pattern_row[i]] = packed.view("<u4")
+    mask_row = pattern_row[inverse.reshape(-1)]
+    cls_conditional = conditional[cond_id].any(axis=0)  # [C]
+    cls_conditional[0] = False
+    tok = np.flatnonzero(cls_conditional[token_class]).astype(np.int32)
+    n = size or bucket(tok.shape[0], 8)
+    if tok.shape[0] > n:
+        raise TableCapacityError(
+            f"BitsetDeviceTables.from_tables: expected cond_tokens >= {tok.shape[0]:,}, got {n:,}"
+        )
+    ctok = np.full(n, v, np.int32)
+    ctok[: tok.shape[0]] = tok
+    ctok_class = np.zeros(n, np.int32)
+    ctok_class[: tok.shape[0]] = token_class[tok]
+    return mask_bits, mask_row, ctok, ctok_class
+
+
 def _test(tables: BitsetDeviceTables, nxt, prog, bits):
     """Edges ``nxt`` (int32[B, ...]) with programs ``prog`` (uint32[B, ..., 4, W]) on each row's
     ``bits`` (uint32[B, W]): (allowed, bits after)."""
@@ -186,20 +337,33 @@ def _test(tables: BitsetDeviceTables, nxt, prog, bits):
 def bitset_mask(
     tables: BitsetDeviceTables, state: Int[Array, " B"], bits: UInt32[Array, "B W"]
 ) -> Bool[Array, "B V"]:
-    """The tokens each row may take next: its edges' tests on its bits, read per token
-    through the class map; EOS where the row's state accepts."""
+    """The tokens each row may take next: its state's static tokens (one packed row,
+    unpacked), the conditional tokens' edge tests on its bits written over them; EOS where
+    the row's state accepts."""
     if bits.ndim != 2 or bits.shape[1] != tables.words or bits.dtype != jnp.uint32:
         raise RuntimeShapeError(
             f"bitset_mask: expected bits uint32[B, {tables.words}], got {bits.dtype}{list(bits.shape)}"
         )
+    n_rows = state.shape[0]
+    v = tables.vocab_size
+    words = tables.mask_bits[tables.mask_row[state]]  # [B, ceil(V/32)]
+    shifts = jnp.arange(32, dtype=jnp.uint32)
+    mask = ((words[:, :, None] >> shifts) & jnp.uint32(1)).astype(jnp.bool_)
+    mask = mask.reshape(n_rows, -1)[:, :v]
+    holds = _holds(tables, bits)  # [B, N]
+    cond = tables.cond_id[state[:, None], tables.cond_token_class[None, :]]  # [B, T]
+    ok = jnp.take_along_axis(holds, cond, axis=1)
+    mask = mask.at[:, tables.cond_tokens].set(ok, mode="drop")
+    acc = tables.accepting[state][:, None]
+    return mask.at[:, tables.eos].set(jnp.broadcast_to(acc, (n_rows, tables.eos.shape[0])))
+
+
+def _holds(tables: BitsetDeviceTables, bits: UInt32[Array, "B W"]) -> Bool[Array, "B N"]:
+    """bool[B, N]: which of the table's edge conditions each row's bits pass."""
     b = bits[:, None, :]  # [B, 1, W] against the N conditions
     u, s, k = tables.conds[None, :, 0], tables.conds[None, :, 1], tables.conds[None, :, 2]
     holds = jnp.all((b & u) == 0, axis=-1) & jnp.all((b & s) == s, axis=-1)
-    holds &= tables.cond_static[None, :] | jnp.any((k & ~b) != 0, axis=-1)  # [B, N]
-    ok = jnp.take_along_axis(holds, tables.cond_id[state], axis=1)  # [B, C]
-    mask = jnp.take(ok, tables.token_class, axis=1)
-    acc = tables.accepting[state][:, None]
-    return mask.at[:, tables.eos].set(jnp.broadcast_to(acc, (state.shape[0], tables.eos.shape[0])))
+    return holds & (tables.cond_static[None, :] | jnp.any((k & ~b) != 0, axis=-1))
 
 
 def bitset_advance(
@@ -217,3 +381,44 @@ def bitset_advance(
     new_state = jnp.where(is_eos, state, jnp.where(good, nxt, -1))
     new_bits = jnp.where((is_eos | ~good)[:, None], bits, after)
     return new_state, new_bits
+
+
+def constraint_tables(t, vocab_size: int, capacity: BitsetCapacity | None = None):
+    """`ConstraintTables` of one bitset constraint (K = 1): the plain arrays are ``t``'s token
+    table read with every bitset (an over-approximation that nothing reads for the mask or
+    the advance), the ``bitset`` block holds the device tables. See
+    `ConstraintTables.from_bitset`."""
+    from automata_jax._tables import ConstraintTables  # _tables imports this module lazily
+
+    if not isinstance(vocab_size, (int, np.integer)) or vocab_size < 1:
+        raise RuntimeShapeError(f"vocab_size: expected a positive int, got {vocab_size!r}")
+    if capacity is not None and not isinstance(capacity, BitsetCapacity):
+        raise RuntimeShapeError(
+            f"capacity: expected a BitsetCapacity (or None), got {type(capacity).__name__}"
+        )
+    eos = np.asarray(t.eos_ids, np.int64)
+    if eos.size == 0 or (eos < 0).any() or (eos >= vocab_size).any():
+        raise RuntimeShapeError(
+            f"ConstraintTables.from_bitset: expected EOS ids in [0, {vocab_size}), got "
+            f"{list(t.eos_ids)}"
+        )
+    sizes = {} if capacity is None else dataclasses.asdict(capacity)
+    dt = BitsetDeviceTables.from_tables(t, int(vocab_size), **sizes)
+    next_state = np.asarray(dt.next_state)
+    accepting = np.asarray(dt.accepting)
+    token_class = np.asarray(dt.token_class).copy()
+    token_class[eos] = 0  # EOS is allowed exactly in accepting states
+    eos_mask = np.zeros(int(vocab_size), bool)
+    eos_mask[eos] = True
+    tables = ConstraintTables(
+        token_class=token_class[None],
+        next_state=next_state[None],
+        accepting=accepting[None],
+        viable=(accepting | (next_state >= 0).any(axis=1))[None],
+        start=np.asarray([int(t.start)], np.int32),
+        eos_mask=eos_mask,
+        num_constraints=np.int32(1),
+        eos_ids=tuple(int(e) for e in t.eos_ids),
+        bitset=dt,
+    )
+    return jax.device_put(tables)

@@ -21,7 +21,9 @@ device against 9.7 MB and 0.8 s to build. So gather is the default; re-measure o
 accelerators (``mask_impl="bitmask"``).
 
 Grammar rows (a PDA constraint) also carry a stack; the context-dependent edges,
-pushes, pops and the stack bound's semantics are in `automata_jax._stack`.
+pushes, pops and the stack bound's semantics are in `automata_jax._stack`. Rows of bitset
+tables (`ConstraintTables.from_bitset`) carry ``bits``, the declared properties written in
+their open objects, which the mask tests and the advance updates (`automata_jax._bitset`).
 """
 
 # ruff: noqa: F722 (jaxtyping shape strings such as "B V" are not Python expressions)
@@ -32,9 +34,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
-from jaxtyping import Array, Bool, Float, Int
+from jaxtyping import Array, Bool, Float, Int, UInt32
 
-from automata_jax import _layout, _stack
+from automata_jax import _bitset, _layout, _stack
 from automata_jax._errors import RuntimeDtypeError, RuntimeShapeError, UnknownConstraintError
 from automata_jax._tables import ConstraintTables
 
@@ -55,6 +57,8 @@ class ConstraintState:
       stack: int32[B, S], grammar rows' stacks (bottom first; S = tables.stack_size, 0
         without grammars); entries at ``depth`` and above are unused.
       depth: int32[B], the number of symbols on each row's stack (0 for DFA rows).
+      bits: uint32[B, W] with bitset tables (`ConstraintTables.from_bitset`), else None: the
+        declared properties each row has written in its open any-order objects.
     """
 
     state: Int[Array, " B"]
@@ -63,6 +67,7 @@ class ConstraintState:
     error: Bool[Array, " B"]
     stack: Int[Array, "B S"]
     depth: Int[Array, " B"]
+    bits: UInt32[Array, "B W"] | None = None
 
     @property
     def batch_size(self) -> int:
@@ -155,13 +160,29 @@ def init_state(tables: ConstraintTables, constraint_ids: Int[Array, " B"]) -> Co
         error=error,
         stack=jnp.zeros((b, tables.stack_size), jnp.int32),
         depth=jnp.zeros((b,), jnp.int32),
+        bits=None if tables.bitset is None else jnp.zeros((b, tables.bitset.words), jnp.uint32),
     )
+
+
+def _bits(tables: ConstraintTables, state: ConstraintState) -> jax.Array:
+    """The rows' bits, checked against the tables' bitset block."""
+    w = tables.bitset.words
+    bits = state.bits
+    if bits is None or bits.ndim != 2 or bits.shape != (state.batch_size, w):
+        got = None if bits is None else f"{bits.dtype}{list(bits.shape)}"
+        raise RuntimeShapeError(
+            f"state.bits: expected uint32[{state.batch_size}, {w}] for tables with a bitset "
+            f"block (init_state makes them), got {got}"
+        )
+    return bits
 
 
 def _class_mask(tables: ConstraintTables, k: jax.Array, q: jax.Array, state=None) -> jax.Array:
     """(bool[B, V], tokens whose (constraint, state, class) transition exists; for grammar
     batches with the row's stack and only if the pushes fit, and bool[B], whether any class is
     allowed (grammar batches only, else None); every class >= 1 has a token below V)."""
+    if tables.bitset is not None:
+        return _bitset.bitset_mask(tables.bitset, q, _bits(tables, state)), None
     if tables.has_stack:
         row_ok = _layout.row(tables, tables.next_state, k, q) >= 0
         row_ok = _stack.class_mask(tables, k, q, state.stack, state.depth, row_ok)
@@ -253,7 +274,9 @@ def advance(
 
     cls = _layout.token_classes(tables, k, q, t)
     nxt = _layout.cell(tables, tables.next_state, k, q, cls)
-    stack, depth = state.stack, state.depth
+    stack, depth, bits = state.stack, state.depth, state.bits
+    if tables.bitset is not None:  # the edge's test on the row's bits (-1: refused), then B'
+        nxt, bits = _bitset.bitset_advance(tables.bitset, q, _bits(tables, state), t)
     if tables.has_stack:
         nxt, stack, depth, _ = _stack.step(tables, k, q, cls, nxt, stack, depth)
     moved = in_range & ~is_eos & (nxt >= 0)
@@ -272,4 +295,5 @@ def advance(
         error=state.error | (active & error),
         stack=jnp.where(keep, stack, state.stack),
         depth=jnp.where(keep[:, 0], depth, state.depth),
+        bits=None if bits is None else jnp.where(keep, bits, state.bits),
     )

@@ -175,6 +175,11 @@ def check(healing: TokenHealing, tables: ConstraintTables, batch: int) -> None:
             "healing: token healing supports DFA constraints only; these tables hold a grammar "
             "(a stack); decode grammar rows without healing"
         )
+    if tables.bitset is not None:
+        raise RuntimeShapeError(
+            "healing: token healing supports DFA constraints only; these tables hold a bitset "
+            "any-order constraint (ConstraintTables.from_bitset); decode it without healing"
+        )
     if healing.heal_len.shape != (batch,):
         raise RuntimeShapeError(
             f"healing.heal_len: expected shape [{batch}] (one per prompt row), got "

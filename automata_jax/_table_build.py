@@ -17,8 +17,14 @@ Sizes = tuple[int, int, int]  # (K, Q, C) padded
 
 def load_dfas(dfas) -> list[TokenDFA]:
     """A `TokenDFA`, an artifact path or a sequence of them, as a list of `TokenDFA`s."""
-    if isinstance(dfas, (TokenDFA, str, os.PathLike)):
+    if isinstance(dfas, (TokenDFA, str, os.PathLike)) or type(dfas).__name__ == "BitsetTables":
         dfas = [dfas]
+    for d in dfas:
+        if type(d).__name__ == "BitsetTables":  # no import: the runtime loads no compiler
+            raise RuntimeShapeError(
+                "ConstraintTables.from_dfas: got BitsetTables (from compile_json_schema_bitset); "
+                "build its tables with ConstraintTables.from_bitset"
+            )
     return [d if isinstance(d, TokenDFA) else TokenDFA.load(d) for d in dfas]
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import Any
 
 import jax
 import numpy as np
@@ -96,6 +97,9 @@ class ConstraintTables:
         and state q of constraint k reads classes ``token_class[class_map[k, q]]`` and the
         row of ``row_len[k, q]`` entries at ``row_start[k, q]``; ``row_width`` (static) is C,
         the widest row. Read them through `automata_jax._layout`.
+      bitset: `automata_jax._bitset.BitsetDeviceTables` or None: tables of one bitset
+        any-order constraint (`from_bitset`); then rows also carry ``ConstraintState.bits``
+        and `allowed_mask` / `advance` test and update them.
     """
 
     token_class: Int[Array, "K V"]
@@ -129,6 +133,8 @@ class ConstraintTables:
     row_start: Int[Array, "K Q"] | None = None
     row_len: Int[Array, "K Q"] | None = None
     row_width: int = struct.field(pytree_node=False, default=0)
+    # --- the bitset any-order block (issue 20; `automata_jax._bitset`): None without it ---
+    bitset: Any = None
 
     # -- sizes ----------------------------------------------------------------------------------
 
@@ -200,9 +206,11 @@ class ConstraintTables:
 
     def __repr__(self) -> str:
         k, q, c = self.padded_shape
+        bitset = "" if self.bitset is None else f", bitset_words={self.bitset.words}"
         return (
             f"ConstraintTables(K={k}, Q={q}, C={c}, V={self.vocab_size}, "
-            f"mask_impl={self.mask_impl!r}, stack_size={self.stack_size}, nbytes={self.nbytes})"
+            f"mask_impl={self.mask_impl!r}{bitset}, stack_size={self.stack_size}, "
+            f"nbytes={self.nbytes})"
         )
 
     # -- construction ---------------------------------------------------------------------------
@@ -307,6 +315,30 @@ class ConstraintTables:
             **forced,
         )
         return jax.device_put(tables)
+
+    @classmethod
+    def from_bitset(cls, bitset_tables, *, vocab_size: int, capacity=None) -> ConstraintTables:
+        """Tables of one JSON Schema compiled with the bitset any-order path
+        (`automata_compile.compile_json_schema_bitset`): constraint id 0 (or -1 for an
+        unconstrained row). Each row carries the declared properties it has written in its
+        open objects as ``uint32[W]`` bits (``ConstraintState.bits``), which `allowed_mask`
+        and `advance` test and update (docs/any_order_bitset.md).
+
+        Args:
+          bitset_tables: an `automata_compile.BitsetTables`.
+          vocab_size: the model's logits width V.
+          capacity: a `BitsetCapacity` (e.g. ``other.bitset.capacity``): fixed padded sizes,
+            so that tables of another schema that fits run in loops compiled for these with
+            no retrace; None pads to powers of two.
+
+        Raises:
+          TableCapacityError: the schema needs more than ``capacity`` (the message names the
+            dimension).
+          RuntimeShapeError: bad ``vocab_size`` or EOS ids.
+        """
+        from automata_jax._bitset import constraint_tables
+
+        return constraint_tables(bitset_tables, vocab_size, capacity)
 
 
 def unconstrained_tables(vocab_size: int, eos_ids: Sequence[int]) -> ConstraintTables:

@@ -14,6 +14,8 @@ import automata_compile
 
 EXPECTED_ALL = [
     "AutomataError",
+    "BitsetIneligible",
+    "BitsetTables",
     "CanonicalError",
     "CompileTimeoutError",
     "EmptyLanguageError",
@@ -44,6 +46,7 @@ EXPECTED_ALL = [
     "compile_dataclass",
     "compile_grammar",
     "compile_json_schema",
+    "compile_json_schema_bitset",
     "compile_regex",
     "compile_tool_calls",
     "dataclass_to_regex",

@@ -39,7 +39,9 @@ B = {
     "required": ["z"],
     "additionalProperties": False,
 }
-SIZES = dict(states=256, classes=256, programs=32, words=1, conditions=64)
+SIZES = dict(
+    states=256, classes=256, programs=32, words=1, conditions=64, mask_rows=32, cond_tokens=64
+)
 
 
 @pytest.fixture(scope="module")
@@ -84,6 +86,28 @@ def test_kernels_match_the_reference(name, jit, tables, llama3_vocab):
     _walks(t, dt, llama3_vocab, m, a, name)
 
 
+@pytest.mark.parametrize("name", ["A", "B"])
+def test_mask_matches_the_reference_on_any_state_and_bits(name, tables):
+    """Every state (padded ones included) under random bitsets, not only the reachable
+    pairs: the static rows and the conditional tokens cover every edge."""
+    t, dt = tables[name]
+    rng = np.random.default_rng(20)
+    q = t.next_state.shape[0]
+    states = np.concatenate([np.arange(q), rng.integers(0, q, 64)]).astype(np.int32)
+    bits = rng.integers(0, 2**32, (states.shape[0], t.words), dtype=np.uint32)
+    bits[::3] &= rng.integers(0, 2**32, (len(bits[::3]), t.words), dtype=np.uint32)
+    bits[::5] = 0
+    got = np.asarray(jax.jit(bitset_mask)(dt, jnp.asarray(states), jnp.asarray(bits)))
+    for r, s in enumerate(states.tolist()):
+        np.testing.assert_array_equal(got[r], reference_mask(t, s, bits[r]))
+    padded = np.asarray(
+        bitset_mask(
+            dt, jnp.asarray([dt.next_state.shape[0] - 1]), jnp.zeros((1, t.words), jnp.uint32)
+        )
+    )
+    assert not padded.any()
+
+
 def test_no_host_callbacks_and_no_retrace(tables):
     traces = []
 
@@ -111,3 +135,7 @@ def test_a_table_past_its_sizes_is_refused(tables, llama3_vocab):
         BitsetDeviceTables.from_tables(t, llama3_vocab.size, states=8)
     with pytest.raises(RuntimeShapeError, match="expected conditions"):
         BitsetDeviceTables.from_tables(t, llama3_vocab.size, conditions=2)
+    with pytest.raises(RuntimeShapeError, match="expected mask_rows"):
+        BitsetDeviceTables.from_tables(t, llama3_vocab.size, mask_rows=2)
+    with pytest.raises(RuntimeShapeError, match="expected cond_tokens"):
+        BitsetDeviceTables.from_tables(t, llama3_vocab.size, cond_tokens=2)

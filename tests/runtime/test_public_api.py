@@ -23,6 +23,7 @@ from automata_jax import (
 
 PUBLIC = [
     "UNCONSTRAINED",
+    "BitsetCapacity",
     "CanonicalTables",
     "ConstraintState",
     "ConstraintTables",

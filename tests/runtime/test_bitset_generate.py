@@ -1,0 +1,225 @@
+"""Bitset any-order tables in `generate` (`ConstraintTables.from_bitset`): greedy outputs
+equal those of the exact any-order token DFA (plain, fast-forward, speculation), finished rows
+are valid instances (jsonschema), an instance in every property order is accepted (the
+device `allowed_mask` / `advance` against the NumPy reference), a second schema of the same
+`BitsetCapacity` runs with no retrace, no host callbacks, and the refusals."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import automata_compile as ac
+import automata_jax as aj
+from automata_compile.tokens import reference_advance, reference_mask
+from automata_jax import ConstraintTables, testing
+from automata_jax.testing import host_callbacks, jaxpr_primitive_names
+
+jsonschema = pytest.importorskip("jsonschema")
+
+BOOL = {"type": "boolean"}
+INT = {"type": "integer", "minimum": 0, "maximum": 9}
+A = {
+    "type": "object",
+    "properties": {
+        "a": INT,
+        "ab": BOOL,
+        "n": {
+            "type": "object",
+            "properties": {"x": BOOL, "y": INT},
+            "required": ["y"],
+            "additionalProperties": False,
+        },
+    },
+    "required": ["ab"],
+    "additionalProperties": False,
+}
+B = {
+    "type": "object",
+    "properties": {k: BOOL for k in "uvwxyz"},
+    "required": ["z"],
+    "additionalProperties": False,
+}
+SCHEMAS = {"A": A, "B": B}
+CAPACITY = aj.BitsetCapacity(
+    states=128, classes=128, words=1, programs=16, conditions=64, mask_rows=64, cond_tokens=64
+)
+
+
+class CountingStep:
+    """Wraps a step function and counts how often it is traced."""
+
+    def __init__(self, fn):
+        self.fn, self.calls = fn, 0
+
+    def __call__(self, *args, **kwargs):
+        self.calls += 1
+        return self.fn(*args, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def setup():
+    vocab = testing.default_vocabulary()
+    model, params = testing.tiny_model(vocab.size)
+    tables = {}
+    for name, schema in SCHEMAS.items():
+        bt = ac.compile_json_schema_bitset(schema, vocab, whitespace="compact")
+        dfa = ac.compile_json_schema(schema, vocab, whitespace="compact")  # exact any order
+        tables[name] = (
+            ConstraintTables.from_bitset(bt, vocab_size=vocab.size, capacity=CAPACITY),
+            ConstraintTables.from_dfas([dfa], vocab_size=vocab.size),
+        )
+    return vocab, model, params, tables
+
+
+def _run(model, step, params, tables, sampler=None, rng=0, **kw):
+    prompts, mask = aj.pad_prompts([[1, 100 + i] for i in range(4)])
+    return aj.generate(
+        step, params, prompts, tables, np.zeros(4, np.int32), sampler=sampler or aj.Greedy(),
+        max_new_tokens=40, rng=jax.random.key(rng), prompt_mask=mask, cache=model.init_cache,
+        **kw,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["A", "B"])
+def test_greedy_outputs_equal_the_exact_any_order_tables(name, setup):
+    vocab, model, params, tables = setup
+    bitset, exact = tables[name]
+    want = _run(model, model.apply_step, params, exact)
+    validator = jsonschema.Draft202012Validator(SCHEMAS[name])
+    for kw in ({}, {"fast_forward": True}, {"speculate": True}):
+        got = _run(model, model.apply_step, params, bitset, **kw)
+        np.testing.assert_array_equal(np.asarray(got.tokens), np.asarray(want.tokens), str(kw))
+        np.testing.assert_array_equal(np.asarray(got.accepted), np.asarray(want.accepted))
+        assert not np.asarray(got.states.error).any()
+    assert np.asarray(want.accepted).any()
+    for row, n, ok in zip(
+        np.asarray(got.tokens), np.asarray(got.lengths), got.accepted, strict=True
+    ):
+        if bool(ok):
+            validator.validate(json.loads(vocab.decode(row[:n].tolist())))
+
+
+def test_sampled_rows_are_valid_instances(setup):
+    vocab, model, params, tables = setup
+    for name in SCHEMAS:
+        bitset, _ = tables[name]
+        validator = jsonschema.Draft202012Validator(SCHEMAS[name])
+        out = _run(model, model.apply_step, params, bitset, sampler=aj.Temperature(1.0))
+        assert not np.asarray(out.states.error).any()
+        for row, n, ok in zip(
+            np.asarray(out.tokens), np.asarray(out.lengths), out.accepted, strict=True
+        ):
+            if bool(ok):
+                validator.validate(json.loads(vocab.decode(row[:n].tolist())))
+
+
+def test_every_property_order_is_accepted(llama3_vocab):
+    """An instance of B in all 24 orders of four properties (and one of A's nesting): every
+    token allowed by the device mask and by the reference, the device advance equal to the
+    reference's, EOS allowed at the end; a repeated key is refused."""
+    vocab = llama3_vocab
+    instances = []
+    for keys in itertools.permutations(["u", "x", "y", "z"]):
+        instances.append({k: k != "x" for k in keys})
+    instances.append({"n": {"y": 3, "x": True}, "ab": False, "a": 1})
+    t = ac.compile_json_schema_bitset(B, vocab)
+    ta = ac.compile_json_schema_bitset(A, vocab)
+    mask, advance = jax.jit(aj.allowed_mask), jax.jit(aj.advance)
+    for inst in instances:
+        bt = ta if "n" in inst else t
+        tables = ConstraintTables.from_bitset(bt, vocab_size=vocab.size)
+        text = json.dumps(inst, separators=(",", ":"))
+        jsonschema.validate(inst, A if "n" in inst else B)
+        state = aj.init_state(tables, jnp.zeros((1,), jnp.int32))
+        q, bits = bt.start, np.zeros(bt.words, np.uint32)
+        for tok in vocab.encode(text):
+            want = reference_mask(bt, q, bits)
+            assert want[tok], (text, tok)
+            np.testing.assert_array_equal(np.asarray(mask(tables, state))[0], want)
+            q, bits = reference_advance(bt, q, bits, tok)
+            state = advance(tables, state, jnp.asarray([tok], jnp.int32))
+            assert int(state.state[0]) == q and not bool(state.error[0])
+            np.testing.assert_array_equal(np.asarray(state.bits[0]), bits)
+        eos = vocab.eos_ids[0]
+        assert bool(np.asarray(mask(tables, state))[0, eos])
+        assert bool(advance(tables, state, jnp.asarray([eos], jnp.int32)).done[0])
+    # a repeated key: '{"u":true,"u"' is refused at the second key's closing quote
+    tables = ConstraintTables.from_bitset(t, vocab_size=vocab.size)
+    state = aj.init_state(tables, jnp.zeros((1,), jnp.int32))
+    ok = True
+    for tok in vocab.encode('{"u":true,"u":true,"z":true}'):
+        ok = ok and bool(np.asarray(mask(tables, state))[0, tok])
+        state = advance(tables, state, jnp.asarray([tok], jnp.int32))
+    assert not ok and bool(state.error[0])
+
+
+def test_a_second_schema_of_one_capacity_runs_with_no_retrace(setup):
+    from automata_jax import _generate
+
+    _, model, params, tables = setup
+    counting = CountingStep(model.apply_step)
+    compiled = []
+    for name in ("A", "B", "A"):
+        bitset, _ = tables[name]
+        assert bitset.bitset.capacity == CAPACITY
+        _run(model, counting, params, bitset, sampler=aj.Temperature(1.0), rng=3)
+        compiled.append(_generate._generate_jit._cache_size())
+    assert counting.calls == 2  # one trace: prefill + loop body
+    assert compiled[1:] == compiled[:1] * 2
+
+
+def test_jaxpr_has_no_host_callbacks(setup):
+    _, model, params, tables = setup
+    bitset, _ = tables["A"]
+    prompts, mask = aj.pad_prompts([[1, 2], [3]])
+
+    def fn(params, tokens, mask, tables, ids, rng):
+        return aj.generate(
+            model.apply_step, params, tokens, tables, ids, sampler=aj.TopP(0.9),
+            max_new_tokens=8, rng=rng, prompt_mask=mask, cache=model.init_cache,
+        )  # fmt: skip
+
+    closed = jax.make_jaxpr(fn)(
+        params, prompts, mask, bitset, jnp.array([0, -1]), jax.random.key(0)
+    )
+    names = jaxpr_primitive_names(closed)
+    assert "while" in names
+    assert not host_callbacks(names), names
+
+
+def test_refusals(setup, llama3_vocab):
+    vocab, model, params, tables = setup
+    free = {"type": "object", "properties": {"a": {}, "b": BOOL}}  # a free value: rules
+    with pytest.raises(ac.BitsetIneligible, match="grammar rules"):
+        ac.compile_json_schema_bitset(free, vocab)
+    with pytest.raises(ac.BitsetIneligible, match="declared"):
+        ac.compile_json_schema_bitset(B, vocab, property_order="declared")
+    bt = ac.compile_json_schema_bitset(A, vocab, whitespace="compact")
+    with pytest.raises(aj.TableCapacityError, match="expected states >= "):
+        ConstraintTables.from_bitset(
+            bt, vocab_size=vocab.size, capacity=aj.BitsetCapacity(states=8, classes=128)
+        )
+    with pytest.raises(aj.RuntimeShapeError, match="BitsetCapacity"):
+        ConstraintTables.from_bitset(bt, vocab_size=vocab.size, capacity=aj.TableCapacity(8, 8))
+    with pytest.raises(aj.RuntimeShapeError, match="from_bitset"):
+        ConstraintTables.from_dfas(bt, vocab_size=vocab.size)
+    with pytest.raises(aj.RuntimeShapeError, match="from_bitset"):
+        ConstraintTables.from_dfas([bt], vocab_size=vocab.size)
+    bitset, _ = tables["A"]
+    short, healing = aj.heal_prompts([[1, 100]], vocab.tokens, vocab_size=vocab.size)
+    prompts, mask = aj.pad_prompts(short)
+    with pytest.raises(aj.RuntimeShapeError, match="bitset"):
+        aj.generate(
+            model.apply_step, params, prompts, bitset, np.zeros(1, np.int32),
+            max_new_tokens=4, rng=jax.random.key(0), prompt_mask=mask, sampler=aj.Greedy(),
+            cache=model.init_cache, healing=healing,
+        )  # fmt: skip
+    state = aj.init_state(tables["A"][1], jnp.zeros((1,), jnp.int32))  # no bits
+    with pytest.raises(aj.RuntimeShapeError, match="state.bits"):
+        aj.allowed_mask(bitset, state)
