@@ -24,7 +24,9 @@ whose chunk would leave too few slots to finish every row with single steps feed
 token per row instead (so a cache never overflows; ``--max-new-tokens`` is honoured).
 The logits used next are those of each row's last fed token; a ``step_fn`` that
 accepts a ``logits_at`` keyword (int32[B]) computes only those (saves the output layer
-on the forced slots), otherwise they are gathered from the full ``[B, W, V]`` logits.
+on the forced slots), otherwise they are gathered from the full ``[B, W, V]`` logits. A step
+declares the keyword with a ``takes_logits_at = True`` attribute (`accepts_logits_at`; a plain
+function's signature is the fallback).
 
 **The lead.** A row whose constraint forces a run at its start (``{"name":"`` for an object
 whose first property is required) would feed it in a call of its own right after the prefill,
@@ -43,6 +45,7 @@ generated tokens (``max_new_tokens`` caps the total, cutting a run short if need
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 from typing import Any
 
@@ -141,12 +144,44 @@ def policy(fast_forward, tables) -> FastForward | None:
     return chosen.resolve(full_width=chunk_width(tables))
 
 
+LOGITS_AT = "takes_logits_at"
+"""The attribute a step function declares its ``logits_at`` keyword with (see `accepts_logits_at`)."""
+
+
 def accepts_logits_at(step_fn) -> bool:
-    """Whether ``step_fn`` takes a ``logits_at`` keyword (see the module docstring)."""
+    """Whether the loops may pass ``step_fn`` a ``logits_at`` keyword (see the module docstring).
+
+    A declared capability first: ``step_fn.takes_logits_at`` (`LOGITS_AT`; a function's
+    attribute, which a bound method reads from its function, or a callable object's class
+    attribute), ``True`` or ``False``; for a `functools.partial`, its function's. Only an
+    undeclared callable falls back to its signature: a parameter named ``logits_at``.
+
+    Raises:
+      RuntimeShapeError: an undeclared ``step_fn`` whose signature takes ``**kwargs``
+        (a forwarder: it may or may not pass ``logits_at`` on, and guessing wrong makes
+        every call compute the logits at every fed slot, a prefill's whole prompt).
+    """
+    target = step_fn
+    while True:
+        declared = getattr(target, LOGITS_AT, None)
+        if declared is not None:
+            return bool(declared)
+        if not isinstance(target, functools.partial):
+            break
+        target = target.func
     try:
-        return "logits_at" in inspect.signature(step_fn).parameters
+        parameters = inspect.signature(step_fn).parameters
     except (TypeError, ValueError):
         return False
+    if "logits_at" in parameters:
+        return True
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        raise RuntimeShapeError(
+            f"step_fn {step_fn!r} takes **kwargs, so the decode loops cannot tell whether it "
+            f"takes a `logits_at` keyword; declare it: set its `{LOGITS_AT}` attribute to True "
+            f"(it computes only the logits of slot logits_at[b] per row, shape [B, 1, V]) or False"
+        )
+    return False
 
 
 def check_cache(cache) -> None:

@@ -255,6 +255,8 @@ class _PrefixStep:
     model: Any
     prefix_len: int
 
+    takes_logits_at = True  # declared: `automata_jax._fast_forward.accepts_logits_at`
+
     def __call__(self, params, tokens, positions, input_mask, cache, logits_at=None):
         shift = jnp.sum(cache.valid[:, : self.prefix_len], axis=1, dtype=jnp.int32)
         return self.model.apply_step(

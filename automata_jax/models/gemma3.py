@@ -401,6 +401,9 @@ def apply_step(
     return logits, new_cache
 
 
+apply_step.takes_logits_at = True  # declared for `functools.partial(apply_step, config)`
+
+
 @dataclasses.dataclass(frozen=True)
 class Gemma3:
     """A Gemma-3 text decoder bound to its config: thin methods over the pure functions.
@@ -430,11 +433,12 @@ class Gemma3:
         cache: KVCache,
         logits_at: Int[Array, " B"] | None = None,
     ) -> tuple[Float[Array, "B T V"], KVCache]:
-        """`apply_step` with this config. The parameters are spelled out (not ``*args``):
-        the decode loops look for a ``logits_at`` parameter in the step's signature
-        (`automata_jax._fast_forward.accepts_logits_at`) and, without one, compute the
-        logits at every fed slot (the prefill's whole prompt)."""
+        """`apply_step` with this config. It declares ``logits_at`` (``takes_logits_at``,
+        read by `automata_jax._fast_forward.accepts_logits_at`): without it the decode loops
+        would compute the logits at every fed slot (the prefill's whole prompt)."""
         return apply_step(self.config, params, tokens, positions, input_mask, cache, logits_at)
+
+    apply_step.takes_logits_at = True
 
     def num_params(self, params: Params) -> int:
         return num_params(params)
