@@ -58,7 +58,13 @@ from jaxtyping import Array, Int
 from automata_jax import _canonical
 from automata_jax._constraint import ConstraintState, advance, allowed_mask, mask_logits
 from automata_jax._errors import RuntimeShapeError
-from automata_jax._loop import LoopConfig, LoopStart, cache_room
+from automata_jax._loop import (
+    LoopConfig,
+    LoopStart,
+    cache_room,
+    defers_cache_write,
+    switch_calls,
+)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -279,6 +285,8 @@ def ff_loop(config: LoopConfig, start: LoopStart, canonical=None, prev0=None, ha
     slots = jnp.arange(w, dtype=jnp.int32)
     rows = jnp.arange(b)
     with_logits_at = accepts_logits_at(step_fn)
+    deferred = defers_cache_write(step_fn, cache) and len(widths) > 1
+    deferring = {} if not deferred else dict(write_cache=False)  # see `switch_calls`
 
     def run_of(st, q):
         """(forced tokens [B, F], length [B], states after each [B, F]) of state q per row."""
@@ -372,7 +380,7 @@ def ff_loop(config: LoopConfig, start: LoopStart, canonical=None, prev0=None, ha
 
         def single(cache):
             out, cache = step_fn(
-                params, tokens[:, :1], positions[:, None], (count > 0)[:, None], cache
+                params, tokens[:, :1], positions[:, None], (count > 0)[:, None], cache, **deferring
             )
             return out[:, 0].astype(jnp.float32), cache
 
@@ -383,11 +391,11 @@ def ff_loop(config: LoopConfig, start: LoopStart, canonical=None, prev0=None, ha
                 mask = slots[None, :width] < count[:, None]
                 if with_logits_at:
                     out, cache = step_fn(
-                        params, tokens[:, :width], pos, mask, cache, logits_at=last
+                        params, tokens[:, :width], pos, mask, cache, logits_at=last, **deferring
                     )
                     out = out[:, 0]
                 else:
-                    out, cache = step_fn(params, tokens[:, :width], pos, mask, cache)
+                    out, cache = step_fn(params, tokens[:, :width], pos, mask, cache, **deferring)
                     out = jnp.take_along_axis(out, last[:, None, None], axis=1)[:, 0]
                 if cache is not None:
                     cache = cache.replace(end_index=start + jnp.max(count))
@@ -396,9 +404,7 @@ def ff_loop(config: LoopConfig, start: LoopStart, canonical=None, prev0=None, ha
             return run
 
         branches = [single] + [chunked(width) for width in widths[1:]]
-        if len(branches) == 1:
-            return single(cache)
-        return jax.lax.switch(choice, branches, cache)
+        return switch_calls(choice, branches, widths, cache, deferred)
 
     def room_of(cache):
         return cache_room(cache, cache_length)
