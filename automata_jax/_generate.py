@@ -338,6 +338,7 @@ def generate(
     if capacity < n:
         raise RuntimeShapeError(f"buffer_length: expected >= max_new_tokens ({n}), got {capacity}")
     fast_forward = _fast_forward.policy(fast_forward, tables)  # None: off
+    _fast_forward.accepts_logits_at(step_fn)  # an undeclared forwarder fails before tracing
     if healing is not None:
         _healing.check(healing, tables, prompt_tokens.shape[0])
         if n < 2:
