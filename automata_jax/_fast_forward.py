@@ -24,7 +24,9 @@ whose chunk would leave too few slots to finish every row with single steps feed
 token per row instead (so a cache never overflows; ``--max-new-tokens`` is honoured).
 The logits used next are those of each row's last fed token; a ``step_fn`` that
 accepts a ``logits_at`` keyword (int32[B]) computes only those (saves the output layer
-on the forced slots), otherwise they are gathered from the full ``[B, W, V]`` logits.
+on the forced slots), otherwise they are gathered from the full ``[B, W, V]`` logits. A step
+declares the keyword with a ``takes_logits_at = True`` attribute (`accepts_logits_at`; a plain
+function's signature is the fallback).
 
 **The lead.** A row whose constraint forces a run at its start (``{"name":"`` for an object
 whose first property is required) would feed it in a call of its own right after the prefill,
@@ -43,6 +45,7 @@ generated tokens (``max_new_tokens`` caps the total, cutting a run short if need
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 from typing import Any
 
@@ -55,7 +58,13 @@ from jaxtyping import Array, Int
 from automata_jax import _canonical
 from automata_jax._constraint import ConstraintState, advance, allowed_mask, mask_logits
 from automata_jax._errors import RuntimeShapeError
-from automata_jax._loop import LoopConfig, LoopStart, cache_room
+from automata_jax._loop import (
+    LoopConfig,
+    LoopStart,
+    cache_room,
+    defers_cache_write,
+    switch_calls,
+)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -141,12 +150,44 @@ def policy(fast_forward, tables) -> FastForward | None:
     return chosen.resolve(full_width=chunk_width(tables))
 
 
+LOGITS_AT = "takes_logits_at"
+"""The attribute a step function declares its ``logits_at`` keyword with (see `accepts_logits_at`)."""
+
+
 def accepts_logits_at(step_fn) -> bool:
-    """Whether ``step_fn`` takes a ``logits_at`` keyword (see the module docstring)."""
+    """Whether the loops may pass ``step_fn`` a ``logits_at`` keyword (see the module docstring).
+
+    A declared capability first: ``step_fn.takes_logits_at`` (`LOGITS_AT`; a function's
+    attribute, which a bound method reads from its function, or a callable object's class
+    attribute), ``True`` or ``False``; for a `functools.partial`, its function's. Only an
+    undeclared callable falls back to its signature: a parameter named ``logits_at``.
+
+    Raises:
+      RuntimeShapeError: an undeclared ``step_fn`` whose signature takes ``**kwargs``
+        (a forwarder: it may or may not pass ``logits_at`` on, and guessing wrong makes
+        every call compute the logits at every fed slot, a prefill's whole prompt).
+    """
+    target = step_fn
+    while True:
+        declared = getattr(target, LOGITS_AT, None)
+        if declared is not None:
+            return bool(declared)
+        if not isinstance(target, functools.partial):
+            break
+        target = target.func
     try:
-        return "logits_at" in inspect.signature(step_fn).parameters
+        parameters = inspect.signature(step_fn).parameters
     except (TypeError, ValueError):
         return False
+    if "logits_at" in parameters:
+        return True
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        raise RuntimeShapeError(
+            f"step_fn {step_fn!r} takes **kwargs, so the decode loops cannot tell whether it "
+            f"takes a `logits_at` keyword; declare it: set its `{LOGITS_AT}` attribute to True "
+            f"(it computes only the logits of slot logits_at[b] per row, shape [B, 1, V]) or False"
+        )
+    return False
 
 
 def check_cache(cache) -> None:
@@ -244,6 +285,8 @@ def ff_loop(config: LoopConfig, start: LoopStart, canonical=None, prev0=None, ha
     slots = jnp.arange(w, dtype=jnp.int32)
     rows = jnp.arange(b)
     with_logits_at = accepts_logits_at(step_fn)
+    deferred = defers_cache_write(step_fn, cache) and len(widths) > 1
+    deferring = {} if not deferred else dict(write_cache=False)  # see `switch_calls`
 
     def run_of(st, q):
         """(forced tokens [B, F], length [B], states after each [B, F]) of state q per row."""
@@ -337,7 +380,7 @@ def ff_loop(config: LoopConfig, start: LoopStart, canonical=None, prev0=None, ha
 
         def single(cache):
             out, cache = step_fn(
-                params, tokens[:, :1], positions[:, None], (count > 0)[:, None], cache
+                params, tokens[:, :1], positions[:, None], (count > 0)[:, None], cache, **deferring
             )
             return out[:, 0].astype(jnp.float32), cache
 
@@ -348,11 +391,11 @@ def ff_loop(config: LoopConfig, start: LoopStart, canonical=None, prev0=None, ha
                 mask = slots[None, :width] < count[:, None]
                 if with_logits_at:
                     out, cache = step_fn(
-                        params, tokens[:, :width], pos, mask, cache, logits_at=last
+                        params, tokens[:, :width], pos, mask, cache, logits_at=last, **deferring
                     )
                     out = out[:, 0]
                 else:
-                    out, cache = step_fn(params, tokens[:, :width], pos, mask, cache)
+                    out, cache = step_fn(params, tokens[:, :width], pos, mask, cache, **deferring)
                     out = jnp.take_along_axis(out, last[:, None, None], axis=1)[:, 0]
                 if cache is not None:
                     cache = cache.replace(end_index=start + jnp.max(count))
@@ -361,9 +404,7 @@ def ff_loop(config: LoopConfig, start: LoopStart, canonical=None, prev0=None, ha
             return run
 
         branches = [single] + [chunked(width) for width in widths[1:]]
-        if len(branches) == 1:
-            return single(cache)
-        return jax.lax.switch(choice, branches, cache)
+        return switch_calls(choice, branches, widths, cache, deferred)
 
     def room_of(cache):
         return cache_room(cache, cache_length)

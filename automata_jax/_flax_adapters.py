@@ -11,8 +11,10 @@ inside the model instead: NNX modules in `flax.nnx.Cache` variables, linen modul
 * `LinenStep` wraps ``module.apply({"params": params, "cache": cache}, ..., mutable=["cache"])``.
 
 Both adapters take `generate`'s ``logits_at`` keyword (the prefill needs the last slot's
-logits only): they pass it on to a module call that takes it, and otherwise pick that slot
-from the full logits. Both are frozen dataclasses (hashable, compared by value), so passing the same
+logits only; both declare it, ``takes_logits_at = True``): they pass it on to a module call
+that takes it (declared, or a ``logits_at`` parameter; see
+`automata_jax._fast_forward.accepts_logits_at`), and otherwise pick that slot from the full
+logits. Both are frozen dataclasses (hashable, compared by value), so passing the same
 adapter, or an equal one, to `generate` reuses its compilation. Nothing runs on the host:
 the adapters only trace the model inside `generate`'s jit.
 
@@ -100,6 +102,8 @@ class NnxStep:
     abstract: tuple[Any, tuple[jax.ShapeDtypeStruct, ...]]
     call: Callable = call_module
     init: Callable = init_module_cache
+
+    takes_logits_at = True  # declared: `accepts_logits_at`
 
     def __call__(self, params, tokens, positions, input_mask, cache, logits_at=None):
         """``(params, tokens, positions, input_mask, cache) -> (logits, cache)``: merges the
@@ -220,6 +224,8 @@ class LinenStep:
 
     module: Any
     method: str | Callable | None = None
+
+    takes_logits_at = True  # declared: `accepts_logits_at`
 
     def __post_init__(self):
         import flax.linen as nn

@@ -9,7 +9,9 @@ The model is a pair of pure functions (the contract `automata_jax.models` follow
 A ``step_fn`` with a ``logits_at`` keyword (int32[B], one slot per row; logits [B, 1, V], as
 `automata_jax.models.Gemma3.apply_step`) computes only the logits the loop uses: the prefill's
 last slot, and each fast-forward chunk's last fed slot. The prefill of a 262k-vocabulary model
-then skips its output layer on every other prompt slot.
+then skips its output layer on every other prompt slot. The step declares it
+(``step_fn.takes_logits_at = True``; `automata_jax._fast_forward.accepts_logits_at`), and may
+declare ``defers_cache_write`` (`automata_jax._loop.defers_cache_write`).
 
 Nothing per token runs on the host: masking, sampling and the DFA step are device
 gathers inside the loop. Configuration (the step function, the sampler, the output
@@ -336,6 +338,7 @@ def generate(
     if capacity < n:
         raise RuntimeShapeError(f"buffer_length: expected >= max_new_tokens ({n}), got {capacity}")
     fast_forward = _fast_forward.policy(fast_forward, tables)  # None: off
+    _fast_forward.accepts_logits_at(step_fn)  # an undeclared forwarder fails before tracing
     if healing is not None:
         _healing.check(healing, tables, prompt_tokens.shape[0])
         if n < 2:

@@ -12,6 +12,8 @@ the same with ``SamplingState`` and ``SamplerLoop``).
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -19,7 +21,15 @@ import jax.numpy as jnp
 from flax import struct
 from jaxtyping import Array, Bool, Float, Int
 
-__all__ = ["LoopConfig", "LoopInputs", "LoopStart", "cache_room"]
+__all__ = [
+    "LoopConfig",
+    "LoopInputs",
+    "LoopStart",
+    "cache_room",
+    "defers_cache_write",
+    "switch_calls",
+    "write_cache",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,3 +108,86 @@ def cache_room(cache, cache_length) -> Int[Array, ""]:
     if cache is None or cache_length is None:
         return jnp.int32(2**30)
     return cache_length - cache.end_index
+
+
+DEFERS_CACHE_WRITE = "defers_cache_write"
+"""The attribute a step function declares ``write_cache=False`` with (`defers_cache_write`)."""
+
+
+def defers_cache_write(step_fn, cache) -> bool:
+    """Whether the chunked loops may call ``step_fn(..., write_cache=False)``.
+
+    Such a step only reads the cache and returns, in its place, the update: a pytree of
+    the cache's structure whose leaves of rank >= 2 hold the ``T`` new slots on axis 1
+    (the cache's leaves of rank >= 2 have their slots on axis 1), and whose other leaves
+    (``end_index``) replace the cache's, as `automata_jax.models.gemma3.apply_step` does.
+    The loops then write the update after their ``lax.switch`` over call widths
+    (`switch_calls`): XLA copies a cache that a branch writes (every layer's keys and
+    values, each call), while one written after the switch is updated in place.
+
+    A declared capability: ``step_fn.defers_cache_write = True`` (a function's attribute,
+    which a bound method reads from its function, or a callable object's class attribute;
+    for a `functools.partial`, its function's). Undeclared: False (the step writes).
+    """
+    if cache is None:
+        return False
+    target = step_fn
+    while True:
+        declared = getattr(target, DEFERS_CACHE_WRITE, None)
+        if declared is not None:
+            return bool(declared)
+        if not isinstance(target, functools.partial):
+            return False
+        target = target.func
+
+
+def write_cache(cache, update, start: Int[Array, ""], count: Int[Array, ""]):
+    """``cache`` with the first ``count`` slots of ``update`` (see `defers_cache_write`)
+    written at slots ``[start, start + count)`` (past the cache's end: dropped), and the
+    update's other leaves."""
+
+    def write(old, new):
+        if old.ndim < 2:
+            return new
+        at = jnp.arange(new.shape[1], dtype=jnp.int32)
+        idx = jnp.where(at < count, start + at, old.shape[1])
+        return old.at[:, idx].set(new.astype(old.dtype), mode="drop")
+
+    return jax.tree.map(write, cache, update)
+
+
+def switch_calls(
+    choice: Int[Array, ""],
+    branches: Sequence[Callable],
+    widths: Sequence[int],
+    cache,
+    deferred: bool,
+):
+    """``branches[choice](cache) -> (out, cache)``: model calls of ``widths[choice]`` slots,
+    in a ``lax.switch`` (one branch: called as is). With ``deferred`` (`defers_cache_write`),
+    each branch calls its step with ``write_cache=False`` and returns the update instead of
+    the cache; it is padded to the widest width, returned from the switch and written
+    after it (`write_cache`), so the cache is updated in place."""
+    if not deferred:
+        return branches[0](cache) if len(branches) == 1 else jax.lax.switch(choice, branches, cache)
+    w_max = max(widths)
+
+    def padded(branch):
+        def run(cache):
+            out, update = branch(cache)
+
+            def pad(old, new):
+                if old.ndim < 2:
+                    return new
+                widths = [(0, 0)] * new.ndim
+                widths[1] = (0, w_max - new.shape[1])
+                return jnp.pad(new, widths)
+
+            return out, jax.tree.map(pad, cache, update)
+
+        return run
+
+    fns = [padded(branch) for branch in branches]
+    out, update = fns[0](cache) if len(fns) == 1 else jax.lax.switch(choice, fns, cache)
+    width = jnp.asarray(widths, jnp.int32)[choice]
+    return out, write_cache(cache, update, cache.end_index, width)

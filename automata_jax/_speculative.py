@@ -69,7 +69,13 @@ from automata_jax import _draft
 from automata_jax._constraint import advance, mask_logits
 from automata_jax._errors import RuntimeShapeError
 from automata_jax._fast_forward import FastForward, FastForwardState, accepts_logits_at, chunk_width
-from automata_jax._loop import LoopConfig, LoopStart, cache_room
+from automata_jax._loop import (
+    LoopConfig,
+    LoopStart,
+    cache_room,
+    defers_cache_write,
+    switch_calls,
+)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -305,6 +311,8 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
     slots = jnp.arange(w_max, dtype=jnp.int32)
     rows = jnp.arange(b)
     with_logits_at = accepts_logits_at(step_fn)
+    deferred = defers_cache_write(step_fn, cache) and len(calls_of) > 1
+    deferring = {} if not deferred else dict(write_cache=False)  # see `switch_calls`
     valid = getattr(cache, "valid", None)
     cache_length = None if valid is None else valid.shape[1]
 
@@ -527,14 +535,14 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
                 mask = slots[None, :width] < feed[:, None]
                 where = jnp.minimum(at[:, :n_logits], width - 1)
                 if with_logits_at and n_logits == 1 and width == 1:
-                    out, cache = step_fn(params, tokens[:, :1], pos, mask, cache)
+                    out, cache = step_fn(params, tokens[:, :1], pos, mask, cache, **deferring)
                 elif with_logits_at:
                     slot = where[:, 0] if n_logits == 1 else where
                     out, cache = step_fn(
-                        params, tokens[:, :width], pos, mask, cache, logits_at=slot
+                        params, tokens[:, :width], pos, mask, cache, logits_at=slot, **deferring
                     )
                 else:
-                    out, cache = step_fn(params, tokens[:, :width], pos, mask, cache)
+                    out, cache = step_fn(params, tokens[:, :width], pos, mask, cache, **deferring)
                     out = jnp.take_along_axis(out, where[:, :, None], axis=1)
                 out = out.astype(jnp.float32)
                 if n_logits < j_max:  # slots this branch verifies nothing at
@@ -544,9 +552,7 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
             return run
 
         fns = [branch(w, j) for w, j in calls_of]
-        if len(fns) == 1:
-            return fns[0](cache)
-        return jax.lax.switch(choice, fns, cache)
+        return switch_calls(choice, fns, [w for w, _ in calls_of], cache, deferred)
 
     def fed_drafts(st, tokens, head, feed):
         """The fed drafts (int32[B, D], count [B]), the states after each prefix of them

@@ -40,6 +40,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 from unittest import mock
 
 import jax
@@ -118,6 +119,19 @@ class OracleModel:
         logits = jax.nn.one_hot(target, self.vocab_size, dtype=jnp.float32)
         valid = jax.lax.dynamic_update_slice(cache.valid, input_mask, (0, cache.end_index))
         return logits, cache.replace(valid=valid, end_index=cache.end_index + tokens.shape[1])
+
+
+@dataclasses.dataclass(frozen=True)
+class _WritesInBranch:
+    """``model.apply_step`` as the loops called it before session 12: it writes its cache
+    inside the loops' ``lax.switch`` over call widths (`automata_jax._loop.switch_calls`)."""
+
+    model: Any
+    takes_logits_at = True
+    defers_cache_write = False
+
+    def __call__(self, params, tokens, positions, input_mask, cache, logits_at=None):
+        return self.model.apply_step(params, tokens, positions, input_mask, cache, logits_at)
 
 
 def _lead(on: bool):
@@ -383,6 +397,11 @@ def main(argv=None) -> int:
         loops["ff+spec_cal_slots+lcspell"] = dict(
             fast_forward=True, speculate=cal_slots, keys="spell"
         )
+    # The loops before session 12: the step writes its cache inside the switch over widths.
+    loops["ff@branch"] = dict(fast_forward=True, step="branch")
+    loops["ff+spec+lcspell@branch"] = dict(
+        fast_forward=True, speculate=True, keys="spell", step="branch"
+    )
     chosen = [k for k in args.loops.split(",") if k]
     unknown = sorted(set(chosen) - set(loops))
     if unknown or "ff" not in chosen:
@@ -425,6 +444,7 @@ def main(argv=None) -> int:
                     start, cpu_start = time.perf_counter(), time.process_time()
                     kw = dict(loops[loop])
                     lead = kw.pop("lead", True)
+                    step = _WritesInBranch(model) if kw.pop("step", None) else model.apply_step
                     keyed = kw.pop("keys", False)
                     if keyed:  # built on the host with the prompts, as the job does
                         spellings = None
@@ -438,7 +458,7 @@ def main(argv=None) -> int:
                     kws[loop] = kw, lead
                     with _lead(lead):
                         out = aj.generate(
-                            model.apply_step, params, tokens, tables, cids, sampler=aj.Greedy(),
+                            step, params, tokens, tables, cids, sampler=aj.Greedy(),
                             max_new_tokens=args.max_new_tokens, rng=jax.random.key(0),
                             prompt_mask=mask, cache=cache_fn, **kw,
                         )  # fmt: skip

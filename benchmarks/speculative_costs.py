@@ -7,6 +7,13 @@ of each (w, j) on the real Gemma-3 270M at the job's batch and cache size (inter
 too, and writes each cost as a multiple of the one-token call: the measured table that
 ``aj.Speculate(call_costs=...)`` takes in place of the hand-set ``slot_cost``/``logit_cost``.
 
+``--in-loop`` also times the calls as the loops make them, per call: ``--loop-calls`` calls
+per `jax.lax.while_loop`, the cache carried, each call one branch of a ``lax.switch`` over all
+of ``--calls`` (`automata_jax._loop.switch_calls`): ``WxJ@after``, the step's new-slot update
+written after the switch (the loops' way since session 12), and ``WxJ@branch``, the step
+writing its cache inside the branch (the way before, which XLA pays with a copy of every
+layer's cache per call). The ratios are then to ``1x1@after``, and so is the table written.
+
 Run: ``python benchmarks/speculative_costs.py [--batch 8] [--prompt-length 64]``
 Writes ``benchmarks/results/speculative_costs.json`` (or ``--output``).
 """
@@ -40,6 +47,12 @@ def main(argv=None) -> int:
     parser.add_argument("--new-tokens", type=int, default=64, help="the output buffer (cache)")
     parser.add_argument("--calls", default=CALLS, help="WxJ: width x logit slots")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--in-loop", action="store_true", help="calls in a while_loop's switch")
+    parser.add_argument("--loop-calls", type=int, default=4, help="(--in-loop) calls per loop")
+    parser.add_argument(
+        "--clock", choices=("wall", "cpu"), default="wall",
+        help="cpu: process CPU time (all threads), steadier on a shared machine",
+    )  # fmt: skip
     parser.add_argument("--output", default=str(ROOT / "benchmarks/results/speculative_costs.json"))
     args = parser.parse_args(argv)
     config, params = load_gguf(default_gguf_path(), cache_dir=default_cache_dir())
@@ -73,20 +86,35 @@ def main(argv=None) -> int:
     shapes = [tuple(int(x) for x in c.split("x")) for c in args.calls.split(",")]
     runs = {"prefill": lambda: prefill(params)}
     runs.update({f"{w}x{j}": functools.partial(call, params, cache, w=w, j=j) for w, j in shapes})
+    if args.in_loop:
+        for name, deferred in [("after", True), ("branch", False)]:
+            looped = _looped(model, shapes, b, t, args.loop_calls, deferred)
+            runs.update({f"{w}x{j}@{name}": functools.partial(looped, params, cache, jnp.int32(i))
+                         for i, (w, j) in enumerate(shapes)})  # fmt: skip
     for f in runs.values():  # compile
         jax.block_until_ready(f())
     times = {k: [] for k in runs}
+    clock = time.perf_counter if args.clock == "wall" else time.process_time
     loads = []
     for r in range(args.repeats):
         order = list(runs) if r % 2 == 0 else list(runs)[::-1]
         for k in order:
-            start = time.perf_counter()
+            start = clock()
             jax.block_until_ready(runs[k]())
-            times[k].append(time.perf_counter() - start)
+            times[k].append(clock() - start)
         loads.append(os.getloadavg()[0])
-    base_min, base_med = min(times["1x1"]), float(np.median(times["1x1"]))
+    times = {k: [x / args.loop_calls for x in ts] if "@" in k else ts for k, ts in times.items()}
+    at = "@after" if args.in_loop else ""  # the loops' calls where measured
+    base_min, base_med = min(times[f"1x1{at}"]), float(np.median(times[f"1x1{at}"]))
     table = {}
-    print(f"batch {b}, prompt {t}, cache {length}, load average {min(loads):.1f}-{max(loads):.1f}")
+    print(
+        f"batch {b}, prompt {t}, cache {length}, load average {min(loads):.1f}-{max(loads):.1f}, "
+        f"{args.clock} time"
+    )
+    if args.in_loop:
+        print(
+            f"@: in a while_loop's switch, {args.loop_calls} calls per loop, per call; x 1x1@after"
+        )
     print("| call | min ms | median ms | x one-token (min) | x one-token (median) |")
     print("|---|---:|---:|---:|---:|")
     for k, ts in times.items():
@@ -95,13 +123,51 @@ def main(argv=None) -> int:
         print(
             f"| {k} | {lo * 1e3:.1f} | {med * 1e3:.1f} | {lo / base_min:.2f} | {med / base_med:.2f} |"
         )
-    costs = tuple((w, j, round(table[f"{w}x{j}"]["rel_min"], 3)) for w, j in shapes)
+    costs = tuple((w, j, round(table[f"{w}x{j}{at}"]["rel_min"], 3)) for w, j in shapes)
     print(f"aj.Speculate(call_costs={costs})")
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(
         json.dumps(dict(args=vars(args), loads=loads, table=table, call_costs=costs), indent=1)
     )
     return 0
+
+
+def _looped(model, shapes, b, t, n, deferred):
+    """A jitted ``(params, cache, index) -> ...``: ``n`` calls of branch ``index`` of a
+    ``lax.switch`` over ``shapes`` in a ``while_loop`` (each at slot ``t``)."""
+    from automata_jax._loop import switch_calls
+
+    vocab = model.config.vocab_size
+    extra = dict(write_cache=False) if deferred else {}
+
+    @jax.jit
+    def looped(params, cache, index):
+        def branch(w, j):
+            def run(cache):
+                tokens = (jnp.arange(b * w, dtype=jnp.int32).reshape(b, w) * 7919) % vocab
+                pos = jnp.broadcast_to(jnp.arange(t, t + w, dtype=jnp.int32)[None], (b, w))
+                at = jnp.broadcast_to(jnp.arange(j, dtype=jnp.int32)[None], (b, j))
+                at = at[:, 0] if j == 1 else at
+                out, cache = model.apply_step(
+                    params, tokens, pos, jnp.ones((b, w), bool), cache, logits_at=at, **extra
+                )
+                return out[:, 0, 0], cache
+
+            return run
+
+        fns = [branch(w, j) for w, j in shapes]
+
+        def body(c):
+            i, cache, acc = c
+            out, cache = switch_calls(index, fns, [w for w, _ in shapes], cache, deferred)
+            return i + 1, cache.replace(end_index=jnp.int32(t)), acc + out.sum()
+
+        _, cache, acc = jax.lax.while_loop(
+            lambda c: c[0] < n, body, (jnp.int32(0), cache, jnp.float32(0))
+        )
+        return acc, cache.end_index
+
+    return looped
 
 
 if __name__ == "__main__":

@@ -255,10 +255,17 @@ class _PrefixStep:
     model: Any
     prefix_len: int
 
-    def __call__(self, params, tokens, positions, input_mask, cache, logits_at=None):
+    takes_logits_at = True  # declared: `automata_jax._fast_forward.accepts_logits_at`
+
+    @property
+    def defers_cache_write(self) -> bool:
+        """As the model's step (`automata_jax._loop.defers_cache_write`)."""
+        return bool(getattr(self.model.apply_step, "defers_cache_write", False))
+
+    def __call__(self, params, tokens, positions, input_mask, cache, logits_at=None, **write):
         shift = jnp.sum(cache.valid[:, : self.prefix_len], axis=1, dtype=jnp.int32)
         return self.model.apply_step(
-            params, tokens, positions + shift[:, None], input_mask, cache, logits_at
+            params, tokens, positions + shift[:, None], input_mask, cache, logits_at, **write
         )
 
 

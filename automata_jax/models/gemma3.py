@@ -323,6 +323,7 @@ def apply_step(
     input_mask: Bool[Array, "B T"],
     cache: KVCache,
     logits_at: Int[Array, " B"] | None = None,
+    write_cache: bool = True,
 ) -> tuple[Float[Array, "B T V"], KVCache]:
     """Runs ``T`` new tokens per row through the decoder, reading and extending the cache.
 
@@ -345,10 +346,19 @@ def apply_step(
         (fast-forward decoding feeds forced tokens whose logits it does not need). Or
         J slots per row, shape=[B, J], giving logits of shape=[B, J, V] (speculative
         decoding verifies its drafts at J slots).
+      write_cache: False: the cache is only read, and the second result is the update
+        instead, a `KVCache` of the ``T`` new slots (keys/values [B, T, KVH, K], ``valid``
+        = ``input_mask``, ``end_index`` advanced by ``T``) that the caller writes at slots
+        ``[end_index, end_index + T)`` (`automata_jax._loop.write_cache`). The decode
+        loops use it inside their ``lax.switch`` over call widths: a cache written inside
+        a branch is copied whole by XLA (every layer's keys and values, each call), one
+        written after the switch is updated in place. The attention is the same: the new
+        slots' scores take the place of slots ``[end_index, end_index + T)``'s.
 
     Returns:
       ``(logits, cache)``: float32 logits, shape=[B, T, V] (or [B, 1, V] with
-      ``logits_at``), and the cache with ``end_index`` advanced by ``T``.
+      ``logits_at``), and the cache with ``end_index`` advanced by ``T`` (or the update,
+      with ``write_cache=False``).
 
     Raises:
       ModelError: (while tracing) when shapes or dtypes do not fit the config/cache.
@@ -379,7 +389,7 @@ def apply_step(
         h = _rms_norm(x, p["input_layernorm"], config.rms_norm_eps)
         h, k_cache, v_cache = _attention(
             config, p, h, positions, cache.keys[i], cache.values[i], start,
-            local_mask if is_local else global_mask, is_local,
+            local_mask if is_local else global_mask, is_local, write_cache,
         )  # fmt: skip
         keys.append(k_cache)
         values.append(v_cache)
@@ -396,9 +406,18 @@ def apply_step(
     logits = jnp.einsum("btd,vd->btv", x, embed, preferred_element_type=jnp.float32)
     logits = _softcap(logits, config.final_logit_softcap)
     new_cache = KVCache(
-        keys=tuple(keys), values=tuple(values), valid=valid, end_index=start + seq_len
+        keys=tuple(keys),
+        values=tuple(values),
+        valid=valid if write_cache else input_mask.astype(bool),
+        end_index=start + seq_len,
     )
     return logits, new_cache
+
+
+# Declared for the decode loops (`functools.partial(apply_step, config)` too): see
+# `automata_jax._fast_forward.accepts_logits_at` and `automata_jax._loop.defers_cache_write`.
+apply_step.takes_logits_at = True
+apply_step.defers_cache_write = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -429,12 +448,18 @@ class Gemma3:
         input_mask: Bool[Array, "B T"],
         cache: KVCache,
         logits_at: Int[Array, " B"] | None = None,
+        write_cache: bool = True,
     ) -> tuple[Float[Array, "B T V"], KVCache]:
-        """`apply_step` with this config. The parameters are spelled out (not ``*args``):
-        the decode loops look for a ``logits_at`` parameter in the step's signature
-        (`automata_jax._fast_forward.accepts_logits_at`) and, without one, compute the
-        logits at every fed slot (the prefill's whole prompt)."""
-        return apply_step(self.config, params, tokens, positions, input_mask, cache, logits_at)
+        """`apply_step` with this config. It declares ``logits_at`` (``takes_logits_at``,
+        read by `automata_jax._fast_forward.accepts_logits_at`): without it the decode loops
+        would compute the logits at every fed slot (the prefill's whole prompt); and
+        ``write_cache`` (``defers_cache_write``, `automata_jax._loop.defers_cache_write`)."""
+        return apply_step(
+            self.config, params, tokens, positions, input_mask, cache, logits_at, write_cache
+        )
+
+    apply_step.takes_logits_at = True
+    apply_step.defers_cache_write = True
 
     def num_params(self, params: Params) -> int:
         return num_params(params)
@@ -477,8 +502,11 @@ def _attention(
     start: Int[Array, ""],
     mask: Bool[Array, "B T S"],
     is_local: bool,
+    write_cache: bool = True,
 ):
-    """Self-attention of one layer; returns (output [B, T, D], updated k/v caches)."""
+    """Self-attention of one layer; returns (output [B, T, D], updated k/v caches), or
+    with ``write_cache=False`` (output, the new keys, the new values [B, T, KVH, K]): the
+    caches are only read, the new slots' scores put in place of theirs (same softmax)."""
     batch, seq_len, _ = x.shape
     kvh, groups = config.num_kv_heads, config.num_heads // config.num_kv_heads
     q = jnp.einsum("btd,dhk->bthk", x, p["q_proj"])
@@ -494,20 +522,29 @@ def _attention(
     k = _rope(k, positions, base, scale)
 
     zero = jnp.int32(0)
-    k_cache = jax.lax.dynamic_update_slice(
-        k_cache, k.astype(k_cache.dtype), (zero, start, zero, zero)
-    )
-    v_cache = jax.lax.dynamic_update_slice(
-        v_cache, v.astype(v_cache.dtype), (zero, start, zero, zero)
-    )
+    k, v = k.astype(k_cache.dtype), v.astype(v_cache.dtype)
+    if write_cache:
+        k_cache = jax.lax.dynamic_update_slice(k_cache, k, (zero, start, zero, zero))
+        v_cache = jax.lax.dynamic_update_slice(v_cache, v, (zero, start, zero, zero))
 
     q = q.reshape(batch, seq_len, kvh, groups, config.head_dim)  # head h uses kv head h // groups
     scores = jnp.einsum("btngk,bsnk->bngts", q, k_cache, preferred_element_type=jnp.float32)
+    at = (zero, zero, zero, zero, start)
+    if not write_cache:  # the new slots' scores in place of the stale slots'
+        new = jnp.einsum("btngk,bsnk->bngts", q, k, preferred_element_type=jnp.float32)
+        scores = jax.lax.dynamic_update_slice(scores, new, at)
     scores = _softcap(scores * config.query_pre_attn_scalar**-0.5, config.attn_logit_softcap)
     scores = jnp.where(mask[:, None, None], scores, _MASKED_SCORE)  # shape=[B, KVH, G, T, S]
     probs = jax.nn.softmax(scores, axis=-1).astype(v_cache.dtype)
-    out = jnp.einsum("bngts,bsnk->btngk", probs, v_cache).astype(x.dtype)
-    out = out.reshape(batch, seq_len, config.num_heads, config.head_dim)
+    if write_cache:
+        out = jnp.einsum("bngts,bsnk->btngk", probs, v_cache)
+    else:  # the stale slots' weights go to the new values
+        fresh = jax.lax.dynamic_slice_in_dim(probs, start, seq_len, axis=4)
+        stale = jax.lax.dynamic_update_slice(probs, jnp.zeros_like(fresh), at)
+        out = jnp.einsum("bngts,bsnk->btngk", stale, v_cache)
+        out = out + jnp.einsum("bngts,bsnk->btngk", fresh, v)
+        k_cache, v_cache = k, v
+    out = out.astype(x.dtype).reshape(batch, seq_len, config.num_heads, config.head_dim)
     return jnp.einsum("bthk,hkd->btd", out, p["o_proj"]), k_cache, v_cache
 
 

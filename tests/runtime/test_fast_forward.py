@@ -161,6 +161,85 @@ def test_gemma_logits_at_matches_full_logits():
     assert int(c1.end_index) == int(c2.end_index) == 3
 
 
+def _forwarder(*args, **kwargs):  # undeclared: cannot say whether it takes logits_at
+    return MODEL.apply_step(*args, **kwargs)
+
+
+def _declared(*args, **kwargs):
+    return MODEL.apply_step(*args, **kwargs)
+
+
+_declared.takes_logits_at = False
+
+
+def test_accepts_logits_at_reads_the_declared_capability_first():
+    """A declared ``takes_logits_at`` wins over the signature, through bound methods,
+    callable objects, `functools.partial` and `jax.jit`; an undeclared ``**kwargs``
+    forwarder (session 11's bug: it hid the keyword) is an error, never a silent False."""
+    import functools
+
+    from automata_jax._fast_forward import accepts_logits_at
+    from automata_jax.models import Gemma3, Gemma3Config
+    from automata_jax.models.gemma3 import apply_step
+
+    def plain(params, tokens, positions, input_mask, cache, logits_at=None):
+        return None
+
+    def without(params, tokens, positions, input_mask, cache):
+        return None
+
+    def only_args(*args):
+        return None
+
+    assert accepts_logits_at(plain) and not accepts_logits_at(without)
+    assert not accepts_logits_at(only_args)  # cannot take the keyword at all
+    plain.takes_logits_at = False
+    assert not accepts_logits_at(plain)  # declared beats the signature
+
+    class Model:
+        def step(self, *args, **kwargs):
+            return None
+
+        step.takes_logits_at = True
+
+    class Callable:
+        takes_logits_at = True
+
+        def __call__(self, *args, **kwargs):
+            return None
+
+    assert accepts_logits_at(Model().step) and accepts_logits_at(Callable())
+    model = Gemma3(Gemma3Config.tiny(vocab_size=64))
+    assert accepts_logits_at(model.apply_step)
+    assert accepts_logits_at(functools.partial(apply_step, model.config))
+    assert accepts_logits_at(jax.jit(model.apply_step))
+    assert not accepts_logits_at(_declared) and not accepts_logits_at(MODEL.apply_step)
+    with pytest.raises(aj.RuntimeShapeError, match="takes_logits_at"):
+        accepts_logits_at(_forwarder)
+    with pytest.raises(aj.RuntimeShapeError, match="takes_logits_at"):
+        accepts_logits_at(functools.partial(_forwarder))
+
+
+@pytest.mark.parametrize("fast_forward", [False, True])
+def test_generate_refuses_an_undeclared_forwarder(dfas, params, fast_forward):
+    tables = ConstraintTables.from_dfas(dfas, vocab_size=V)
+    tokens, mask = aj.pad_prompts([[1, 2], [3]], pad_id=PAD)
+    with pytest.raises(aj.RuntimeShapeError, match="takes_logits_at"):
+        aj.generate(
+            _forwarder, params, tokens, tables, jnp.array([0, 1]), max_new_tokens=4, sampler=Greedy(), rng=jax.random.key(0),
+            prompt_mask=mask, cache=MODEL.init_cache, pad_id=PAD, fast_forward=fast_forward,
+        )  # fmt: skip
+    out = aj.generate(
+        _declared, params, tokens, tables, jnp.array([0, 1]), max_new_tokens=4, sampler=Greedy(), rng=jax.random.key(0),
+        prompt_mask=mask, cache=MODEL.init_cache, pad_id=PAD, fast_forward=fast_forward,
+    )  # fmt: skip
+    ref = aj.generate(
+        MODEL.apply_step, params, tokens, tables, jnp.array([0, 1]), max_new_tokens=4, sampler=Greedy(), rng=jax.random.key(0),
+        prompt_mask=mask, cache=MODEL.init_cache, pad_id=PAD, fast_forward=fast_forward,
+    )  # fmt: skip
+    np.testing.assert_array_equal(out.tokens, ref.tokens)
+
+
 def test_jaxpr_has_no_host_callbacks(dfas, params):
     tables = ConstraintTables.from_dfas(dfas, vocab_size=V)
     tokens, mask = aj.pad_prompts([[1, 2], [3]], pad_id=PAD)

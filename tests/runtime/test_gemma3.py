@@ -671,3 +671,103 @@ def test_the_loops_compute_logits_only_where_they_read_them(mode):
     most = 1 + aj.Speculate().draft_len if mode == "speculate" else 1
     assert all(s[0] == 2 and s[1] <= most for s in out_layers), out_layers
     assert any(s == (2, 1, VOCAB) for s in out_layers)
+
+
+# ------------------------------------------------------- the cache written after the switch
+
+
+def test_an_update_written_later_equals_the_cache_written_in_the_step():
+    """``write_cache=False`` reads the cache only and returns the new slots; written with
+    `automata_jax._loop.write_cache` they give the cache the writing step gives, and the
+    logits are the same, also over stale slots past ``end_index`` (rejected drafts, a
+    chunk's padding) and rows with invalid slots, on local and global layers."""
+    from automata_jax._loop import write_cache
+
+    model = Gemma3(CFG)
+    params = convert_hf_state_dict(random_hf_state_dict(CFG, seed=8), CFG)
+    rng = np.random.default_rng(9)
+    b, length = 3, 40
+    ours = theirs = model.init_cache(b, length)
+    position = 0
+    for size in (6, 1, 3, 5, 1, 2, 5, 4):
+        tokens = jnp.asarray(rng.integers(0, VOCAB, (b, size)), jnp.int32)
+        mask = jnp.asarray(rng.random((b, size)) < 0.8)
+        pos = jnp.broadcast_to(jnp.arange(position, position + size)[None], (b, size))
+        at = jnp.asarray(rng.integers(0, size, (b,)), jnp.int32)
+        ref, theirs = model.apply_step(params, tokens, pos, mask, theirs, logits_at=at)
+        start = ours.end_index
+        got, update = model.apply_step(
+            params, tokens, pos, mask, ours, logits_at=at, write_cache=False
+        )
+        assert update.keys[0].shape == (b, size, CFG.num_kv_heads, CFG.head_dim)
+        ours = write_cache(ours, update, start, jnp.int32(size))
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+        for a, c in zip(jax.tree.leaves(ours), jax.tree.leaves(theirs), strict=True):
+            np.testing.assert_allclose(a, c, rtol=1e-5, atol=1e-5)
+        # Rewind by up to 2 slots, keeping their stale keys/values (as the loops do).
+        back = int(rng.integers(0, min(size, 3)))
+        keep = ours.end_index - back
+        drop = jnp.arange(length)[None, :] >= keep
+        ours = ours.replace(valid=ours.valid & ~drop, end_index=keep)
+        theirs = theirs.replace(valid=theirs.valid & ~drop, end_index=keep)
+        position += size - back
+
+
+@pytest.mark.parametrize("speculate", [False, True])
+def test_the_loops_write_the_cache_after_their_switch(speculate):
+    """The compiled loop has no copy of a whole layer cache (XLA copied every layer's keys
+    and values per call when the step wrote them inside the ``lax.switch`` over call
+    widths), and its outputs equal a loop whose step writes inside the branches."""
+    import re
+
+    import automata_compile as ac
+    import automata_jax as aj
+    from automata_jax._loop import defers_cache_write
+
+    model = Gemma3(CFG)
+    cache = model.init_cache(2, 8)
+    assert defers_cache_write(model.apply_step, cache)
+    assert not defers_cache_write(model.apply_step, None)
+    assert defers_cache_write(functools.partial(gemma3_module.apply_step, CFG), cache)
+
+    @dataclasses.dataclass(frozen=True)
+    class WritesInBranch:
+        takes_logits_at = True
+        defers_cache_write = False
+
+        def __call__(self, *args, **kwargs):
+            return model.apply_step(*args, **kwargs)
+
+    params = model.init_params(jax.random.key(0), std=0.3)
+    pieces = [b"a", b"b", b"ab", b"c", b"ba"] + [None] * (VOCAB - 5)  # 5: EOS
+    vocab = ac.Vocabulary.from_bytes(pieces, eos_ids=[5], special_ids=[5])
+    tables = aj.ConstraintTables.from_dfas(
+        [ac.compile_regex(r"(ab|ba)c(ab|ba)(a|b|c)*", vocab)], vocab_size=VOCAB
+    )
+    tokens, mask = aj.pad_prompts([[1, 2, 3, 4, 1, 2, 3, 4, 2], [3, 4, 1, 2]])
+    outs, copies = [], []
+    for step in (model.apply_step, WritesInBranch()):
+        fn = jax.jit(
+            lambda p, step=step: aj.generate(
+                step,
+                p,
+                tokens,
+                tables,
+                jnp.zeros((2,), jnp.int32),
+                sampler=aj.Greedy(),
+                max_new_tokens=16,
+                rng=jax.random.key(0),
+                prompt_mask=mask,
+                cache=model.init_cache,
+                fast_forward=True,
+                speculate=speculate,
+            )  # fmt: skip
+        )
+        text = fn.lower(params).compile().as_text()
+        layer = rf"f32\[2,(\d+),{CFG.num_kv_heads},{CFG.head_dim}\]\{{[^}}]*\}} copy\("
+        copies.append([int(s) for s in re.findall(layer, text) if int(s) > 16])
+        out = fn(params)
+        outs.append((np.asarray(out.tokens), np.asarray(out.lengths)))
+    assert copies[0] == [] and copies[1], copies  # whole-cache copies: none now, some before
+    np.testing.assert_array_equal(outs[0][0], outs[1][0])
+    np.testing.assert_array_equal(outs[0][1], outs[1][1])

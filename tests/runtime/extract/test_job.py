@@ -21,6 +21,7 @@ import pytest
 from automata_jax import extract, testing
 from automata_jax.extract import _job
 from automata_jax.extract._io import OutputLog, line_digest, read_records
+from automata_jax.models import Gemma3
 
 jsonschema = pytest.importorskip("jsonschema")
 
@@ -571,6 +572,15 @@ def test_prompt_prefix_is_run_once_and_gives_the_same_tokens(tmp_path):
     assert len(prefix) >= _run.MIN_PREFIX and all(p[: len(prefix)] == prefix for p in prompts)
     runner.set_prefix(prefix)
     assert runner.prefix == tuple(prefix)
+    # The prefix step declares what the model's step declares (`logits_at`, and the cache
+    # written after the loops' switch over call widths).
+    from automata_jax._fast_forward import accepts_logits_at
+    from automata_jax._loop import defers_cache_write
+
+    step = _run._PrefixStep(runner.model, len(prefix))
+    assert accepts_logits_at(step)
+    assert defers_cache_write(step, runner) == defers_cache_write(runner.model.apply_step, runner)
+    assert defers_cache_write(step, runner) == isinstance(runner.model, Gemma3)
     again = runner.generate(prompts)
     assert [o.tokens for o in again] == [o.tokens for o in full]
     assert [o.model_calls for o in again] == [o.model_calls for o in full]
