@@ -97,7 +97,8 @@ def _reachable(next_state: np.ndarray, start: int) -> np.ndarray:
 def _contract(dfa: ByteDFA, kinds):
     """(byte table whose edges into an event state go to the end of its chain of events,
     whether each state is an event state, its event or -1, its event's next state, the
-    disjunctions: per extra event ``len(kinds) + i``, the REQUIRE events it joins).
+    disjunctions: per extra event ``len(kinds) + i``, the REQUIRE events it joins, each
+    state's chain end: int64[Q + 1], the last entry -1).
 
     A state whose only edges are several REQUIREs into one state gets one REQUIRE_ANY event.
 
@@ -139,7 +140,7 @@ def _contract(dfa: ByteDFA, kinds):
     byte = trans[:, :NUM_BYTES].astype(np.int64)
     end[-1] = -1
     ctrans = np.where(byte >= 0, end[byte], -1).astype(np.int32)
-    return ctrans, is_event, ev, ev_next, list(joins)
+    return ctrans, is_event, ev, ev_next, list(joins), end
 
 
 def _first_events(byte, is_event, ev, accepting, kinds) -> tuple:
@@ -207,7 +208,7 @@ def compose_bitset(
     words = max(1, (num_bits + 31) // 32)
     masks = np.asarray(masks, dtype=np.uint32).reshape(len(kinds), words)
     kinds = list(kinds)
-    ctrans, is_event, ev, ev_next, joins = _contract(dfa, kinds)
+    ctrans, is_event, ev, ev_next, joins, _ = _contract(dfa, kinds)
     events = _event_alternatives(kinds, masks, joins)
     byte = np.asarray(dfa.trans[:, :NUM_BYTES])
     always, key_events = _first_events(
