@@ -276,51 +276,62 @@ def compose_bitset_pda(
 
 def _walk_event_tokens(steps: _EventSteps, trie, base: dict, ev_bytes) -> dict:
     """(boundary state, token group) -> configurations with programs, for the groups whose
-    bytes hold one of ``ev_bytes``."""
+    walk crosses an event (a program other than zero, or failing). A walk that has crossed
+    none yet follows only the trie nodes with one of ``ev_bytes`` at or below them."""
     child_start, byte, terminal = trie.lists
     depth = trie.depth
     is_ev = np.zeros(256, bool)
     is_ev[ev_bytes] = True
-    # per level: the path holds an event byte; a node has such a terminal at or below it
+    # keep: a terminal at or below whose path holds an event byte; cold: a child worth
+    # walking with no program yet (an event byte on its edge or below it, such a terminal)
     path = [np.zeros(1, bool)]
     for d in range(1, depth + 1):
         path.append(path[d - 1][trie.parent[d]] | is_ev[trie.byte[d]])
     keep = [None] * (depth + 1)
+    cold = [None] * (depth + 1)
     below = np.zeros(0, bool)
+    ahead = np.zeros(0, bool)
     for d in range(depth, -1, -1):
         k = path[d] & (trie.terminal[d] >= 0)
+        a = np.zeros(k.shape[0], bool)
         if d < depth:
             np.logical_or.at(k, trie.parent[d + 1], below)
+            np.logical_or.at(a, trie.parent[d + 1], ahead)
         keep[d] = k
-        below = k
+        if d > 0:
+            cold[d] = k & (is_ev[trie.byte[d]] | a)
+        below, ahead = k, (cold[d] if d > 0 else a)
     keep_l = [k.tolist() for k in keep]
-    path_l = [p.tolist() for p in path]
+    cold_l = [None] + [c.tolist() for c in cold[1:]]
     ns = base["next_state"]
     boundary = np.flatnonzero((ns >= 0).any(axis=1))
     boundary = np.union1d(boundary, base["cd_state"]).tolist()
+    hot_memo: dict = {}
     out: dict = {}
     visited = 0
     for s in boundary:
-        todo = [(0, 0, ((s, (), (), _ZERO),))]
+        todo = [(0, 0, ((s, (), (), _ZERO),), False)]
         while todo:
             visited += 1
             if visited & 4095 == 0:
                 check_time("the bitset event walk of the grammar")
-            d, node, configs = todo.pop()
+            d, node, configs, hot = todo.pop()
             if d >= depth:
                 continue
-            kd = keep_l[d + 1]
-            by, term, pth = byte[d + 1], terminal[d + 1], path_l[d + 1]
+            kd = keep_l[d + 1] if hot else cold_l[d + 1]
+            by, term = byte[d + 1], terminal[d + 1]
             for child in range(child_start[d][node], child_start[d][node + 1]):
                 if not kd[child]:
                     continue
                 new = steps.step(configs, by[child])
                 if not new:
                     continue
-                g = term[child]
-                if g >= 0 and pth[child]:
-                    out[(s, g)] = new
-                todo.append((d + 1, child, new))
+                h = hot_memo.get(new)
+                if h is None:
+                    h = hot_memo[new] = any(c[3] != _ZERO for c in new)
+                if h and term[child] >= 0:
+                    out[(s, term[child])] = new
+                todo.append((d + 1, child, new, h))
     return out
 
 

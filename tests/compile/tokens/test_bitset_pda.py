@@ -11,13 +11,14 @@ values) are accepted exactly where `jsonschema` says they are valid.
 from __future__ import annotations
 
 import json
+import os
 import random
 import warnings
 
 import jsonschema
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import automata_compile as ac
@@ -232,3 +233,58 @@ def test_an_object_inside_a_recursive_rule_is_not_eligible(llama3_vocab):
     }
     with pytest.raises(BitsetIneligible, match="inside grammar rule"):
         compile_json_schema_bitset(tree, llama3_vocab)
+
+
+NAMES = ["a", "ab", "b", "ba", "c"]
+GENERATED = int(os.environ.get("BITSET_GENERATED_EXAMPLES", "6"))
+
+
+def _schemas(depth: int):
+    leaf = st.sampled_from([BOOL, INT, FREE])
+    if depth == 0:
+        return leaf
+    inner = _schemas(depth - 1)
+
+    @st.composite
+    def obj(draw):
+        names = draw(st.lists(st.sampled_from(NAMES), min_size=2, max_size=4, unique=True))
+        props = {n: draw(st.one_of(leaf, inner)) for n in names}
+        required = draw(st.lists(st.sampled_from(names), unique=True))
+        extra = draw(st.sampled_from([False, BOOL, True]))
+        out = {"type": "object", "properties": props, "additionalProperties": extra}
+        if required:
+            out["required"] = required
+        return out
+
+    @st.composite
+    def arr(draw):
+        return {"type": "array", "items": draw(obj()), "maxItems": 2}
+
+    union = st.builds(lambda a, b: {"anyOf": [a, b]}, obj(), obj())
+    if depth < 2:
+        return st.one_of(leaf, obj(), obj(), arr(), union)
+    return st.one_of(obj(), obj(), obj(), union)
+
+
+@settings(max_examples=GENERATED, deadline=None, suppress_health_check=list(HealthCheck))
+@given(_schemas(2), st.integers(0, 2**16))
+def test_generated_schemas_allow_the_same_tokens(llama3_vocab, schema, seed):
+    """Generated nested objects, arrays and unions with free values: where the default is a
+    PDA that kept any order and the bitset path takes the schema, the masks are equal."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ac.OrderFallbackWarning)
+        try:
+            old = ac.compile_json_schema(schema, llama3_vocab)
+        except ac.OrderFallbackWarning:
+            event("skipped: the default fell back")
+            return
+    try:
+        new = compile_json_schema_bitset(schema, llama3_vocab)
+    except BitsetIneligible as e:
+        event(f"skipped: {str(e).split(':')[0][:40]}")
+        return
+    event("compared (PDA)" if old.is_pda else "compared (DFA)")
+    rng = random.Random(seed)
+    if not old.is_pda:
+        return  # the DFA path: tests/compile/tokens/test_bitset_compose.py
+    _random_walks(old, new, llama3_vocab, rng, walks=3, steps=40, short=0.85, label=str(schema))
