@@ -120,6 +120,11 @@ class _EventSteps:
         self.events = events
         self.byte_memo: dict = {}
         self.step_memo: dict = {}
+        self.ids: dict = {}
+        self.configs: list = []
+        self.hot: list = []
+        self.alive: list = []  # per id: bool per byte, some configuration moves on it
+        self.id_memo: dict = {}
 
     def byte_outcomes(self, q: int, b: int) -> tuple:
         key = (q, b)
@@ -179,6 +184,28 @@ class _EventSteps:
                     p = _apply(p, *self.events[e])
                 new.append((target, tuple(stack) + push, extra, p))
         out = self.step_memo[key] = tuple(sorted(set(new), key=repr))
+        return out
+
+    def intern(self, configs: tuple) -> int:
+        """An id for ``configs`` (-1: none), numbered in `configs`; `hot` says whether one of
+        them has crossed an event (a program other than zero, or failing)."""
+        if not configs:
+            return -1
+        i = self.ids.get(configs)
+        if i is None:
+            i = self.ids[configs] = len(self.configs)
+            self.configs.append(configs)
+            self.hot.append(any(c[3] != _ZERO for c in configs))
+            qs = [c[0] for c in configs]
+            self.alive.append((self.kind[qs] != 0).any(axis=0).tolist())
+        return i
+
+    def step_id(self, i: int, b: int) -> int:
+        """`step` on interned ids (memoized by ``i * 256 + b``)."""
+        key = i * 256 + b
+        out = self.id_memo.get(key)
+        if out is None:
+            out = self.id_memo[key] = self.intern(self.step(self.configs[i], b))
         return out
 
 
@@ -274,16 +301,20 @@ def compose_bitset_pda(
     return _refined(base, vocab, trie, sig, live_always, live_int, num_bits, words, spec)
 
 
-def _walk_event_tokens(steps: _EventSteps, trie, base: dict, ev_bytes) -> dict:
-    """(boundary state, token group) -> configurations with programs, for the groups whose
-    walk crosses an event (a program other than zero, or failing). A walk that has crossed
-    none yet follows only the trie nodes with one of ``ev_bytes`` at or below them."""
-    child_start, byte, terminal = trie.lists
+_MARKS: dict = {}
+
+
+def _trie_marks(trie, ev_bytes: tuple) -> tuple:
+    """Per trie level, as Python lists: keep (a terminal at or below whose path holds one of
+    ``ev_bytes``) and cold (a child worth walking with no program yet: such a terminal and an
+    event byte on its edge or below it). Cached per trie and byte set (one at a time)."""
+    key = (id(trie), ev_bytes)
+    hit = _MARKS.get(key)
+    if hit is not None and hit[0] is trie:
+        return hit[1]
     depth = trie.depth
     is_ev = np.zeros(256, bool)
-    is_ev[ev_bytes] = True
-    # keep: a terminal at or below whose path holds an event byte; cold: a child worth
-    # walking with no program yet (an event byte on its edge or below it, such a terminal)
+    is_ev[list(ev_bytes)] = True
     path = [np.zeros(1, bool)]
     for d in range(1, depth + 1):
         path.append(path[d - 1][trie.parent[d]] | is_ev[trie.byte[d]])
@@ -301,37 +332,45 @@ def _walk_event_tokens(steps: _EventSteps, trie, base: dict, ev_bytes) -> dict:
         if d > 0:
             cold[d] = k & (is_ev[trie.byte[d]] | a)
         below, ahead = k, (cold[d] if d > 0 else a)
-    keep_l = [k.tolist() for k in keep]
-    cold_l = [None] + [c.tolist() for c in cold[1:]]
+    out = ([k.tolist() for k in keep], [None] + [c.tolist() for c in cold[1:]])
+    _MARKS.clear()
+    _MARKS[key] = (trie, out)
+    return out
+
+
+def _walk_event_tokens(steps: _EventSteps, trie, base: dict, ev_bytes) -> dict:
+    """(boundary state, token group) -> configurations with programs, for the groups whose
+    walk crosses an event (a program other than zero, or failing). A walk that has crossed
+    none yet follows only the trie nodes with one of ``ev_bytes`` at or below them."""
+    child_start, byte, terminal = trie.lists
+    depth = trie.depth
+    keep_l, cold_l = _trie_marks(trie, tuple(ev_bytes))
     ns = base["next_state"]
     boundary = np.flatnonzero((ns >= 0).any(axis=1))
     boundary = np.union1d(boundary, base["cd_state"]).tolist()
-    hot_memo: dict = {}
     out: dict = {}
     visited = 0
+    step_id, hot, configs_of, alive = steps.step_id, steps.hot, steps.configs, steps.alive
     for s in boundary:
-        todo = [(0, 0, ((s, (), (), _ZERO),), False)]
+        todo = [(0, 0, steps.intern(((s, (), (), _ZERO),)))]
         while todo:
             visited += 1
             if visited & 4095 == 0:
                 check_time("the bitset event walk of the grammar")
-            d, node, configs, hot = todo.pop()
+            d, node, cid = todo.pop()
             if d >= depth:
                 continue
-            kd = keep_l[d + 1] if hot else cold_l[d + 1]
-            by, term = byte[d + 1], terminal[d + 1]
+            kd = keep_l[d + 1] if hot[cid] else cold_l[d + 1]
+            by, term, ok = byte[d + 1], terminal[d + 1], alive[cid]
             for child in range(child_start[d][node], child_start[d][node + 1]):
-                if not kd[child]:
+                if not (kd[child] and ok[by[child]]):
                     continue
-                new = steps.step(configs, by[child])
-                if not new:
+                new = step_id(cid, by[child])
+                if new < 0:
                     continue
-                h = hot_memo.get(new)
-                if h is None:
-                    h = hot_memo[new] = any(c[3] != _ZERO for c in new)
-                if h and term[child] >= 0:
-                    out[(s, term[child])] = new
-                todo.append((d + 1, child, new, h))
+                if hot[new] and term[child] >= 0:
+                    out[(s, term[child])] = configs_of[new]
+                todo.append((d + 1, child, new))
     return out
 
 
