@@ -288,3 +288,29 @@ def test_generated_schemas_allow_the_same_tokens(llama3_vocab, schema, seed):
     if not old.is_pda:
         return  # the DFA path: tests/compile/tokens/test_bitset_compose.py
     _random_walks(old, new, llama3_vocab, rng, walks=3, steps=40, short=0.85, label=str(schema))
+
+
+@pytest.mark.parametrize("whitespace", ["compact", "pretty"])
+def test_whitespace_options(whitespace, llama3_vocab):
+    schema = SCHEMAS["nested"]
+    old = ac.compile_json_schema(schema, llama3_vocab, whitespace=whitespace, max_whitespace=2)
+    new = compile_json_schema_bitset(schema, llama3_vocab, whitespace=whitespace, max_whitespace=2)
+    rng = random.Random(whitespace)
+    _random_walks(old, new, llama3_vocab, rng, walks=6, steps=60, label=f"nested/{whitespace}")
+
+
+def test_union_instances_in_any_order(compiled, llama3_vocab):
+    """A disjunctive REQUIRE after free values: instances of either member (shuffled, some
+    missing a required key) accepted exactly where `jsonschema` accepts them."""
+    old, new = compiled["union"]
+    schema = SCHEMAS["union"]
+    assert new.program_alts.shape[1] >= 2
+
+    @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.sampled_from(schema["anyOf"]).flatmap(_object))
+    def check(pairs):
+        text = _text(pairs)
+        valid = jsonschema.Draft202012Validator(schema).is_valid(json.loads(text))
+        assert _compare(old, new, llama3_vocab, llama3_vocab.encode(text)) == valid, text
+
+    check()
