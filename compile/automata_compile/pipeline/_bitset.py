@@ -22,35 +22,47 @@ from automata_compile.frontends.json_schema import (
     parse_options,
     translate_grammar,
 )
-from automata_compile.frontends.json_schema._bitset_events import has_event, shift_events
+from automata_compile.frontends.json_schema._bitset_events import (
+    BitsetSkip,
+    events_in,
+    shift_events,
+)
 from automata_compile.tokens import EventConflict, compose_bitset, compose_bitset_pda, trie_for
 
+# Translations at most: each one after the first spells the objects whose events conflicted
+# with the counting automaton (`BitsetEvents.skip`).
+MAX_ROUNDS = 8
 
-def bitset_grammar(schema, **options):
+
+def bitset_grammar(schema, *, skip=(), **options):
     """(grammar with events, `BitsetEvents`) of an eligible schema: rule 0 (the root) holds
-    every event, numbered after the rule calls where there are rules.
+    every event, numbered after the rule calls where there are rules. ``skip``: pointers of
+    objects to spell with the counting automaton (as by default).
 
     Raises:
-      BitsetIneligible: an event object inside a grammar rule (a recursive ``$ref``), an
-        object counting its properties around one, or no object in any order.
+      BitsetSkip: an object spelled by the counting automaton (counted, skipped) holds bitset
+        objects, or a grammar rule other than the root does: translate again with them
+        skipped too.
+      BitsetIneligible: no object in any order.
     """
     schema = load_schema(schema)
     opts = parse_options(options)
     if opts.property_order == "declared":
         raise BitsetIneligible('property_order="declared" has no any-order object')
-    events = BitsetEvents()
+    events = BitsetEvents(skip)
     opts = dataclasses.replace(opts, bitset=events)
     grammar, _ = translate_grammar(schema, opts, False)
     if not events.objects:
+        if skip:
+            raise BitsetIneligible(
+                "every object in any order is spelled by the counting automaton (inside a "
+                "counted object, a recursive rule, or with conflicting events)"
+            )
         raise BitsetIneligible("the schema has no object in any order")
     if len(grammar.bodies) > 1:
-        inside = [n for n, b in zip(grammar.names[1:], grammar.bodies[1:], strict=True)
-                  if has_event([b])]  # fmt: skip
-        if inside:
-            raise BitsetIneligible(
-                f"an any-order object lies inside grammar rule(s) {', '.join(map(str, inside))}:"
-                " its bits would need saving on the stack"
-            )
+        inside = events_in(grammar.bodies[1:])
+        if inside:  # objects inside a recursive rule: their bits would need the stack
+            raise BitsetSkip(events.owners_of(inside))
         root = shift_events(grammar.bodies[0], len(grammar.names))
         grammar = dataclasses.replace(grammar, bodies=(root,) + tuple(grammar.bodies[1:]))
     return grammar, events
@@ -74,25 +86,47 @@ def bitset_byte_dfa(schema, *, max_states: int | None = None, **options):
 def compile_json_schema_bitset(
     schema, vocab, *, max_states: int | None = None, timeout_s: float | None = 30.0, **options
 ):
-    """Compiles an eligible schema into `tokens.BitsetTables`, or `tokens.BitsetPDATables`
-    where it needs grammar rules (see the module docstring).
+    """Compiles a schema into `tokens.BitsetTables`, or `tokens.BitsetPDATables` where it
+    needs grammar rules (see the module docstring). Objects whose events conflict (members
+    of a union whose continuations depend on the bits: docs/any_order_bitset.md), objects
+    inside recursive rules and objects inside counted ones are spelled by the counting
+    automaton, as by default (exact any order within its budget, else declared order with
+    an `OrderFallbackWarning`); the tables' ``counted_objects`` name them.
 
     Raises:
-      BitsetIneligible: as `bitset_grammar`, a determinization conflict between events, or a
-        grammar conflict of the rules.
+      BitsetIneligible: no object in any order (or none left), a grammar conflict of the
+        rules, or conflicts left after `MAX_ROUNDS` translations.
     """
+    schema = load_schema(schema)
+    skip: frozenset = frozenset()
     with limits(timeout_s, "the schema"):
-        grammar, events = bitset_grammar(schema, **options)
-        words = max(1, (events.num_bits + 31) // 32)
-        kinds = [k for k, _ in events.events]
+        for _ in range(MAX_ROUNDS):
+            try:
+                out, counted = _compile_once(schema, vocab, max_states, skip, options)
+            except BitsetSkip as e:
+                if e.pointers <= skip:
+                    raise BitsetIneligible(f"events conflict again at {e}") from None
+                skip |= e.pointers
+                continue
+            return dataclasses.replace(out, counted_objects=tuple(sorted(counted)))
+    raise BitsetIneligible(f"events still conflict after {MAX_ROUNDS} translations")
+
+
+def _compile_once(schema, vocab, max_states, skip, options):
+    """One translation and composition: (tables, pointers of the objects spelled by the
+    counting automaton); `BitsetSkip` names the objects whose events conflict."""
+    grammar, events = bitset_grammar(schema, skip=skip, **options)
+    words = max(1, (events.num_bits + 31) // 32)
+    kinds = [k for k, _ in events.events]
+    try:
         if len(grammar.bodies) > 1:
             r = len(grammar.names)
             root = build_byte_dfa(
                 grammar.bodies[0], r + len(kinds), max_states=max_states, what="the schema"
             )
-            spec = json.dumps(load_schema(schema), ensure_ascii=False, separators=(",", ":"))
+            spec = json.dumps(schema, ensure_ascii=False, separators=(",", ":"))
             try:
-                return compose_bitset_pda(
+                out = compose_bitset_pda(
                     grammar,
                     root,
                     vocab,
@@ -102,21 +136,18 @@ def compile_json_schema_bitset(
                     max_states=max_states,
                     spec=spec,
                 )
-            except EventConflict as e:
-                raise BitsetIneligible(f"events conflict in the byte DFA: {e}") from None
             except GrammarConflictError as e:
                 raise BitsetIneligible(f"the grammar conflicts: {e}") from None
+            return out, events.skip
         dfa = build_byte_dfa(
             grammar.bodies[0], len(kinds), max_states=max_states, what="the schema"
         )
-        try:
-            return compose_bitset(
-                dfa,
-                trie_for(vocab),
-                vocab,
-                kinds,
-                events.masks(words),
-                events.num_bits,
-            )
-        except EventConflict as e:
+        out = compose_bitset(
+            dfa, trie_for(vocab), vocab, kinds, events.masks(words), events.num_bits
+        )
+        return out, events.skip
+    except EventConflict as e:
+        owners = events.owners_of(e.events)
+        if not owners:
             raise BitsetIneligible(f"events conflict in the byte DFA: {e}") from None
+        raise BitsetSkip(owners) from None

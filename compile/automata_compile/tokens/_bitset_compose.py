@@ -29,7 +29,12 @@ REQUIRE_ANY = 3
 
 class EventConflict(ValueError):
     """The byte DFA has a state with an event edge next to another edge (or accepting):
-    the events of a token edge would not be one program."""
+    the events of a token edge would not be one program. ``events``: the event ids at the
+    conflicting states (`pipeline._bitset` spells their objects otherwise)."""
+
+    def __init__(self, message: str, events=()):
+        super().__init__(message)
+        self.events = frozenset(int(e) for e in events)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +57,8 @@ class BitsetTables:
         alternatives is all set before (a union's ``}`` whose members close on different
         required sets); all zeros (always holds) for a program with no such choice. ``S`` is
         the bits every alternative needs.
+      counted_objects: pointers of the objects spelled by the counting automaton instead
+        (`pipeline._bitset.compile_json_schema_bitset`), no bits.
     """
 
     token_class: np.ndarray
@@ -65,6 +72,7 @@ class BitsetTables:
     eos_ids: tuple
     num_bits: int
     program_alts: np.ndarray | None = None
+    counted_objects: tuple = ()
 
     def __post_init__(self):
         if self.program_alts is None:
@@ -112,23 +120,25 @@ def _contract(dfa: ByteDFA, kinds):
     rows = np.flatnonzero(is_event)
     joins: dict = {}
     if rows.size:
-        if dfa.accepting[rows].any() or is_event[dfa.start]:
-            raise EventConflict("an event state accepts or is the start")
-        if (trans[rows, :NUM_BYTES] >= 0).any():
-            raise EventConflict("an event state has a byte edge")
+        bad = dfa.accepting[rows] | (trans[rows, :NUM_BYTES] >= 0).any(axis=1)
+        bad |= rows == dfa.start
         col = np.argmax(events[rows] >= 0, axis=1)
         ev[rows] = col
         ev_next[rows] = events[rows, col]
-        many = rows[(events[rows] >= 0).sum(axis=1) > 1]
         is_req = np.asarray(kinds, dtype=np.int64) == REQUIRE
-        for s in many.tolist():
+        for i in np.flatnonzero((events[rows] >= 0).sum(axis=1) > 1).tolist():
+            s = int(rows[i])
             es = np.flatnonzero(events[s] >= 0)
             if not is_req[es].all() or len(set(events[s, es].tolist())) != 1:
-                raise EventConflict(
-                    "an event state has two events that are not REQUIREs into one state"
-                )
-            key = tuple(es.tolist())
-            ev[s] = joins.setdefault(key, len(kinds) + len(joins))
+                bad[i] = True
+            elif not bad.any():
+                ev[s] = joins.setdefault(tuple(es.tolist()), len(kinds) + len(joins))
+        if bad.any():  # every conflicting state's events at once
+            raise EventConflict(
+                "an event state has another edge (bytes, an event into another state, or a "
+                "non-REQUIRE event), or accepts",
+                np.flatnonzero((events[rows[bad]] >= 0).any(axis=0)),
+            )
     # each event state's chain end (chains of several events: follow them)
     end = np.arange(trans.shape[0] + 1, dtype=np.int64)
     end[rows] = ev_next[rows]

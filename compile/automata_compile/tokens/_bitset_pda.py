@@ -55,8 +55,8 @@ class BitsetPDATables:
       tables: the token-level PDA (`TokenDFA` with the PDA block, dense).
       program: int32[Q, C], each context-independent edge's program id (0: no event).
       cd_program: int32[E], each context-dependent edge's program id.
-      programs, program_alts, live_mask, live_always, num_bits: as in `BitsetTables`
-        (states outside the root rule are always live).
+      programs, program_alts, live_mask, live_always, num_bits, counted_objects: as in
+        `BitsetTables` (states outside the root rule are always live).
     """
 
     tables: TokenDFA
@@ -67,6 +67,7 @@ class BitsetPDATables:
     live_mask: np.ndarray
     live_always: np.ndarray
     num_bits: int
+    counted_objects: tuple = ()
 
     @property
     def words(self) -> int:
@@ -247,7 +248,10 @@ def compose_bitset_pda(
     )
     ctrans, is_event, ev, ev_next, joins, end = _contract(view, kinds)
     if (calls[is_event] >= 0).any():
-        raise EventConflict("an event state has a rule call")
+        at = np.flatnonzero(is_event & (calls >= 0).any(axis=1))
+        raise EventConflict(
+            "an event state has a rule call", np.flatnonzero((evcols[at] >= 0).any(axis=0))
+        )
     ccalls = np.where(calls >= 0, end[np.maximum(calls, 0)], -1)
     ccalls = np.where(calls >= 0, ccalls, -1).astype(np.int32)
     croot = ByteDFA(

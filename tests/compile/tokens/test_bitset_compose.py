@@ -273,9 +273,10 @@ def test_the_state_space_is_smaller_than_any_order(compiled):
     assert new.num_bits == 5
 
 
-def test_counted_objects_are_not_eligible(llama3_vocab):
-    """(Schemas with grammar rules: tests/compile/tokens/test_bitset_pda.py.)"""
-    with pytest.raises(BitsetIneligible, match="counts its properties"):
+def test_objects_inside_counted_objects_are_counted(llama3_vocab):
+    """An object counting its properties spells the objects inside it with the counting
+    automaton too: here none is left with bits. (Grammar rules: test_bitset_pda.py.)"""
+    with pytest.raises(BitsetIneligible, match="every object in any order is spelled by"):
         compile_json_schema_bitset(
             {"type": "object", "properties": {"a": NESTED, "b": BOOL}, "minProperties": 1},
             llama3_vocab,
@@ -349,12 +350,25 @@ def test_unions_closing_on_different_required_sets(name, llama3_vocab):
     _random_walks(old, new, llama3_vocab, rng, walks=12, steps=60, stop=0.2, label=name)
 
 
-def test_a_key_one_member_takes_as_additional_still_conflicts(llama3_vocab):
+def test_a_union_whose_events_conflict_is_spelled_by_the_counting_automaton(llama3_vocab):
     """A key one member declares (SET) and another takes as an additional property (no
-    event): not eligible (docs/any_order_bitset.md, "What remains")."""
+    event): the union's members are spelled by the counting automaton (as by default) in a
+    second translation, the rest of the schema keeps its bits; masks equal to the default."""
     open_b = dict(UNION_B, additionalProperties=BOOL)
-    with pytest.raises(BitsetIneligible, match="events conflict"):
-        compile_json_schema_bitset({"anyOf": [UNION_C, open_b]}, llama3_vocab)
+    schema = {
+        "type": "object",
+        "properties": {"u": {"anyOf": [UNION_C, open_b]}, "n": NESTED},
+        "required": ["u"],
+        "additionalProperties": False,
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ac.OrderFallbackWarning)
+        old = ac.compile_json_schema(schema, llama3_vocab)
+        new = compile_json_schema_bitset(schema, llama3_vocab)
+    assert new.counted_objects == ("/properties/u/anyOf/0", "/properties/u/anyOf/1")
+    assert new.num_bits > 0  # the others keep their bits
+    rng = random.Random("counted")
+    _random_walks(old, new, llama3_vocab, rng, walks=12, steps=60, stop=0.2, label="counted")
 
 
 def _union_instance(members):
