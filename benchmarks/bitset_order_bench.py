@@ -131,24 +131,25 @@ def run_one(name, schema, vocab, rounds: int, check: int, **options) -> dict:
         if out is not None:
             tab = out.tables if isinstance(out, BitsetPDATables) else out
             d["states"], d["classes"] = (int(x) for x in tab.next_state.shape)
-            if k == "bitset" and isinstance(out, BitsetPDATables):
-                d["pda"] = True
-                has = (tab.next_state >= 0).any(axis=1)
-                has[tab.cd_state] = True
-                d["reachable"] = int(has.sum())  # token-level states (with an edge)
+            if k == "bitset":
+                if isinstance(out, BitsetPDATables):
+                    d["pda"] = True
+                    has = (tab.next_state >= 0).any(axis=1)
+                    has[tab.cd_state] = True
+                    d["reachable"] = int(has.sum())  # token-level states (with an edge)
+                else:
+                    d["reachable"] = out.reachable_states()
                 d["programs"] = int(out.programs.shape[0])
                 d["bits"] = out.num_bits
-            elif k == "bitset":
-                d["reachable"] = out.reachable_states()
-                d["programs"] = int(out.programs.shape[0])
-                d["bits"] = out.num_bits
+                d["counted_objects"] = len(out.counted_objects)
             elif getattr(out, "is_pda", False):
                 d["pda"] = True
         row[k] = d
     same_kind = outs["any"] is not None and bool(getattr(outs["any"], "is_pda", False)) == (
         isinstance(outs["bitset"], BitsetPDATables)
     )
-    if check and outs["bitset"] is not None and same_kind and not fb["any"]:
+    exact = not fb["any"] and not fb["bitset"]  # neither fell back to declared order
+    if check and outs["bitset"] is not None and same_kind and exact:
         row["check"] = _check(outs["any"], outs["bitset"], vocab, check, name)
     return row
 
@@ -189,7 +190,8 @@ def main(argv=None) -> int:
                 f"{d.get('classes', '-')}  bitset {b['cpu_s']:6.3f} "
                 + (
                     f"{b['states']}x{b['classes']} reach {b['reachable']} P {b['programs']} "
-                    f"bits {b['bits']} check {r.get('check')}"
+                    f"bits {b['bits']} counted {b['counted_objects']} fb {b['fell_back']} "
+                    f"check {r.get('check')}"
                     if b["error"] is None
                     else f"- ({b['error'][:70]})"
                 ),
