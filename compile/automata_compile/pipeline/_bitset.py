@@ -13,7 +13,11 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from automata_compile._errors import GrammarConflictError
+from automata_compile._errors import (
+    GrammarConflictError,
+    StateBudgetExceededError,
+    UnsupportedSchemaError,
+)
 from automata_compile.automata import build_byte_dfa, limits
 from automata_compile.frontends.json_schema import (
     BitsetEvents,
@@ -27,6 +31,7 @@ from automata_compile.frontends.json_schema._bitset_events import (
     events_in,
     shift_events,
 )
+from automata_compile.pipeline._json_schema import _order_fallback
 from automata_compile.tokens import EventConflict, compose_bitset, compose_bitset_pda, trie_for
 
 # Translations at most: each one after the first spells the objects whose events conflicted
@@ -34,10 +39,11 @@ from automata_compile.tokens import EventConflict, compose_bitset, compose_bitse
 MAX_ROUNDS = 8
 
 
-def bitset_grammar(schema, *, skip=(), **options):
+def bitset_grammar(schema, *, skip=(), opts=None, **options):
     """(grammar with events, `BitsetEvents`) of an eligible schema: rule 0 (the root) holds
     every event, numbered after the rule calls where there are rules. ``skip``: pointers of
-    objects to spell with the counting automaton (as by default).
+    objects to spell with the counting automaton (as by default); ``opts``: parsed options
+    (else parsed from ``options``), their ``any_ordered`` filled by this translation.
 
     Raises:
       BitsetSkip: an object spelled by the counting automaton (counted, skipped) holds bitset
@@ -46,10 +52,12 @@ def bitset_grammar(schema, *, skip=(), **options):
       BitsetIneligible: no object in any order.
     """
     schema = load_schema(schema)
-    opts = parse_options(options)
+    if opts is None:
+        opts = parse_options(options)
     if opts.property_order == "declared":
         raise BitsetIneligible('property_order="declared" has no any-order object')
     events = BitsetEvents(skip)
+    opts.any_ordered.clear()
     opts = dataclasses.replace(opts, bitset=events)
     grammar, _ = translate_grammar(schema, opts, False)
     if not events.objects:
@@ -91,7 +99,9 @@ def compile_json_schema_bitset(
     of a union whose continuations depend on the bits: docs/any_order_bitset.md), objects
     inside recursive rules and objects inside counted ones are spelled by the counting
     automaton, as by default (exact any order within its budget, else declared order with
-    an `OrderFallbackWarning`); the tables' ``counted_objects`` name them.
+    an `OrderFallbackWarning`, or, where the schema's automaton outgrows a budget with them in
+    any order, declared order for all of them with a warning each, as `compile_json_schema`
+    does); the tables' ``counted_objects`` name them.
 
     Raises:
       BitsetIneligible: no object in any order (or none left), a grammar conflict of the
@@ -99,23 +109,30 @@ def compile_json_schema_bitset(
     """
     schema = load_schema(schema)
     skip: frozenset = frozenset()
+    opts = parse_options(options)
     with limits(timeout_s, "the schema"):
         for _ in range(MAX_ROUNDS):
             try:
-                out, counted = _compile_once(schema, vocab, max_states, skip, options)
+                out, counted = _compile_once(schema, vocab, max_states, skip, opts)
             except BitsetSkip as e:
                 if e.pointers <= skip:
                     raise BitsetIneligible(f"events conflict again at {e}") from None
                 skip |= e.pointers
                 continue
+            except (StateBudgetExceededError, UnsupportedSchemaError) as e:
+                retry = _order_fallback(opts, e)  # the counted objects in declared order
+                if retry is None:
+                    raise
+                opts = retry
+                continue
             return dataclasses.replace(out, counted_objects=tuple(sorted(counted)))
     raise BitsetIneligible(f"events still conflict after {MAX_ROUNDS} translations")
 
 
-def _compile_once(schema, vocab, max_states, skip, options):
+def _compile_once(schema, vocab, max_states, skip, opts):
     """One translation and composition: (tables, pointers of the objects spelled by the
     counting automaton); `BitsetSkip` names the objects whose events conflict."""
-    grammar, events = bitset_grammar(schema, skip=skip, **options)
+    grammar, events = bitset_grammar(schema, skip=skip, opts=opts)
     words = max(1, (events.num_bits + 31) // 32)
     kinds = [k for k, _ in events.events]
     try:
