@@ -371,6 +371,28 @@ def test_a_union_whose_events_conflict_is_spelled_by_the_counting_automaton(llam
     _random_walks(old, new, llama3_vocab, rng, walks=12, steps=60, stop=0.2, label="counted")
 
 
+def test_counted_objects_past_the_budget_fall_back_as_by_default(llama3_vocab):
+    """Counted union members of 12 properties fall back to declared order with a warning,
+    as the default does with them; masks equal to the default's."""
+    big_a = {"type": "object", "properties": {f"p{i}": BOOL for i in range(12)},
+             "required": ["p3"], "additionalProperties": False}  # fmt: skip
+    big_b = {"type": "object", "properties": {f"q{i}": BOOL for i in range(12)},
+             "additionalProperties": BOOL}  # fmt: skip
+    schema = {
+        "type": "object",
+        "properties": {"u": {"anyOf": [big_a, big_b]}, "n": NESTED},
+        "required": ["u"],
+        "additionalProperties": False,
+    }
+    with pytest.warns(ac.OrderFallbackWarning):
+        old = ac.compile_json_schema(schema, llama3_vocab)
+    with pytest.warns(ac.OrderFallbackWarning):
+        new = compile_json_schema_bitset(schema, llama3_vocab)
+    assert new.counted_objects and new.num_bits == 5  # the root and NESTED keep their bits
+    rng = random.Random("budget")
+    _random_walks(old, new, llama3_vocab, rng, walks=4, steps=40, stop=0.2, label="budget")
+
+
 def _union_instance(members):
     return st.sampled_from(members).flatmap(_object)
 
