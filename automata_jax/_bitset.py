@@ -383,6 +383,25 @@ def bitset_advance(
     return new_state, new_bits
 
 
+def _check_supported(t) -> None:
+    """Refuses, by name, bitset tables whose rules these kernels do not run yet (compiled, but
+    they would be allowed too much: docs/any_order_bitset.md, "What remains")."""
+    if not hasattr(t, "token_class") or not hasattr(t, "programs"):
+        raise RuntimeShapeError(
+            f"ConstraintTables.from_bitset: expected automata_compile BitsetTables, got "
+            f"{type(t).__name__} (bitset tables of a schema with grammar rules carry a stack "
+            f"with the bits, which the device kernels do not run yet; compile it with "
+            f"compile_json_schema for PDA tables)"
+        )
+    alts = getattr(t, "program_alts", None)
+    if alts is not None and np.any(alts):
+        raise RuntimeShapeError(
+            "ConstraintTables.from_bitset: these tables hold REQUIRE alternatives (a union "
+            "whose members close on different required sets), which the device kernels do not "
+            "test yet; compile the schema with compile_json_schema"
+        )
+
+
 def constraint_tables(t, vocab_size: int, capacity: BitsetCapacity | None = None):
     """`ConstraintTables` of one bitset constraint (K = 1): the plain arrays are ``t``'s token
     table read with every bitset (an over-approximation that nothing reads for the mask or
@@ -392,6 +411,7 @@ def constraint_tables(t, vocab_size: int, capacity: BitsetCapacity | None = None
 
     if not isinstance(vocab_size, (int, np.integer)) or vocab_size < 1:
         raise RuntimeShapeError(f"vocab_size: expected a positive int, got {vocab_size!r}")
+    _check_supported(t)
     if capacity is not None and not isinstance(capacity, BitsetCapacity):
         raise RuntimeShapeError(
             f"capacity: expected a BitsetCapacity (or None), got {type(capacity).__name__}"

@@ -37,7 +37,13 @@ from first_mask_ab import SCHEMASTORE  # noqa: E402
 import automata_compile as ac  # noqa: E402
 from automata_compile.frontends.json_schema import BitsetIneligible  # noqa: E402
 from automata_compile.pipeline._bitset import compile_json_schema_bitset  # noqa: E402
-from automata_compile.tokens import reference_advance, reference_mask  # noqa: E402
+from automata_compile.tokens import (  # noqa: E402
+    BitsetPDATables,
+    reference_advance,
+    reference_mask,
+    reference_pda_advance,
+    reference_pda_mask,
+)
 
 RESULTS = ROOT / "benchmarks" / "results" / "bitset_order.json"
 
@@ -57,6 +63,8 @@ def _timed(fn):
 
 
 def _check(old, new, vocab, walks: int, seed: str) -> bool:
+    if isinstance(new, BitsetPDATables):
+        return _check_pda(old, new, vocab, walks, seed)
     rng = random.Random(seed)
     for _ in range(walks):
         so, sn = old.start, new.start
@@ -74,6 +82,27 @@ def _check(old, new, vocab, walks: int, seed: str) -> bool:
             tok = rng.choice(short if short and rng.random() < 0.8 else allowed.tolist())
             so = int(old.next_state[so, old.token_class[tok]])
             sn, bits = reference_advance(new, sn, bits, tok)
+    return True
+
+
+def _check_pda(old, new, vocab, walks: int, seed: str) -> bool:
+    """`_check` for a schema with grammar rules: stacks and bits (`reference_pda_mask`)."""
+    rng = random.Random(seed)
+    for _ in range(walks):
+        so, stack_o = old.start, ()
+        sn, stack_n, bits = new.start, (), np.zeros(new.words, np.uint32)
+        for _ in range(60):
+            mo = old.allowed(so, stack_o)
+            if not np.array_equal(mo, reference_pda_mask(new, sn, stack_n, bits)):
+                return False
+            allowed = np.flatnonzero(mo)
+            allowed = allowed[~np.isin(allowed, vocab.eos_ids)]
+            if not allowed.size:
+                break
+            short = [t for t in allowed.tolist() if len(vocab.tokens[t] or b"") <= 2]
+            tok = rng.choice(short if short and rng.random() < 0.8 else allowed.tolist())
+            so, stack_o = old.advance_config(so, stack_o, tok)
+            sn, stack_n, bits = reference_pda_advance(new, sn, stack_n, bits, tok)
     return True
 
 
@@ -100,15 +129,27 @@ def run_one(name, schema, vocab, rounds: int, check: int, **options) -> dict:
         out = outs[k]
         d = {"cpu_s": min(times[k]), "error": errs[k], "fell_back": fb[k]}
         if out is not None:
-            d["states"], d["classes"] = (int(x) for x in out.next_state.shape)
+            tab = out.tables if isinstance(out, BitsetPDATables) else out
+            d["states"], d["classes"] = (int(x) for x in tab.next_state.shape)
             if k == "bitset":
-                d["reachable"] = out.reachable_states()
+                if isinstance(out, BitsetPDATables):
+                    d["pda"] = True
+                    has = (tab.next_state >= 0).any(axis=1)
+                    has[tab.cd_state] = True
+                    d["reachable"] = int(has.sum())  # token-level states (with an edge)
+                else:
+                    d["reachable"] = out.reachable_states()
                 d["programs"] = int(out.programs.shape[0])
                 d["bits"] = out.num_bits
+                d["counted_objects"] = len(out.counted_objects)
             elif getattr(out, "is_pda", False):
                 d["pda"] = True
         row[k] = d
-    if check and outs["bitset"] is not None and outs["any"] is not None and not fb["any"]:
+    same_kind = outs["any"] is not None and bool(getattr(outs["any"], "is_pda", False)) == (
+        isinstance(outs["bitset"], BitsetPDATables)
+    )
+    exact = not fb["any"] and not fb["bitset"]  # neither fell back to declared order
+    if check and outs["bitset"] is not None and same_kind and exact:
         row["check"] = _check(outs["any"], outs["bitset"], vocab, check, name)
     return row
 
@@ -149,7 +190,8 @@ def main(argv=None) -> int:
                 f"{d.get('classes', '-')}  bitset {b['cpu_s']:6.3f} "
                 + (
                     f"{b['states']}x{b['classes']} reach {b['reachable']} P {b['programs']} "
-                    f"bits {b['bits']} check {r.get('check')}"
+                    f"bits {b['bits']} counted {b['counted_objects']} fb {b['fell_back']} "
+                    f"check {r.get('check')}"
                     if b["error"] is None
                     else f"- ({b['error'][:70]})"
                 ),
@@ -166,6 +208,8 @@ def main(argv=None) -> int:
             xs = [r[k]["cpu_s"] for r in ok if r[k]["error"] is None]
             if xs:
                 s[k + "_p50_s"] = statistics.median(xs)
+                s[k + "_p90_s"] = float(np.percentile(xs, 90))
+        s["pda"] = sum(1 for r in ok if r["bitset"].get("pda"))
         s["checked"] = sum(1 for r in ok if r.get("check") is True)
         s["check_failed"] = sum(1 for r in ok if r.get("check") is False)
         s["ineligible_reasons"] = sorted(

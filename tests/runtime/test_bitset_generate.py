@@ -18,6 +18,7 @@ import automata_compile as ac
 import automata_jax as aj
 from automata_compile.tokens import reference_advance, reference_mask
 from automata_jax import ConstraintTables, testing
+from automata_jax._fast_forward import accepts_logits_at
 from automata_jax.testing import host_callbacks, jaxpr_primitive_names
 
 jsonschema = pytest.importorskip("jsonschema")
@@ -56,6 +57,7 @@ class CountingStep:
 
     def __init__(self, fn):
         self.fn, self.calls = fn, 0
+        self.takes_logits_at = accepts_logits_at(fn)  # a forwarder declares what it wraps
 
     def __call__(self, *args, **kwargs):
         self.calls += 1
@@ -196,8 +198,16 @@ def test_jaxpr_has_no_host_callbacks(setup):
 def test_refusals(setup, llama3_vocab):
     vocab, model, params, tables = setup
     free = {"type": "object", "properties": {"a": {}, "b": BOOL}}  # a free value: rules
-    with pytest.raises(ac.BitsetIneligible, match="grammar rules"):
-        ac.compile_json_schema_bitset(free, vocab)
+    with pytest.raises(aj.RuntimeShapeError, match="grammar rules"):  # compiled, not run yet
+        ConstraintTables.from_bitset(ac.compile_json_schema_bitset(free, vocab), vocab_size=vocab.size)
+    member_a = {"type": "object", "properties": {"a": BOOL, "b": BOOL}, "required": ["a"],
+                "additionalProperties": False}  # fmt: skip
+    member_z = {"type": "object", "properties": {"a": BOOL, "z": BOOL}, "required": ["z"],
+                "additionalProperties": False}  # fmt: skip
+    union = ac.compile_json_schema_bitset({"anyOf": [member_a, member_z]}, vocab)
+    assert union.program_alts.any()  # a REQUIRE with alternatives
+    with pytest.raises(aj.RuntimeShapeError, match="REQUIRE alternatives"):
+        ConstraintTables.from_bitset(union, vocab_size=vocab.size)
     with pytest.raises(ac.BitsetIneligible, match="declared"):
         ac.compile_json_schema_bitset(B, vocab, property_order="declared")
     bt = ac.compile_json_schema_bitset(A, vocab, whitespace="compact")

@@ -99,9 +99,13 @@ class BytePDA:
         return bool(self.ends[q]) and all(self.ends[r] for r in stack)
 
 
-def build_byte_pda(grammar, *, max_states: int | None = None, what: str = "the grammar") -> BytePDA:
+def build_byte_pda(
+    grammar, *, max_states: int | None = None, what: str = "the grammar", root=None
+) -> BytePDA:
     """Compiles every rule and checks determinism; ``what`` names the input in budget
-    errors (each also names the rule).
+    errors (each also names the rule). ``root``: a `ByteDFA` (columns: bytes, then one per
+    rule call) to use for rule 0 instead of compiling its body (the bitset path's root with
+    its events contracted, `tokens._bitset_pda`).
 
     Raises:
       GrammarConflictError, LeftRecursionError, UnsupportedGrammarError (unproductive rule),
@@ -112,6 +116,9 @@ def build_byte_pda(grammar, *, max_states: int | None = None, what: str = "the g
     budget = max_states or _byte_dfa.DEFAULT_MAX_STATES
     dfas = []
     for j, (name, body) in enumerate(zip(names, grammar.bodies, strict=False)):
+        if j == 0 and root is not None:
+            dfas.append(root)
+            continue
         try:
             dfas.append(_byte_dfa.cached_byte_dfa(body, r_count, max_states=budget, what=what))
         except AutomataError as e:

@@ -10,6 +10,10 @@ from automata_compile._lazy import lazy_exports
 
 _EXPORTS = {
     "BitsetTables": "_bitset_compose",
+    "BitsetPDATables": "_bitset_pda",
+    "compose_bitset_pda": "_bitset_pda",
+    "reference_pda_advance": "_bitset_pda",
+    "reference_pda_mask": "_bitset_pda",
     "EventConflict": "_bitset_compose",
     "compose_bitset": "_bitset_compose",
     "minimize_bitset": "_bitset_compose",

@@ -22,11 +22,19 @@ from automata_compile.tokens._token_trie import TokenTrie
 
 # Event kinds, as `frontends.json_schema._bitset_events` numbers them (a test pins both).
 SET, CLEAR, REQUIRE = 0, 1, 2
+# A state whose event edges are several REQUIREs into one state (a union's members closing on
+# different required sets): one event that holds iff one of the masks is set (composition only).
+REQUIRE_ANY = 3
 
 
 class EventConflict(ValueError):
     """The byte DFA has a state with an event edge next to another edge (or accepting):
-    the events of a token edge would not be one program."""
+    the events of a token edge would not be one program. ``events``: the event ids at the
+    conflicting states (`pipeline._bitset` spells their objects otherwise)."""
+
+    def __init__(self, message: str, events=()):
+        super().__init__(message)
+        self.events = frozenset(int(e) for e in events)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +53,12 @@ class BitsetTables:
       start: the initial state.
       eos_ids: the vocabulary's end-of-sequence ids.
       num_bits: bits used (W = ceil(num_bits / 32), at least 1).
+      program_alts: uint32[P, K, W] (K >= 1): a program also holds only if one of its K
+        alternatives is all set before (a union's ``}`` whose members close on different
+        required sets); all zeros (always holds) for a program with no such choice. ``S`` is
+        the bits every alternative needs.
+      counted_objects: pointers of the objects spelled by the counting automaton instead
+        (`pipeline._bitset.compile_json_schema_bitset`), no bits.
     """
 
     token_class: np.ndarray
@@ -57,6 +71,13 @@ class BitsetTables:
     start: int
     eos_ids: tuple
     num_bits: int
+    program_alts: np.ndarray | None = None
+    counted_objects: tuple = ()
+
+    def __post_init__(self):
+        if self.program_alts is None:
+            p, _, w = self.programs.shape
+            object.__setattr__(self, "program_alts", np.zeros((p, 1, w), np.uint32))
 
     @property
     def words(self) -> int:
@@ -81,26 +102,43 @@ def _reachable(next_state: np.ndarray, start: int) -> np.ndarray:
     return seen
 
 
-def _contract(dfa: ByteDFA):
+def _contract(dfa: ByteDFA, kinds):
     """(byte table whose edges into an event state go to the end of its chain of events,
-    whether each state is an event state, its event or -1, its event's next state).
+    whether each state is an event state, its event or -1, its event's next state, the
+    disjunctions: per extra event ``len(kinds) + i``, the REQUIRE events it joins, each
+    state's chain end: int64[Q + 1], the last entry -1).
+
+    A state whose only edges are several REQUIREs into one state gets one REQUIRE_ANY event.
 
     Raises:
       EventConflict: an event state has another edge, accepts, or is the start."""
     trans = np.asarray(dfa.trans)
     events = trans[:, NUM_BYTES:]
     is_event = (events >= 0).any(axis=1)
-    if is_event.any():
-        out = (trans[is_event] >= 0).sum(axis=1)
-        if (out != 1).any() or dfa.accepting[is_event].any() or is_event[dfa.start]:
-            raise EventConflict("an event state has another edge, or accepts")
     ev = np.full(trans.shape[0], -1, np.int64)
     ev_next = np.full(trans.shape[0], -1, np.int64)
     rows = np.flatnonzero(is_event)
+    joins: dict = {}
     if rows.size:
+        bad = dfa.accepting[rows] | (trans[rows, :NUM_BYTES] >= 0).any(axis=1)
+        bad |= rows == dfa.start
         col = np.argmax(events[rows] >= 0, axis=1)
         ev[rows] = col
         ev_next[rows] = events[rows, col]
+        is_req = np.asarray(kinds, dtype=np.int64) == REQUIRE
+        for i in np.flatnonzero((events[rows] >= 0).sum(axis=1) > 1).tolist():
+            s = int(rows[i])
+            es = np.flatnonzero(events[s] >= 0)
+            if not is_req[es].all() or len(set(events[s, es].tolist())) != 1:
+                bad[i] = True
+            elif not bad.any():
+                ev[s] = joins.setdefault(tuple(es.tolist()), len(kinds) + len(joins))
+        if bad.any():  # every conflicting state's events at once
+            raise EventConflict(
+                "an event state has another edge (bytes, an event into another state, or a "
+                "non-REQUIRE event), or accepts",
+                np.flatnonzero((events[rows[bad]] >= 0).any(axis=0)),
+            )
     # each event state's chain end (chains of several events: follow them)
     end = np.arange(trans.shape[0] + 1, dtype=np.int64)
     end[rows] = ev_next[rows]
@@ -112,7 +150,7 @@ def _contract(dfa: ByteDFA):
     byte = trans[:, :NUM_BYTES].astype(np.int64)
     end[-1] = -1
     ctrans = np.where(byte >= 0, end[byte], -1).astype(np.int32)
-    return ctrans, is_event, ev, ev_next
+    return ctrans, is_event, ev, ev_next, list(joins), end
 
 
 def _first_events(byte, is_event, ev, accepting, kinds) -> tuple:
@@ -180,9 +218,12 @@ def compose_bitset(
     words = max(1, (num_bits + 31) // 32)
     masks = np.asarray(masks, dtype=np.uint32).reshape(len(kinds), words)
     kinds = list(kinds)
-    ctrans, is_event, ev, ev_next = _contract(dfa)
+    ctrans, is_event, ev, ev_next, joins, _ = _contract(dfa, kinds)
+    events = _event_alternatives(kinds, masks, joins)
     byte = np.asarray(dfa.trans[:, :NUM_BYTES])
-    always, key_events = _first_events(byte, is_event, ev, dfa.accepting, kinds)
+    always, key_events = _first_events(
+        byte, is_event, ev, dfa.accepting, kinds + [REQUIRE_ANY] * len(joins)
+    )
     live_mask = np.zeros((q, words), np.uint32)
     for s, k in enumerate(key_events):
         while k:
@@ -202,14 +243,16 @@ def compose_bitset(
     by_byte = _tokens_by_byte(vocab)
     etok = np.unique(np.concatenate([by_byte[b] for b in event_bytes.tolist()] + [[]]))
     etok = etok.astype(np.int64)
-    pairs = _event_walk(byte, is_event, ev, ev_next, kinds, masks, matrix, lengths, etok)
-    ps, pt, pend, prog = pairs
+    ps, pt, pend, prog, palt = _event_walk(
+        byte, is_event, ev, ev_next, events, matrix, lengths, etok
+    )
     # statically dead: a key position none of whose keys can be unset after the token
     lm = live_mask[pend]
     a = prog[:, 3 * words : 4 * words]
     dead = ~always[pend] & ~((lm & ~a) != 0).any(axis=1)
-    ps, pt, pend, prog = ps[~dead], pt[~dead], pend[~dead], prog[~dead]
-    zero = np.zeros((1, 4 * words), np.uint32)
+    ps, pt, pend = ps[~dead], pt[~dead], pend[~dead]
+    prog = np.concatenate([prog[~dead], palt[~dead]], axis=1)
+    zero = np.zeros((1, prog.shape[1]), np.uint32)
     rows = np.ascontiguousarray(np.concatenate([zero, prog]))
     keys = rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).reshape(-1)
     _, first_row, pid = np.unique(keys, return_index=True, return_inverse=True)
@@ -246,7 +289,8 @@ def compose_bitset(
         token_class=token_class,
         next_state=next_state,
         program=program,
-        programs=uniq.reshape(num_p, 4, words),
+        programs=np.ascontiguousarray(uniq[:, : 4 * words].reshape(num_p, 4, words)),
+        program_alts=np.ascontiguousarray(uniq[:, 4 * words :].reshape(num_p, -1, words)),
         live_mask=live_mask,
         live_always=always,
         accepting=np.asarray(dfa.accepting, dtype=bool),
@@ -309,11 +353,29 @@ def _tokens_by_byte(vocab) -> list:
     return hit
 
 
-def _event_walk(byte, is_event, ev, ev_next, kinds, masks, matrix, lengths, etok):
-    """Every live (start state, token) pair of the tokens ``etok``, walked with events.
+def _event_alternatives(kinds, masks, joins):
+    """(kinds int64[E], alternatives uint32[E, J, W], valid bool[E, J]) of the events and
+    the REQUIRE_ANY events ``joins`` (each the REQUIRE events it joins) appended after them."""
+    e0, words = masks.shape
+    j = max([1] + [len(x) for x in joins])
+    alts = np.zeros((e0 + len(joins), j, words), np.uint32)
+    valid = np.zeros((e0 + len(joins), j), dtype=bool)
+    alts[:e0, 0], valid[:e0, 0] = masks, True
+    for i, join in enumerate(joins):
+        alts[e0 + i, : len(join)] = masks[list(join)]
+        valid[e0 + i, : len(join)] = True
+    kinds = np.asarray(list(kinds) + [REQUIRE_ANY] * len(joins), dtype=np.int64)
+    return kinds, alts, valid
 
-    Returns (start, token, end, program uint32[N, 4W]) of the pairs that end alive."""
-    words = masks.shape[1]
+
+def _event_walk(byte, is_event, ev, ev_next, events, matrix, lengths, etok):
+    """Every live (start state, token) pair of the tokens ``etok``, walked with events
+    (``events``: `_event_alternatives`).
+
+    Returns (start, token, end, program uint32[N, 4W], alternatives uint32[N, K*W]) of the
+    pairs that end alive (`_normal_alternatives`)."""
+    kinds, ealts, evalid = events
+    words = ealts.shape[2]
     firsts = matrix[etok, 0]
     ps, pt = [], []
     for b in np.unique(firsts).tolist():
@@ -323,51 +385,134 @@ def _event_walk(byte, is_event, ev, ev_next, kinds, masks, matrix, lengths, etok
         pt.append(np.tile(toks, states.shape[0]))
     if not ps:
         z = np.zeros(0, np.int64)
-        return z, z, z, np.zeros((0, 4 * words), np.uint32)
+        return z, z, z, np.zeros((0, 4 * words), np.uint32), np.zeros((0, words), np.uint32)
     start = np.concatenate(ps).astype(np.int64)
     tok = np.concatenate(pt).astype(np.int64)
     cur = start.copy()
-    prog = np.zeros((start.shape[0], 4, words), np.uint32)
-    done = [[], [], [], []]
-    kinds = np.asarray(kinds, dtype=np.int64)
+    # per pair: U, C, A [N, 3, W]; its REQUIRE alternatives [N, K, W] (S: one of them must
+    # be all set before), which are valid [N, K]
+    prog = np.zeros((start.shape[0], 3, words), np.uint32)
+    alts = np.zeros((start.shape[0], 1, words), np.uint32)
+    valid = np.ones((start.shape[0], 1), dtype=bool)
+    done = [[], [], [], [], [], []]
     for pos in range(matrix.shape[1]):
         if not start.size:
             break
         nxt = byte[cur, matrix[tok, pos]].astype(np.int64)
         ok = nxt >= 0
         start, tok, nxt, prog = start[ok], tok[ok], nxt[ok], prog[ok]
+        alts, valid = alts[ok], valid[ok]
         while True:
             at = is_event[nxt]
             if not at.any():
                 break
             idx = np.flatnonzero(at)
             e = ev[nxt[idx]]
-            fail = np.zeros(idx.shape[0], dtype=bool)
-            sub = prog[idx]
-            m = masks[e]
-            u, s, c, a = sub[:, 0], sub[:, 1], sub[:, 2], sub[:, 3]
+            sub, sa, sv = prog[idx], alts[idx], valid[idx]
+            u, c, a = sub[:, 0], sub[:, 1], sub[:, 2]
+            m = ealts[e, 0]
             k = kinds[e][:, None]
-            is_set, is_clear, is_req = k == SET, k == CLEAR, k == REQUIRE
-            fail |= (is_set & (((a & m) != 0) | ((s & m & ~c) != 0))).any(axis=1)
-            need = m & ~a
-            fail |= (is_req & (((need & c) != 0) | ((need & u) != 0))).any(axis=1)
+            is_set, is_clear = k == SET, k == CLEAR
+            # SET(b): b must be 0 before unless cleared: alternatives needing it die
+            sv = sv & ~(is_set[:, :, None] & ((sa & (m & ~c)[:, None, :]) != 0)).any(axis=2)
+            fail = (is_set & ((a & m) != 0)).any(axis=1)
+            # REQUIRE / REQUIRE_ANY: every alternative times every one of the event's
+            req = np.flatnonzero(kinds[e] >= REQUIRE)
+            if req.size:
+                ra, rv = ealts[e[req]], evalid[e[req]]  # [n, J, W], [n, J]
+                need = ra & ~a[req][:, None, :]
+                rv = rv & ~((need & (c | u)[req][:, None, :]) != 0).any(axis=2)
+                both = sa[req][:, :, None, :] | need[:, None, :, :]  # [n, K, J, W]
+                bv = sv[req][:, :, None] & rv[:, None, :]
+                n_, kk, jj = both.shape[:3]
+                both = both.reshape(n_, kk * jj, words)
+                bv = bv.reshape(n_, kk * jj)
+                keep = np.flatnonzero(~np.isin(np.arange(idx.shape[0]), req))
+                width = max(kk * jj, kk)
+                na = np.zeros((idx.shape[0], width, words), np.uint32)
+                nv = np.zeros((idx.shape[0], width), dtype=bool)
+                na[req], nv[req] = both, bv
+                na[keep, :kk], nv[keep, :kk] = sa[keep], sv[keep]
+                sa, sv = na, nv
             u2 = np.where(is_set, u | (m & ~c), u)
-            s2 = np.where(is_req, s | need, s)
             c2 = np.where(is_clear, c | m, c)
             a2 = np.where(is_set, a | m, np.where(is_clear, a & ~m, a))
-            prog[idx] = np.stack([u2, s2, c2, a2], axis=1)
+            prog[idx] = np.stack([u2, c2, a2], axis=1)
+            fail |= ~sv.any(axis=1)
+            if sa.shape[1] > alts.shape[1]:
+                grow = sa.shape[1] - alts.shape[1]
+                alts = np.concatenate([alts, np.zeros((alts.shape[0], grow, words), np.uint32)], 1)
+                valid = np.concatenate([valid, np.zeros((valid.shape[0], grow), bool)], 1)
+            alts[idx, : sa.shape[1]], valid[idx, : sa.shape[1]] = sa, sv
+            valid[idx, sa.shape[1] :] = False
+            alts, valid = _compact(alts, valid)
             nxt[idx] = ev_next[nxt[idx]]
             if fail.any():
                 keep = np.ones(nxt.shape[0], dtype=bool)
                 keep[idx[fail]] = False
                 start, tok, nxt, prog = start[keep], tok[keep], nxt[keep], prog[keep]
+                alts, valid = alts[keep], valid[keep]
         fin = lengths[tok] == pos + 1
         done[0].append(start[fin])
         done[1].append(tok[fin])
         done[2].append(nxt[fin])
-        done[3].append(prog[fin].reshape(-1, 4 * words))
+        done[3].append(prog[fin])
+        done[4].append(alts[fin])
+        done[5].append(valid[fin])
         start, tok, cur, prog = start[~fin], tok[~fin], nxt[~fin], prog[~fin]
-    return tuple(np.concatenate(d) for d in done)
+        alts, valid = alts[~fin], valid[~fin]
+    k = max([1] + [x.shape[1] for x in done[4]])
+    pad = [np.concatenate([x, np.zeros((x.shape[0], k - x.shape[1], words), np.uint32)], 1)
+           for x in done[4]]  # fmt: skip
+    padv = [np.concatenate([x, np.zeros((x.shape[0], k - x.shape[1]), bool)], 1) for x in done[5]]
+    p3 = np.concatenate(done[3] + [np.zeros((0, 3, words), np.uint32)])
+    s_, alt = _normal_alternatives(
+        np.concatenate(pad + [np.zeros((0, k, words), np.uint32)]),
+        np.concatenate(padv + [np.zeros((0, k), bool)]),
+    )
+    prog4 = np.stack([p3[:, 0], s_, p3[:, 1], p3[:, 2]], axis=1).reshape(-1, 4 * words)
+    return (*(np.concatenate(d + [np.zeros(0, np.int64)]) for d in done[:3]), prog4, alt)
+
+
+def _compact(alts, valid):
+    """Moves each row's valid alternatives first and drops the columns no row uses."""
+    if alts.shape[1] == 1:
+        return alts, valid
+    order = np.argsort(~valid, axis=1, kind="stable")
+    alts = np.take_along_axis(alts, order[:, :, None], axis=1)
+    valid = np.take_along_axis(valid, order, axis=1)
+    k = max(1, int(valid.sum(axis=1).max(initial=1)))
+    return alts[:, :k], valid[:, :k]
+
+
+def _within(small, big) -> bool:
+    """Whether the mask ``small`` (a tuple of words) is a subset of ``big``."""
+    return all(a & ~b == 0 for a, b in zip(small, big, strict=True))
+
+
+def _normal_alternatives(alts, valid):
+    """(S uint32[N, W], alternatives uint32[N, K*W]): one form per set of alternatives.
+    Alternatives that hold a smaller one are dropped; one left: it is S and the
+    alternatives are zeros (always hold); several: S is their common bits and the
+    alternatives are sorted, padded by repeating the last."""
+    n, k, words = alts.shape
+    s = alts[:, 0].copy()
+    many = np.flatnonzero(valid.sum(axis=1) > 1)
+    lists = []
+    for i in many.tolist():
+        rows = {tuple(x) for x in alts[i][valid[i]].tolist()}
+        lists.append(sorted(r for r in rows if not any(_within(o, r) for o in rows if o != r)))
+    width = max([1] + [len(x) for x in lists])
+    out = np.zeros((n, width, words), np.uint32)
+    for i, rows in zip(many.tolist(), lists, strict=True):
+        arr = np.asarray(rows, dtype=np.uint32)
+        if arr.shape[0] == 1:
+            s[i] = arr[0]
+            continue
+        s[i] = np.bitwise_and.reduce(arr, axis=0)
+        out[i, : arr.shape[0]] = arr
+        out[i, arr.shape[0] :] = arr[-1]
+    return s, out.reshape(n, width * words)
 
 
 def reference_mask(t: BitsetTables, state: int, bits: np.ndarray) -> np.ndarray:
@@ -378,6 +523,8 @@ def reference_mask(t: BitsetTables, state: int, bits: np.ndarray) -> np.ndarray:
     u, s, c, a = p[:, 0], p[:, 1], p[:, 2], p[:, 3]
     ok = nxt >= 0
     ok &= ((bits & u) == 0).all(axis=1) & ((bits & s) == s).all(axis=1)
+    alt = t.program_alts[t.program[state]]  # [C, K, W]
+    ok &= ((bits & alt) == alt).all(axis=2).any(axis=1)
     after = (bits & ~c) | a
     tn = np.maximum(nxt, 0)
     ok &= t.live_always[tn] | ((t.live_mask[tn] & ~after) != 0).any(axis=1)
@@ -438,6 +585,7 @@ def minimize_bitset(t: BitsetTables) -> BitsetTables:
         next_state=np.where(table >= 0, table // num_p, -1).astype(np.int32),
         program=np.where(table >= 0, table % num_p, 0).astype(np.int32),
         programs=t.programs,
+        program_alts=t.program_alts,
         live_mask=t.live_mask[keep][reps],
         live_always=t.live_always[keep][reps],
         accepting=t.accepting[keep][reps],

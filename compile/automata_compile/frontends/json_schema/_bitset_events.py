@@ -9,7 +9,7 @@ written: ``SET`` after a declared key's closing quote, ``CLEAR`` after ``{``, ``
 
 from __future__ import annotations
 
-from automata_compile.automata import Automaton, Event, children
+from automata_compile.automata import Alt, Automaton, Event, Repeat, Seq, children
 
 SET, CLEAR, REQUIRE = 0, 1, 2
 
@@ -17,6 +17,15 @@ SET, CLEAR, REQUIRE = 0, 1, 2
 class BitsetIneligible(Exception):
     """The schema cannot use the bitset path (the reason is the message); it compiles on the
     old path."""
+
+
+class BitsetSkip(Exception):
+    """Translate again with the objects at ``pointers`` spelled by the counting automaton
+    (an object that counts its properties, or is itself skipped, holds their events)."""
+
+    def __init__(self, pointers):
+        super().__init__(", ".join(sorted(pointers)))
+        self.pointers = frozenset(pointers)
 
 
 class BitsetEvents:
@@ -27,11 +36,17 @@ class BitsetEvents:
         the members of a union of objects share one bit per property name).
       events: per event id, ``(kind, bits)``: ``(SET, {bit})``, ``(CLEAR, an object's or a
         union's bits)`` or ``(REQUIRE, required bits)``; equal events share one id.
+      owners: per event id, the pointers of the objects whose spelling holds it.
+      skip: pointers of objects spelled by the counting automaton instead (exact any order
+        within its budget, else declared order with a warning, as by default): objects whose
+        events conflicted in a previous translation (`pipeline._bitset`).
     """
 
-    def __init__(self):
+    def __init__(self, skip=()):
         self.objects: list[tuple[str, tuple, frozenset]] = []
         self.events: list[tuple[int, frozenset]] = []
+        self.owners: dict[int, set] = {}
+        self.skip: set = set(skip)
         self._ids: dict = {}
         self._bits = 0
 
@@ -47,13 +62,21 @@ class BitsetEvents:
         self.objects.append((ptr, tuple(bits), frozenset(required)))
         return len(self.objects) - 1
 
-    def event(self, kind: int, bits) -> Event:
+    def event(self, kind: int, bits, owners=()) -> Event:
         key = (kind, frozenset(bits))
         e = self._ids.get(key)
         if e is None:
             e = self._ids[key] = len(self.events)
             self.events.append(key)
+        self.owners.setdefault(e, set()).update(owners)
         return Event(e)
+
+    def owners_of(self, events) -> set:
+        """The pointers of the objects owning the event ids ``events``."""
+        out: set = set()
+        for e in events:
+            out |= self.owners.get(e, set())
+        return out
 
     def masks(self, words: int):
         """Per event, its bits as ``words`` uint32 words (a list of int lists)."""
@@ -68,7 +91,14 @@ class BitsetEvents:
 
 def has_event(nodes) -> bool:
     """Whether an `Event` occurs in any of the IR trees ``nodes`` (automata labels too)."""
+    return bool(events_in(nodes, first=True))
+
+
+def events_in(nodes, first: bool = False) -> set:
+    """The ids of the `Event`s in the IR trees ``nodes`` (automata labels too); ``first``:
+    stop at the first one."""
     seen: set = set()
+    out: set = set()
     todo = list(nodes)
     while todo:
         x = todo.pop()
@@ -76,9 +106,42 @@ def has_event(nodes) -> bool:
             continue
         seen.add(id(x))
         if isinstance(x, Event):
-            return True
-        if isinstance(x, Automaton):
-            todo.extend(lb for out in x.edges for lb, _ in out if not isinstance(lb, tuple))
+            out.add(x.index)
+            if first:
+                return out
+        elif isinstance(x, Automaton):
+            todo.extend(lb for out_ in x.edges for lb, _ in out_ if not isinstance(lb, tuple))
         else:
             todo.extend(children(x))
-    return False
+    return out
+
+
+def shift_events(node, offset: int, memo: dict | None = None):
+    """``node`` with every ``Event(e)`` renumbered to ``Event(e + offset)`` (in a grammar's
+    root the columns ``256 + j`` below ``offset`` are rule calls)."""
+    if memo is None:
+        memo = {}
+    hit = memo.get(id(node))
+    if hit is not None:
+        return hit[1]
+    if isinstance(node, Event):
+        out = Event(node.index + offset)
+    elif isinstance(node, Seq):
+        out = Seq(tuple(shift_events(x, offset, memo) for x in node.items))
+    elif isinstance(node, Alt):
+        out = Alt(tuple(shift_events(x, offset, memo) for x in node.options))
+    elif isinstance(node, Repeat):
+        out = Repeat(shift_events(node.item, offset, memo), node.min, node.max)
+    elif isinstance(node, Automaton):
+        edges = tuple(
+            tuple(
+                (label if isinstance(label, tuple) else shift_events(label, offset, memo), r)
+                for label, r in out
+            )
+            for out in node.edges
+        )
+        out = Automaton(edges=edges, start=node.start, finals=node.finals)
+    else:
+        out = node
+    memo[id(node)] = (node, out)
+    return out

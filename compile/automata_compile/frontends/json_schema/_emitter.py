@@ -24,7 +24,8 @@ from automata_compile.frontends.json_schema._bitset_events import (
     REQUIRE,
     SET,
     BitsetIneligible,
-    has_event,
+    BitsetSkip,
+    events_in,
 )
 from automata_compile.frontends.json_schema._numbers import (
     _constrained_number,
@@ -164,7 +165,7 @@ class _Emitter:
             parts.append(self.string(t.string))
         for a in t.arrays:
             parts.append(self._free_rule("json_array", a, t.arrays) or self.array(a))
-        if self.opts.bitset is not None and len(t.objects) > 1:
+        if self.opts.bitset is not None and len(t.objects) > 1 and not self._skipped(t.objects):
             parts.append(self._objects_bitset(t.objects))
         else:
             for o in t.objects:
@@ -290,6 +291,16 @@ class _Emitter:
                 g.add(key, (npos, nlen, tuple(new)), sf.seq(sep, self.value(t)))
         return g.automaton()
 
+    def _skipped(self, objects) -> bool:
+        """Whether a union member is spelled by the counting automaton (then all of them are:
+        one member's ``{`` with a CLEAR next to another's without)."""
+        skip = self.opts.bitset.skip
+        ptrs = [o.at if o.at is not None else "" for o in objects]
+        if not any(p in skip for p in ptrs):
+            return False
+        skip.update(ptrs)
+        return True
+
     def _objects_bitset(self, objects):
         """A union of objects with bitset events: one ``{`` and one CLEAR for all of them,
         then the members' bodies, whose keys share one bit per property name (the members'
@@ -298,7 +309,8 @@ class _Emitter:
         ev = self.opts.bitset
         names: dict = {}
         bodies = [self.object(o, open_brace=False, union_bits=names) for o in objects]
-        return sf.seq(sf.char("{"), ev.event(CLEAR, names.values()), sf.alt(*bodies))
+        owners = [o.at if o.at is not None else "" for o in objects]
+        return sf.seq(sf.char("{"), ev.event(CLEAR, names.values(), owners), sf.alt(*bodies))
 
     def object(self, o: _Obj, open_brace: bool = True, union_bits: dict | None = None):
         """The object's language; ``open_brace=False``: without its ``{`` (and its CLEAR
@@ -327,13 +339,19 @@ class _Emitter:
             and len(items) + (not sf.is_never(rest)) > 1
             and ptr not in self.opts.declared_at
         ):
-            if self.opts.bitset is not None and not (o.need or o.min > 0 or o.max is not None):
+            ev = self.opts.bitset
+            counted = bool(o.need or o.min > 0 or o.max is not None)
+            if ev is not None and not counted and ptr not in ev.skip:
                 return self._object_bitset(o, items, rest, ptr, open_brace, union_bits)
-            if self.opts.bitset is not None and has_event([x[1] for x in items] + [rest]):
-                raise BitsetIneligible(
-                    f"the object at {_loc(ptr)} counts its properties (minProperties, "
-                    "maxProperties or a required pattern) and holds a bitset object"
-                )
+            inner = events_in([x[1] for x in items] + [rest]) if ev is not None else ()
+            if inner:
+                owners = ev.owners_of(inner) - ev.skip
+                if not owners:
+                    raise BitsetIneligible(
+                        f"the object at {_loc(ptr)} counts its properties (minProperties, "
+                        "maxProperties or a required pattern) and holds a bitset object"
+                    )
+                raise BitsetSkip(owners)
             try:
                 node = self._object_counted(o, items, rest, declared, True)
                 self.opts.any_ordered.append(ptr)
@@ -398,18 +416,21 @@ class _Emitter:
         ev.add_object(ptr, bits, required)
         alts = []
         for b, (name, _, _, schema) in zip(bits, items, strict=True):
-            alts.append(sf.seq(self.key(name), ev.event(SET, [b]), self.colon, self.value(schema)))
+            key = sf.seq(self.key(name), ev.event(SET, [b], [ptr]))
+            alts.append(sf.seq(key, self.colon, self.value(schema)))
         if not sf.is_never(rest):
             alts.append(rest)
         item = sf.alt(*alts)
         close = sf.seq(
-            self.close_pad, sf.char("}"), *([ev.event(REQUIRE, required)] if required else [])
+            self.close_pad,
+            sf.char("}"),
+            *([ev.event(REQUIRE, required, [ptr])] if required else []),
         )
         # one copy of the items (an `Automaton` node: the byte DFA may build it as a piece)
         edges = (
             (
                 (
-                    sf.seq(sf.char("{"), ev.event(CLEAR, bits), self.open_pad)
+                    sf.seq(sf.char("{"), ev.event(CLEAR, bits, [ptr]), self.open_pad)
                     if open_brace
                     else self.open_pad,
                     1,

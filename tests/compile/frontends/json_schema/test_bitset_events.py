@@ -50,3 +50,41 @@ def test_event_kinds_agree_with_the_token_level():
         _bitset_compose.CLEAR,
         _bitset_compose.REQUIRE,
     )
+
+
+def test_owners_events_in_and_shifted_events():
+    from automata_compile.frontends.json_schema._bitset_events import events_in, shift_events
+
+    ev = BitsetEvents(skip={"/x"})
+    a = ev.event(SET, [0], ["/a"])
+    b = ev.event(SET, [0], ["/b"])  # the same event, a second owner
+    c = ev.event(REQUIRE, [0], ["/c"])
+    assert a == b and ev.owners_of([a.index]) == {"/a", "/b"}
+    assert ev.owners_of([a.index, c.index]) == {"/a", "/b", "/c"} and ev.skip == {"/x"}
+    inside = Automaton(edges=(((c, 1),), ()), start=0, finals=frozenset({1}))
+    node = sf.seq(sf.char("{"), a, Terminal(1), inside)
+    assert events_in([node]) == {a.index, c.index}
+    shifted = shift_events(node, 5)
+    assert events_in([shifted]) == {a.index + 5, c.index + 5}
+    assert sorted(rule_calls(shifted, set())) == [1]  # calls keep their numbers
+
+
+def test_an_object_around_bitset_objects_names_them_to_skip():
+    """A counted object holding bitset objects asks for them to be counted too
+    (`BitsetSkip`), naming their pointers."""
+    import dataclasses
+
+    from automata_compile.frontends.json_schema import parse_options, translate_grammar
+    from automata_compile.frontends.json_schema._bitset_events import BitsetSkip
+
+    inner = {"type": "object", "properties": {"a": {"type": "boolean"}, "b": {"type": "boolean"}},
+             "additionalProperties": False}  # fmt: skip
+    schema = {"type": "object", "properties": {"n": inner, "m": {"type": "boolean"}},
+              "minProperties": 1, "additionalProperties": False}  # fmt: skip
+    opts = dataclasses.replace(parse_options({}), bitset=BitsetEvents())
+    with pytest.raises(BitsetSkip) as e:
+        translate_grammar(schema, opts, False)
+    assert e.value.pointers == {"/properties/n"}
+    opts = dataclasses.replace(parse_options({}), bitset=BitsetEvents(skip={"/properties/n"}))
+    grammar, _ = translate_grammar(schema, opts, False)
+    assert not has_event(grammar.bodies)
