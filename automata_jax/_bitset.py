@@ -53,6 +53,8 @@ class BitsetCapacity:
       conditions: N, the distinct edge conditions (program, next state's keys), plus one.
       mask_rows: R, the deduplicated packed rows of the states' static tokens, plus one.
       cond_tokens: T, the tokens on a conditional edge in some state.
+      forced: F, the most tokens of a state's forced run kept for fast-forward (0: none);
+        None: the schema's longest run, rounded up to a power of two.
     """
 
     states: int
@@ -62,10 +64,13 @@ class BitsetCapacity:
     conditions: int = 512
     mask_rows: int = 128
     cond_tokens: int = 1024
+    forced: int | None = None
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
+            if f.name == "forced" and (v is None or (isinstance(v, (int, np.integer)) and v == 0)):
+                continue
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
                 raise RuntimeShapeError(f"BitsetCapacity.{f.name}: expected an int >= 1, got {v!r}")
             object.__setattr__(self, f.name, int(v))
@@ -122,6 +127,7 @@ class BitsetDeviceTables:
     mask_row: Int[Array, " Q"]
     cond_tokens: Int[Array, " T"]
     cond_token_class: Int[Array, " T"]
+    forced: int = struct.field(pytree_node=False, default=0)
 
     @property
     def words(self) -> int:
@@ -150,6 +156,7 @@ class BitsetDeviceTables:
             "conditions": int(self.conds.shape[0]),
             "mask_rows": int(self.mask_bits.shape[0]),
             "cond_tokens": int(self.cond_tokens.shape[0]),
+            "forced": self.forced,
         }
 
     @classmethod
@@ -165,8 +172,11 @@ class BitsetDeviceTables:
         conditions: int | None = None,
         mask_rows: int | None = None,
         cond_tokens: int | None = None,
+        forced: int | None = None,
     ) -> BitsetDeviceTables:
-        """Pads ``t`` (a `BitsetTables`) to powers of two, or to the sizes given.
+        """Pads ``t`` (a `BitsetTables`) to powers of two, or to the sizes given
+        (``forced``: F of the forced runs, see `BitsetCapacity`; recorded here, the runs
+        themselves go in `ConstraintTables`).
 
         Raises:
           TableCapacityError: ``t`` needs more than a size given.
@@ -215,7 +225,45 @@ class BitsetDeviceTables:
             accepting=jnp.asarray(_padded(t.accepting, (Q,), bool)),
             eos=jnp.asarray(np.asarray(t.eos_ids, np.int32)),
             start=jnp.asarray(t.start, jnp.int32),
+            forced=_forced_width(t, forced),
         )
+
+
+def _forced_width(t, fixed: int | None) -> int:
+    """F: ``fixed``, else the longest forced run of ``t`` rounded up to a power of two (0: none)."""
+    if fixed is not None:
+        return int(fixed)
+    runs = getattr(t, "forced", None)
+    longest = 0 if runs is None else int(runs.length.max(initial=0))
+    return bucket(longest, 1) if longest else 0
+
+
+def _forced_arrays(t, num_states: int, f: int) -> dict:
+    """``forced_tokens`` / ``forced_len`` / ``forced_states`` ([1, Q, F]) of ``t``'s runs, cut
+    to F tokens (zeros where ``t`` has none); {} where F is 0 (`ConstraintTables`' forced
+    arrays, which fast-forward reads: each run's tokens leave the bits as they are, see
+    `automata_compile.tokens._bitset_forced`)."""
+    if not f:
+        return {}
+    q = t.next_state.shape[0]
+    runs = getattr(t, "forced", None)
+    run_tokens = np.zeros((q, 1), np.int32) if runs is None else runs.tokens
+    run_len = np.zeros(q, np.int32) if runs is None else runs.length
+    n = min(f, run_tokens.shape[1])
+    tokens = np.zeros((1, num_states, f), np.int32)
+    length = np.zeros((1, num_states), np.int32)
+    states = np.zeros((1, num_states, f), np.int32)
+    tokens[0, :q, :n] = run_tokens[:, :n]
+    length[0, :q] = np.minimum(run_len, f)
+    cur = np.arange(q)
+    for j in range(f):
+        live = length[0, :q] > j
+        if j < n:
+            cur = cur.copy()
+            cur[live] = t.next_state[cur[live], t.token_class[run_tokens[live, j]]]
+            assert (cur[live] >= 0).all()
+        states[0, :q, j] = cur
+    return dict(forced_tokens=tokens, forced_len=length, forced_states=states)
 
 
 def _padded(a, shape: tuple[int, ...], dtype, fill=0) -> np.ndarray:
@@ -420,5 +468,6 @@ def constraint_tables(t, vocab_size: int, capacity: BitsetCapacity | None = None
         num_constraints=np.int32(1),
         eos_ids=tuple(int(e) for e in t.eos_ids),
         bitset=dt,
+        **_forced_arrays(t, next_state.shape[0], dt.forced),
     )
     return jax.device_put(tables)

@@ -47,7 +47,8 @@ B = {
 }
 SCHEMAS = {"A": A, "B": B}
 CAPACITY = aj.BitsetCapacity(
-    states=128, classes=128, words=1, programs=16, conditions=64, mask_rows=64, cond_tokens=64
+    states=128, classes=128, words=1, programs=16, conditions=64, mask_rows=64, cond_tokens=64,
+    forced=4,
 )
 
 

@@ -18,7 +18,8 @@ from automata_compile.frontends.json_schema import (
     parse_options,
     translate_grammar,
 )
-from automata_compile.tokens import EventConflict, compose_bitset, trie_for
+from automata_compile.tokens import DEFAULT_MAX_TOKENS, EventConflict, compose_bitset, trie_for
+from automata_compile.tokens._bitset_forced import with_forced_runs
 
 
 def bitset_byte_dfa(schema, *, max_states: int | None = None, **options):
@@ -49,9 +50,17 @@ def bitset_byte_dfa(schema, *, max_states: int | None = None, **options):
 
 
 def compile_json_schema_bitset(
-    schema, vocab, *, max_states: int | None = None, timeout_s: float | None = 30.0, **options
+    schema,
+    vocab,
+    *,
+    max_states: int | None = None,
+    timeout_s: float | None = 30.0,
+    max_forced_tokens: int = DEFAULT_MAX_TOKENS,
+    **options,
 ):
     """Compiles an eligible schema into `tokens.BitsetTables` (see the module docstring).
+
+    ``max_forced_tokens``: F of the forced runs (`tokens._bitset_forced`; 0: none).
 
     Raises:
       BitsetIneligible: as `bitset_byte_dfa`, or a determinization conflict between events.
@@ -61,7 +70,7 @@ def compile_json_schema_bitset(
         words = max(1, (events.num_bits + 31) // 32)
         kinds = [k for k, _ in events.events]
         try:
-            return compose_bitset(
+            tables = compose_bitset(
                 dfa,
                 trie_for(vocab),
                 vocab,
@@ -71,3 +80,4 @@ def compile_json_schema_bitset(
             )
         except EventConflict as e:
             raise BitsetIneligible(f"events conflict in the byte DFA: {e}") from None
+        return with_forced_runs(dfa, tables, vocab, max_forced_tokens)

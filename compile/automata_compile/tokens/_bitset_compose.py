@@ -18,6 +18,7 @@ import numpy as np
 from automata_compile.automata import NUM_BYTES, ByteDFA
 from automata_compile.automata import dfa_ops as _dfa_ops
 from automata_compile.tokens import _compose
+from automata_compile.tokens._forced import ForcedRuns
 from automata_compile.tokens._token_trie import TokenTrie
 
 # Event kinds, as `frontends.json_schema._bitset_events` numbers them (a test pins both).
@@ -45,6 +46,7 @@ class BitsetTables:
       start: the initial state.
       eos_ids: the vocabulary's end-of-sequence ids.
       num_bits: bits used (W = ceil(num_bits / 32), at least 1).
+      forced: `ForcedRuns` of the states or None (`tokens._bitset_forced`).
     """
 
     token_class: np.ndarray
@@ -57,6 +59,7 @@ class BitsetTables:
     start: int
     eos_ids: tuple
     num_bits: int
+    forced: ForcedRuns | None = None
 
     @property
     def words(self) -> int:

@@ -1,0 +1,136 @@
+"""Forced runs (fast-forward) of `BitsetTables`: canonical tokens through edges that leave
+the bits as they are (docs/any_order_bitset.md, "Fast-forward and speculation").
+
+The runtime feeds a forced run by moving the row's state along ``forced_states`` without
+testing or updating its bits (`automata_jax._fast_forward`), so a run may only hold tokens
+that are allowed, and leave the bits unchanged, under *every* bitset the row can have when it
+is in the run's state. The rule, per token state ``q`` (token state q is byte state q of the
+event-contracted byte DFA, `_bitset_compose._contract`):
+
+1. **Candidate runs**: `tokens._forced.forced_runs` on the contracted byte DFA (its edges into
+   an event go to the chain's end, so its forced bytes walk through events: ``"name": "``
+   after the key's opening quote) and the token table read with every bitset (an edge
+   exists whatever its program): the forced text, its canonical tokenization in context, cut
+   at a token the table does not allow, and rule 4 (right boundary). Every string of the
+   bitset language from ``q`` is one of the contracted DFA's, so the forced text is sound.
+2. **Bits a row may hold** ``maybe[q]``: a fixpoint over the edges from the start (bits 0):
+   ``maybe[t] |= (maybe[s] & ~C) | A`` for each edge s -> t with program ``(U, S, C, A)``. A
+   superset of every bitset a row can hold in ``q``.
+3. **The cut**: a run is kept up to its first token whose edge, with ``m = maybe[q]``, is not
+   the identity on every bitset within ``m`` and allowed by all of them: kept iff
+   ``U & m == 0``, ``S == 0``, ``C & m == 0``, ``A == 0`` and the next state is live under
+   them (``live_always``, or one of its keys outside ``m``). Program 0 always passes; a
+   ``CLEAR`` passes where the object's bits are 0 on every path (the root object's ``{`` at
+   the start, so the lead ``{"`` is still fed with the prompt); a key's ``SET`` never does.
+   A run cut inside its forced text ends on a boundary of the canonical tokenization (as a
+   run cut by ``max_tokens``), so what is kept is canonical.
+
+In any order few keys are forced (after ``,`` every unset key is a choice); what is forced is
+``":`` and the value's opening, closing punctuation, and keys inside objects of one
+property or in declared order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from automata_compile.automata import ByteDFA
+from automata_compile.tokens._bitset_compose import BitsetTables, _contract
+from automata_compile.tokens._forced import DEFAULT_MAX_TOKENS, ForcedRuns, forced_runs
+
+
+def maybe_bits(t: BitsetTables) -> np.ndarray:
+    """uint32[Q, W]: per state, the bits a row may hold there (rule 2; 0 where unreachable).
+    A worklist over the distinct (state, next state, program) edges, bitsets as Python ints."""
+    q = t.next_state.shape[0]
+    words = t.words
+    src, cls = np.nonzero(t.next_state >= 0)
+    code = (src.astype(np.int64) * q + t.next_state[src, cls]) * t.programs.shape[0]
+    triples = np.unique(code + t.program[src, cls])
+    prog, rest = triples % t.programs.shape[0], triples // t.programs.shape[0]
+    src, dst = (rest // q).tolist(), (rest % q).tolist()
+
+    def as_int(row) -> int:
+        return sum(int(x) << (32 * i) for i, x in enumerate(row.tolist()))
+
+    clear = [as_int(p[2]) for p in t.programs]
+    add = [as_int(p[3]) for p in t.programs]
+    out: list[list[tuple[int, int]]] = [[] for _ in range(q)]
+    for s, d, p in zip(src, dst, prog.tolist(), strict=True):
+        out[s].append((d, p))
+    maybe: list[int | None] = [None] * q  # None: not reached
+    maybe[t.start] = 0
+    todo = [t.start]
+    while todo:
+        s = todo.pop()
+        m = maybe[s]
+        for d, p in out[s]:
+            after = (m & ~clear[p]) | add[p]
+            old = maybe[d]
+            if old is None or (old | after) != old:
+                maybe[d] = after if old is None else old | after
+                todo.append(d)
+    result = np.zeros((q, words), np.uint32)
+    for s, m in enumerate(maybe):
+        if m:
+            result[s] = [(m >> (32 * i)) & 0xFFFFFFFF for i in range(words)]
+    return result
+
+
+def keeps_bits(t: BitsetTables, maybe: np.ndarray, state: int, token: int) -> bool:
+    """Whether ``token``'s edge from ``state`` is allowed and leaves the bits unchanged under
+    every bitset within ``maybe`` (uint32[W]) (rule 3)."""
+    c = t.token_class[token]
+    n = int(t.next_state[state, c])
+    if n < 0:
+        return False
+    u, s, clr, a = t.programs[t.program[state, c]]
+    if (u & maybe).any() or s.any() or (clr & maybe).any() or a.any():
+        return False
+    return bool(t.live_always[n]) or bool((t.live_mask[n] & ~maybe).any())
+
+
+def bitset_forced_runs(
+    dfa: ByteDFA, t: BitsetTables, vocab, max_tokens: int = DEFAULT_MAX_TOKENS
+) -> ForcedRuns:
+    """The forced runs of ``t`` (composed from ``dfa``, the byte DFA with event columns, by
+    `compose_bitset`), by the rule of the module docstring.
+
+    Raises:
+      CompileTimeoutError: an open `_fsa.limits` deadline passed.
+    """
+    ctrans = _contract(dfa)[0]
+    cdfa = ByteDFA(trans=ctrans, accepting=np.asarray(dfa.accepting), start=dfa.start)
+    q = t.next_state.shape[0]
+    runs = forced_runs(
+        cdfa,
+        np.arange(q, dtype=np.int32),
+        t.token_class,
+        t.next_state,
+        t.accepting,
+        vocab,
+        max_tokens,
+    )
+    maybe = maybe_bits(t)
+    tokens, length, nxt = runs.tokens.copy(), runs.length.copy(), runs.next.copy()
+    for j in np.flatnonzero(length).tolist():
+        s, kept = j, 0
+        for tok in tokens[j, : length[j]].tolist():
+            if not keeps_bits(t, maybe[j], s, tok):
+                break
+            s = int(t.next_state[s, t.token_class[tok]])
+            kept += 1
+        tokens[j, kept:] = 0
+        length[j], nxt[j] = kept, s
+    return ForcedRuns(tokens, length, nxt, runs.text, runs.context)
+
+
+def with_forced_runs(
+    dfa: ByteDFA, t: BitsetTables, vocab, max_tokens: int = DEFAULT_MAX_TOKENS
+) -> BitsetTables:
+    """``t`` with its ``forced`` runs (`bitset_forced_runs`); none where ``max_tokens`` is 0."""
+    if max_tokens <= 0:
+        return t
+    return dataclasses.replace(t, forced=bitset_forced_runs(dfa, t, vocab, max_tokens))
