@@ -109,6 +109,11 @@ class BitsetDeviceTables:
       cond_tokens: int32[T], the tokens on a conditional edge in some state (padding: V, out
         of range, dropped by the mask's scatter); their mask bits are computed per row.
       cond_token_class: int32[T], their classes (padding: 0, no edge).
+      forced_clear, forced_set: uint32[Q, F, W] or None (no forced runs): after the first
+        i + 1 tokens of state q's forced run (`ConstraintTables.forced_tokens`) a row's bits
+        B are ``(B & ~forced_clear[q, i]) | forced_set[q, i]`` (`run_bits`; fast-forward
+        feeds a run without testing it: its tests hold for every bitset a row may hold).
+      forced: F (static; 0: no forced runs).
     """
 
     token_class: Int[Array, " V"]
@@ -127,6 +132,8 @@ class BitsetDeviceTables:
     mask_row: Int[Array, " Q"]
     cond_tokens: Int[Array, " T"]
     cond_token_class: Int[Array, " T"]
+    forced_clear: UInt32[Array, "Q F W"] | None = None
+    forced_set: UInt32[Array, "Q F W"] | None = None
     forced: int = struct.field(pytree_node=False, default=0)
 
     @property
@@ -203,6 +210,7 @@ class BitsetDeviceTables:
                     f"BitsetDeviceTables.from_tables: expected {name} >= {n:,}, got {have[name]:,}"
                 )
         Q, C, P, W = have["states"], have["classes"], have["programs"], have["words"]
+        f = _forced_width(t, forced)
         cond_id, conds, cond_static = _conditions(t, Q, C, W, conditions)
         token_class = _padded(t.token_class, (vocab_size,), np.int32)
         mask_bits, mask_row, ctok, ctok_class = _static_rows(
@@ -225,7 +233,8 @@ class BitsetDeviceTables:
             accepting=jnp.asarray(_padded(t.accepting, (Q,), bool)),
             eos=jnp.asarray(np.asarray(t.eos_ids, np.int32)),
             start=jnp.asarray(t.start, jnp.int32),
-            forced=_forced_width(t, forced),
+            forced=f,
+            **_forced_bits(t, Q, f, W),
         )
 
 
@@ -236,6 +245,32 @@ def _forced_width(t, fixed: int | None) -> int:
     runs = getattr(t, "forced", None)
     longest = 0 if runs is None else int(runs.length.max(initial=0))
     return bucket(longest, 1) if longest else 0
+
+
+def _forced_bits(t, num_states: int, f: int, words: int) -> dict:
+    """``forced_clear`` / ``forced_set`` ([Q, F, W]) of ``t``'s runs; {} where F is 0."""
+    if not f:
+        return {}
+    clear = np.zeros((num_states, f, words), np.uint32)
+    sets = np.zeros((num_states, f, words), np.uint32)
+    runs = getattr(t, "forced", None)
+    if runs is not None and getattr(runs, "clear", None) is not None:
+        q, n, w = runs.clear.shape
+        n = min(n, f)
+        clear[:q, :n, :w] = runs.clear[:, :n]
+        sets[:q, :n, :w] = runs.set[:, :n]
+    return {"forced_clear": jnp.asarray(clear), "forced_set": jnp.asarray(sets)}
+
+
+def run_bits(tables: BitsetDeviceTables | None, state, n, bits):
+    """Each row's bits after the first ``n`` (int32[B]) tokens of its state's forced run
+    (``bits`` where ``n`` is 0, or without bitset tables or runs)."""
+    if tables is None or tables.forced_clear is None:
+        return bits
+    q = jnp.clip(state, 0, tables.forced_clear.shape[0] - 1)
+    i = jnp.clip(n - 1, 0, tables.forced_clear.shape[1] - 1)
+    after = (bits & ~tables.forced_clear[q, i]) | tables.forced_set[q, i]
+    return jnp.where((n > 0)[:, None], after, bits)
 
 
 def _forced_arrays(t, num_states: int, f: int) -> dict:

@@ -52,11 +52,8 @@ def maybe_bits(t: BitsetTables) -> np.ndarray:
     prog, rest = triples % t.programs.shape[0], triples // t.programs.shape[0]
     src, dst = (rest // q).tolist(), (rest % q).tolist()
 
-    def as_int(row) -> int:
-        return sum(int(x) << (32 * i) for i, x in enumerate(row.tolist()))
-
-    clear = [as_int(p[2]) for p in t.programs]
-    add = [as_int(p[3]) for p in t.programs]
+    clear = [_as_int(p[2]) for p in t.programs]
+    add = [_as_int(p[3]) for p in t.programs]
     out: list[list[tuple[int, int]]] = [[] for _ in range(q)]
     for s, d, p in zip(src, dst, prog.tolist(), strict=True):
         out[s].append((d, p))
@@ -75,26 +72,72 @@ def maybe_bits(t: BitsetTables) -> np.ndarray:
     result = np.zeros((q, words), np.uint32)
     for s, m in enumerate(maybe):
         if m:
-            result[s] = [(m >> (32 * i)) & 0xFFFFFFFF for i in range(words)]
+            result[s] = _as_words(m, words)
     return result
 
 
-def keeps_bits(t: BitsetTables, maybe: np.ndarray, state: int, token: int) -> bool:
-    """Whether ``token``'s edge from ``state`` is allowed and leaves the bits unchanged under
-    every bitset within ``maybe`` (uint32[W]) (rule 3)."""
-    c = t.token_class[token]
-    n = int(t.next_state[state, c])
-    if n < 0:
-        return False
-    u, s, clr, a = t.programs[t.program[state, c]]
-    if (u & maybe).any() or s.any() or (clr & maybe).any() or a.any():
-        return False
-    return bool(t.live_always[n]) or bool((t.live_mask[n] & ~maybe).any())
+@dataclasses.dataclass(frozen=True)
+class BitsetForcedRuns(ForcedRuns):
+    """`ForcedRuns` of bitset tables, with what each run does to the bits.
+
+    Attributes:
+      clear, set: uint32[Q, F, W]: after the first i + 1 tokens of state q's run a row's
+        bits B are ``(B & ~clear[q, i]) | set[q, i]`` (the runtime applies them as it
+        feeds the run: a run may set a key's bit, e.g. ``":`` after ``"nam``).
+    """
+
+    clear: np.ndarray | None = None
+    set: np.ndarray | None = None
+
+
+def _as_int(row) -> int:
+    return sum(int(x) << (32 * i) for i, x in enumerate(np.asarray(row).tolist()))
+
+
+def _as_words(x: int, words: int) -> list[int]:
+    return [(x >> (32 * i)) & 0xFFFFFFFF for i in range(words)]
+
+
+def _single_key(t: BitsetTables) -> list[int]:
+    """Per state, the bit a row there must have unset (liveness: a key position whose keys
+    are one bit), else 0."""
+    out = []
+    for s in range(t.next_state.shape[0]):
+        m = 0 if t.live_always[s] else _as_int(t.live_mask[s])
+        out.append(m if m and m & (m - 1) == 0 else 0)
+    return out
+
+
+def _cut(t: BitsetTables, maybe: int, single: list[int], state: int, run: list[int], full: int):
+    """Rule 3: the longest prefix of ``run`` (from ``state``) whose tokens' tests hold and whose
+    next states are live for every bitset a row may hold, as (kept tokens, [(clear, set)] after
+    each). ``maybe``: the bits a row in ``state`` may hold; ``full``: all W words' bits."""
+    zero = (full & ~maybe) | single[state]  # known 0
+    one = 0  # known 1
+    clear_acc = set_acc = 0
+    kept = []
+    s = state
+    for tok in run:
+        c = t.token_class[tok]
+        n = int(t.next_state[s, c])
+        if n < 0:
+            break
+        u, req, clr, add = (_as_int(x) for x in t.programs[t.program[s, c]])
+        if u & ~zero or req & ~one:
+            break
+        zero2, one2 = (zero | clr) & ~add, (one & ~clr) | add
+        if not t.live_always[n] and not (_as_int(t.live_mask[n]) & zero2):
+            break
+        zero, one = zero2, one2
+        clear_acc, set_acc = clear_acc | clr, (set_acc & ~clr) | add
+        kept.append((tok, clear_acc, set_acc))
+        s = n
+    return kept, s
 
 
 def bitset_forced_runs(
     dfa: ByteDFA, t: BitsetTables, vocab, max_tokens: int = DEFAULT_MAX_TOKENS
-) -> ForcedRuns:
+) -> BitsetForcedRuns:
     """The forced runs of ``t`` (composed from ``dfa``, the byte DFA with event columns, by
     `compose_bitset`), by the rule of the module docstring.
 
@@ -113,18 +156,22 @@ def bitset_forced_runs(
         vocab,
         max_tokens,
     )
+    words = t.words
+    full = (1 << (32 * words)) - 1
     maybe = maybe_bits(t)
+    single = _single_key(t)
     tokens, length, nxt = runs.tokens.copy(), runs.length.copy(), runs.next.copy()
+    f = tokens.shape[1]
+    clear = np.zeros((q, f, words), np.uint32)
+    sets = np.zeros((q, f, words), np.uint32)
     for j in np.flatnonzero(length).tolist():
-        s, kept = j, 0
-        for tok in tokens[j, : length[j]].tolist():
-            if not keeps_bits(t, maybe[j], s, tok):
-                break
-            s = int(t.next_state[s, t.token_class[tok]])
-            kept += 1
-        tokens[j, kept:] = 0
-        length[j], nxt[j] = kept, s
-    return ForcedRuns(tokens, length, nxt, runs.text, runs.context)
+        run = tokens[j, : length[j]].tolist()
+        kept, s = _cut(t, _as_int(maybe[j]), single, j, run, full)
+        tokens[j, len(kept) :] = 0
+        length[j], nxt[j] = len(kept), s
+        for i, (_, c, a) in enumerate(kept):
+            clear[j, i], sets[j, i] = _as_words(c, words), _as_words(a, words)
+    return BitsetForcedRuns(tokens, length, nxt, runs.text, runs.context, clear, sets)
 
 
 def with_forced_runs(
