@@ -113,6 +113,7 @@ def test_matches_the_reference_loop(name, setup):
     assert tables.forced_tokens is not None and tables.forced_tokens.shape[2] == 8
     out = _run(model, params, tables, fast_forward=aj.FastForward(slot_cost=0))
     validator = jsonschema.Draft202012Validator(schema)
+    fed = calls_made = 0
     for row, prompt in enumerate(PROMPTS):
         ref, calls, accepted = _reference(bt, model, params, prompt, N_NEW, 8)
         got = out.tokens[row].tolist()
@@ -122,7 +123,9 @@ def test_matches_the_reference_loop(name, setup):
         assert int(out.model_calls[row]) == calls
         if accepted:
             validator.validate(json.loads(vocab.decode(ref[:-1])))
+        fed, calls_made = fed + len(ref), calls_made + calls
     assert not out.states.error.any()
+    assert calls_made < fed  # the runs were fed (several tokens a call)
 
 
 def test_forced_arrays_are_the_compile_sides_runs(setup):
