@@ -140,7 +140,9 @@ def test_forced_arrays_are_the_compile_sides_runs(setup):
     np.testing.assert_array_equal(np.asarray(tables.forced_len[0, :q]), runs.length)
     for s in np.flatnonzero(runs.length):
         n = int(runs.length[s])
-        np.testing.assert_array_equal(np.asarray(tables.forced_tokens[0, s, :n]), runs.tokens[s, :n])
+        np.testing.assert_array_equal(
+            np.asarray(tables.forced_tokens[0, s, :n]), runs.tokens[s, :n]
+        )
         assert int(tables.forced_states[0, s, n - 1]) == runs.next[s]
 
 

@@ -1,6 +1,6 @@
 """Bitset any-order tables in `generate` (`ConstraintTables.from_bitset`): greedy outputs
-equal those of the exact any-order token DFA (plain, fast-forward, speculation), finished rows
-are valid instances (jsonschema), an instance in every property order is accepted (the
+equal those of the exact any-order token DFA (plain, speculation; fast-forward feeds other
+runs: test_bitset_fast_forward.py), finished rows are valid instances (jsonschema), an instance in every property order is accepted (the
 device `allowed_mask` / `advance` against the NumPy reference), a second schema of the same
 `BitsetCapacity` runs with no retrace, no host callbacks, and the refusals."""
 
@@ -47,7 +47,13 @@ B = {
 }
 SCHEMAS = {"A": A, "B": B}
 CAPACITY = aj.BitsetCapacity(
-    states=128, classes=128, words=1, programs=16, conditions=64, mask_rows=64, cond_tokens=64,
+    states=128,
+    classes=128,
+    words=1,
+    programs=16,
+    conditions=64,
+    mask_rows=64,
+    cond_tokens=64,
     forced=4,
 )
 

@@ -1,33 +1,35 @@
-"""Forced runs (fast-forward) of `BitsetTables`: canonical tokens through edges that leave
-the bits as they are (docs/any_order_bitset.md, "Fast-forward and speculation").
+"""Forced runs (fast-forward) of `BitsetTables`: canonical tokens whose edges' tests hold for
+every bitset a row can hold (docs/any_order_bitset.md, "Fast-forward and speculation").
 
-The runtime feeds a forced run by moving the row's state along ``forced_states`` without
-testing or updating its bits (`automata_jax._fast_forward`), so a run may only hold tokens
-that are allowed, and leave the bits unchanged, under *every* bitset the row can have when it
-is in the run's state. The rule, per token state ``q`` (token state q is byte state q of the
-event-contracted byte DFA, `_bitset_compose._contract`):
+The runtime feeds a forced run without testing it (`automata_jax._fast_forward` moves the
+row along ``forced_states``, and applies the run's effect on the bits, stored here as
+``clear``/``set`` masks per run prefix), so a run may only hold tokens that are allowed under
+*every* bitset the row can have when it is in the run's state. The rule, per token state
+``q`` (token state q is byte state q of the event-contracted byte DFA,
+`_bitset_compose._contract`):
 
 1. **Candidate runs**: `tokens._forced.forced_runs` on the contracted byte DFA (its edges into
-   an event go to the chain's end, so its forced bytes walk through events: ``"name": "``
-   after the key's opening quote) and the token table read with every bitset (an edge
-   exists whatever its program): the forced text, its canonical tokenization in context, cut
-   at a token the table does not allow, and rule 4 (right boundary). Every string of the
-   bitset language from ``q`` is one of the contracted DFA's, so the forced text is sound.
+   an event go to the chain's end, so its forced bytes walk through events: ``ation":"``
+   after ``"occup``) and the token table read with every bitset (an edge exists whatever its
+   program): the forced text, its canonical tokenization in context, cut at a token the
+   table does not allow, and rule 4 (right boundary). Every string of the bitset language
+   from ``q`` is one of the contracted DFA's, so the forced text is sound.
 2. **Bits a row may hold** ``maybe[q]``: a fixpoint over the edges from the start (bits 0):
-   ``maybe[t] |= (maybe[s] & ~C) | A`` for each edge s -> t with program ``(U, S, C, A)``. A
-   superset of every bitset a row can hold in ``q``.
-3. **The cut**: a run is kept up to its first token whose edge, with ``m = maybe[q]``, is not
-   the identity on every bitset within ``m`` and allowed by all of them: kept iff
-   ``U & m == 0``, ``S == 0``, ``C & m == 0``, ``A == 0`` and the next state is live under
-   them (``live_always``, or one of its keys outside ``m``). Program 0 always passes; a
-   ``CLEAR`` passes where the object's bits are 0 on every path (the root object's ``{`` at
-   the start, so the lead ``{"`` is still fed with the prompt); a key's ``SET`` never does.
-   A run cut inside its forced text ends on a boundary of the canonical tokenization (as a
-   run cut by ``max_tokens``), so what is kept is canonical.
+   ``maybe[t] |= (maybe[s] & ~C) | A`` for each edge s -> t with program ``(U, S, C, A)``, a
+   superset of every bitset a row can hold in ``q``. Bits outside it are known 0; so is the
+   one key bit of a key position whose keys are one bit (a row is always in a live state).
+3. **The cut**: along the run, with the bits known 0 and known 1 carried through each
+   program, a run is kept up to its first token whose test could fail (``U`` not within the
+   known 0s, ``S`` not within the known 1s) or whose next state could be dead (not
+   ``live_always`` and no key bit known 0). A ``SET`` passes where the key is decided
+   (``"occupat`` then ``ion":"``: its bit is known 0), a ``CLEAR`` where the object's bits
+   may not be set; a ``REQUIRE`` only where its bits are known 1 (never, as built: no must-be-1
+   analysis). A run cut inside its forced text ends on a boundary of the canonical
+   tokenization (as a run cut by ``max_tokens``), so what is kept is canonical.
 
-In any order few keys are forced (after ``,`` every unset key is a choice); what is forced is
-``":`` and the value's opening, closing punctuation, and keys inside objects of one
-property or in declared order.
+After ``,`` no key is forced (the contracted DFA offers every key there), so in any order the
+runs are the keys' tails and ``":"`` once a key is decided, value openings, and whole keys
+inside objects of one property.
 """
 
 from __future__ import annotations
