@@ -1,8 +1,8 @@
 """Bitset any-order tables in `generate` (`ConstraintTables.from_bitset`): greedy outputs
 equal those of the exact any-order token DFA (plain, speculation; fast-forward feeds other
 runs: test_bitset_fast_forward.py), finished rows are valid instances (jsonschema), an
-instance in every property order is accepted (the device `allowed_mask` / `advance` against the NumPy reference), a second schema of the same
-`BitsetCapacity` runs with no retrace, no host callbacks, and the refusals."""
+instance in every property order is accepted (the device `allowed_mask` / `advance` against
+the NumPy reference), a second schema of the same `BitsetCapacity` runs with no retrace, no host callbacks, and the refusals."""
 
 from __future__ import annotations
 
