@@ -2,7 +2,8 @@
 equal those of the exact any-order token DFA (plain, speculation; fast-forward feeds other
 runs: test_bitset_fast_forward.py), finished rows are valid instances (jsonschema), an
 instance in every property order is accepted (the device `allowed_mask` / `advance` against
-the NumPy reference), a second schema of the same `BitsetCapacity` runs with no retrace, no host callbacks, and the refusals."""
+the NumPy reference), a second schema of the same `BitsetCapacity` runs with no retrace, no
+host callbacks, and the refusals."""
 
 from __future__ import annotations
 
