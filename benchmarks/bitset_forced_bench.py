@@ -8,7 +8,7 @@ whitespace). Per tables: **declared** (`compile_json_schema(property_order="decl
 forced, what the job uses), **any** (`compile_json_schema` defaults: exact any order),
 **bitset** (`compile_json_schema_bitset`, forced runs through the keys' SET where the key is
 the only one left to write, `tokens._bitset_forced`) and **bitset, no runs**
-(``max_forced_tokens=0``: the plain loop). Each batch is run once to compile, then
+(``max_forced_tokens=0``: the plain loop), and **any** with fast-forward off. Each batch is run once to compile, then
 ``--repeats`` times interleaved; reports model calls per record, tokens per record, records per
 CPU-second (process time, all threads) and per wall second (medians), valid records, and
 whether each row's output equals any's.
@@ -79,8 +79,11 @@ def main(argv=None) -> int:
     print(f"compiled in {time.perf_counter() - t0:.1f} s; speculate={runner.speculate}")
     validator = _prep.schema_validator(schema)
 
+    tables["any, fast-forward off"] = tables["any"]
+
     def go(name):
         runner.tables = tables[name]
+        runner.fast_forward = name != "any, fast-forward off"
         out = []
         for i in range(0, len(prompts), runner.batch_size):
             out += runner.generate(prompts[i : i + runner.batch_size], seed_offset=0)
