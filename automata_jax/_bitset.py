@@ -27,6 +27,7 @@ decodes them unchanged. One bitset constraint per tables (K = 1).
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import jax
 import jax.numpy as jnp
@@ -276,7 +277,7 @@ def run_bits(tables: BitsetDeviceTables | None, state, n, bits):
 def _forced_arrays(t, num_states: int, f: int) -> dict:
     """``forced_tokens`` / ``forced_len`` / ``forced_states`` ([1, Q, F]) of ``t``'s runs, cut
     to F tokens (zeros where ``t`` has none); {} where F is 0 (`ConstraintTables`' forced
-    arrays, which fast-forward reads: each run's tokens leave the bits as they are, see
+    arrays, which fast-forward reads; the bits a run sets are `_forced_bits`', see
     `automata_compile.tokens._bitset_forced`)."""
     if not f:
         return {}
@@ -473,6 +474,10 @@ def constraint_tables(t, vocab_size: int, capacity: BitsetCapacity | None = None
     `ConstraintTables.from_bitset`."""
     from automata_jax._tables import ConstraintTables  # _tables imports this module lazily
 
+    if isinstance(t, (str, os.PathLike)):  # a file of `automata_compile.tokens.save_bitset_tables`
+        from automata_compile.tokens import load_bitset_tables
+
+        t = load_bitset_tables(t)
     if not isinstance(vocab_size, (int, np.integer)) or vocab_size < 1:
         raise RuntimeShapeError(f"vocab_size: expected a positive int, got {vocab_size!r}")
     if capacity is not None and not isinstance(capacity, BitsetCapacity):

@@ -19,7 +19,7 @@ import automata_compile as ac
 import automata_jax as aj
 from automata_compile.tokens import reference_advance, reference_mask
 from automata_jax import ConstraintTables, testing
-from automata_jax.testing import FakeModel
+from automata_jax.testing import FakeModel, host_callbacks, jaxpr_primitive_names
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "compile" / "tokens"))
 from test_bitset_forced import ARRAY, NESTED, ONE  # noqa: E402
@@ -181,3 +181,75 @@ def test_speculation_with_runs_gives_the_fast_forward_output(setup):
         np.testing.assert_array_equal(spec.tokens, ff.tokens, name)
         np.testing.assert_array_equal(spec.accepted, ff.accepted)
         assert not spec.states.error.any()
+
+
+@pytest.mark.parametrize("speculate", [False, True])
+def test_jaxpr_has_no_host_callbacks(setup, speculate):
+    vocab, model, params, compiled = setup
+    tables = ConstraintTables.from_bitset(compiled["one"][1], vocab_size=vocab.size)
+    prompts, mask = aj.pad_prompts([[1, 2], [3]])
+
+    def fn(params, tokens, mask, tables, ids, rng):
+        return aj.generate(
+            model.apply_step, params, tokens, tables, ids, sampler=aj.TopP(0.9),
+            max_new_tokens=8, rng=rng, prompt_mask=mask, cache=model.init_cache,
+            fast_forward=True, speculate=speculate,
+        )  # fmt: skip
+
+    closed = jax.make_jaxpr(fn)(
+        params, prompts, mask, tables, jnp.array([0, -1]), jax.random.key(0)
+    )
+    names = jaxpr_primitive_names(closed)
+    assert "while" in names and not host_callbacks(names)
+
+
+def test_a_second_schema_of_one_capacity_runs_with_no_retrace(setup):
+    from automata_jax import _generate
+
+    vocab, model, params, compiled = setup
+    sizes = []
+    for name in ("one", "array", "one"):
+        tables = ConstraintTables.from_bitset(
+            compiled[name][1], vocab_size=vocab.size, capacity=CAPACITY
+        )
+        assert tables.bitset.capacity == CAPACITY
+        _run(model, params, tables, fast_forward=True)
+        sizes.append(_generate._generate_jit._cache_size())
+    assert sizes[1:] == sizes[:1] * 2
+
+
+def test_tables_from_a_saved_file_decode_the_same(setup, tmp_path):
+    from automata_compile.tokens import save_bitset_tables
+
+    vocab, model, params, compiled = setup
+    _, bt = compiled["one"]
+    save_bitset_tables(bt, tmp_path / "one.npz", vocab_fingerprint=vocab.fingerprint)
+    direct = ConstraintTables.from_bitset(bt, vocab_size=vocab.size, capacity=CAPACITY)
+    loaded = ConstraintTables.from_bitset(
+        tmp_path / "one.npz", vocab_size=vocab.size, capacity=CAPACITY
+    )
+    for a, b in zip(jax.tree.leaves(direct), jax.tree.leaves(loaded), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    out = _run(model, params, loaded, fast_forward=True)
+    want = _run(model, params, direct, fast_forward=True)
+    np.testing.assert_array_equal(out.tokens, want.tokens)
+
+
+def test_capacity_forced_values(setup):
+    vocab, _, _, compiled = setup
+    assert aj.BitsetCapacity(states=8, classes=8).forced is None
+    assert aj.BitsetCapacity(states=8, classes=8, forced=0).forced == 0
+    for bad in (-1, 1.5, True):
+        with pytest.raises(aj.RuntimeShapeError, match="forced"):
+            aj.BitsetCapacity(states=8, classes=8, forced=bad)
+    # F = 0 in a capacity: no runs, the plain loop; F = 1: runs cut to one token
+    _, bt = compiled["one"]
+    kw = {k: v for k, v in CAPACITY.__dict__.items() if k != "forced"}
+    none = ConstraintTables.from_bitset(
+        bt, vocab_size=vocab.size, capacity=aj.BitsetCapacity(**kw, forced=0)
+    )
+    assert none.forced_tokens is None and none.bitset.forced_clear is None
+    one = ConstraintTables.from_bitset(
+        bt, vocab_size=vocab.size, capacity=aj.BitsetCapacity(**kw, forced=1)
+    )
+    assert one.forced_tokens.shape[2] == 1 and int(one.forced_len.max()) == 1

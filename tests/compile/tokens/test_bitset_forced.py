@@ -6,6 +6,8 @@ any-order one gets the exact token DFA's forced text."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -193,3 +195,64 @@ def test_a_one_property_object_forces_what_the_token_dfa_forces(compiled, vocab)
 def test_no_runs_when_asked(vocab):
     t = ac.compile_json_schema_bitset(NESTED, vocab, max_forced_tokens=0)
     assert t.forced is None
+
+
+def test_the_table_file_round_trips_and_refuses_clearly(compiled, vocab, tmp_path):
+    """`save_bitset_tables` / `load_bitset_tables`: every field and run back; a reader of
+    versions 1-3 (and `TokenDFA.load`) refuses the file; another vocabulary, a changed block,
+    a plain token-DFA file are refused by name."""
+    import zipfile
+
+    from automata_compile import IncompatibleVocabularyError, TableFormatError, TokenDFA
+    from automata_compile.tokens import _token_dfa, load_bitset_tables, save_bitset_tables
+    from automata_compile.tokens._bitset_file import BITSET_FORMAT_VERSION
+
+    t = compiled["person", "compact"]
+    path = tmp_path / "person.npz"
+    save_bitset_tables(t, path, vocab_fingerprint=vocab.fingerprint)
+    back = load_bitset_tables(path, vocab=vocab)
+    for f in ("token_class", "next_state", "program", "programs", "live_mask", "live_always",
+              "accepting"):  # fmt: skip
+        np.testing.assert_array_equal(getattr(back, f), getattr(t, f), f)
+    assert (back.start, back.eos_ids, back.num_bits) == (t.start, t.eos_ids, t.num_bits)
+    for f in ("tokens", "length", "next", "clear", "set"):
+        np.testing.assert_array_equal(getattr(back.forced, f), getattr(t.forced, f), f)
+    assert back.forced.text == t.forced.text and back.forced.context == t.forced.context
+    q = int(np.flatnonzero(t.forced.length)[0])
+    assert reference_mask(back, q, np.zeros(t.words, np.uint32)).tolist() == (
+        reference_mask(t, q, np.zeros(t.words, np.uint32)).tolist()
+    )
+    # an old reader: its versions do not include the bitset block's
+    assert BITSET_FORMAT_VERSION not in (1, 2, 3)
+    assert BITSET_FORMAT_VERSION > _token_dfa.FORMAT_VERSION
+    with pytest.raises(TableFormatError, match="load_bitset_tables"):
+        TokenDFA.load(path)
+    with pytest.raises(IncompatibleVocabularyError):
+        load_bitset_tables(path, expected_fingerprint="other")
+    # a changed block, then another version: rewrite one member
+    with zipfile.ZipFile(path) as z:
+        members = {n: z.read(n) for n in z.namelist()}
+    meta = json.loads(bytes(np.load(path)["meta"]).decode())
+
+    def write(name, meta, arrays):
+        with open(tmp_path / name, "wb") as out:
+            raw = np.frombuffer(json.dumps(meta).encode(), np.uint8)
+            np.savez(out, meta=raw, **arrays)
+        return tmp_path / name
+
+    with np.load(path) as data:
+        arrays = {k: data[k] for k in data.files if k != "meta"}
+    arrays["bitset.live_always"] = ~arrays["bitset.live_always"]
+    with pytest.raises(TableFormatError, match="block_sha256"):
+        load_bitset_tables(write("changed.npz", meta, arrays))
+    arrays["bitset.live_always"] = ~arrays["bitset.live_always"]
+    with pytest.raises(TableFormatError, match="version 99"):
+        load_bitset_tables(write("v99.npz", {**meta, "format_version": 99}, arrays))
+    assert load_bitset_tables(write("same.npz", meta, arrays), vocab=vocab).num_bits == t.num_bits
+    assert members  # the file is a zip of .npy members (no pickle)
+    plain = ac.compile_json_schema(ONE, vocab)
+    plain.save(tmp_path / "plain.npz")
+    with pytest.raises(TableFormatError, match="TokenDFA.load"):
+        load_bitset_tables(tmp_path / "plain.npz")
+    with pytest.raises(TableFormatError, match="no such"):
+        load_bitset_tables(tmp_path / "missing.npz")
