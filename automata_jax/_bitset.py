@@ -27,6 +27,7 @@ decodes them unchanged. One bitset constraint per tables (K = 1).
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import jax
 import jax.numpy as jnp
@@ -53,6 +54,8 @@ class BitsetCapacity:
       conditions: N, the distinct edge conditions (program, next state's keys), plus one.
       mask_rows: R, the deduplicated packed rows of the states' static tokens, plus one.
       cond_tokens: T, the tokens on a conditional edge in some state.
+      forced: F, the most tokens of a state's forced run kept for fast-forward (0: none);
+        None: the schema's longest run, rounded up to a power of two.
     """
 
     states: int
@@ -62,10 +65,13 @@ class BitsetCapacity:
     conditions: int = 512
     mask_rows: int = 128
     cond_tokens: int = 1024
+    forced: int | None = None
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
+            if f.name == "forced" and (v is None or (isinstance(v, (int, np.integer)) and v == 0)):
+                continue
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
                 raise RuntimeShapeError(f"BitsetCapacity.{f.name}: expected an int >= 1, got {v!r}")
             object.__setattr__(self, f.name, int(v))
@@ -104,6 +110,11 @@ class BitsetDeviceTables:
       cond_tokens: int32[T], the tokens on a conditional edge in some state (padding: V, out
         of range, dropped by the mask's scatter); their mask bits are computed per row.
       cond_token_class: int32[T], their classes (padding: 0, no edge).
+      forced_clear, forced_set: uint32[Q, F, W] or None (no forced runs): after the first
+        i + 1 tokens of state q's forced run (`ConstraintTables.forced_tokens`) a row's bits
+        B are ``(B & ~forced_clear[q, i]) | forced_set[q, i]`` (`run_bits`; fast-forward
+        feeds a run without testing it: its tests hold for every bitset a row may hold).
+      forced: F (static; 0: no forced runs).
     """
 
     token_class: Int[Array, " V"]
@@ -122,6 +133,9 @@ class BitsetDeviceTables:
     mask_row: Int[Array, " Q"]
     cond_tokens: Int[Array, " T"]
     cond_token_class: Int[Array, " T"]
+    forced_clear: UInt32[Array, "Q F W"] | None = None
+    forced_set: UInt32[Array, "Q F W"] | None = None
+    forced: int = struct.field(pytree_node=False, default=0)
 
     @property
     def words(self) -> int:
@@ -150,6 +164,7 @@ class BitsetDeviceTables:
             "conditions": int(self.conds.shape[0]),
             "mask_rows": int(self.mask_bits.shape[0]),
             "cond_tokens": int(self.cond_tokens.shape[0]),
+            "forced": self.forced,
         }
 
     @classmethod
@@ -165,8 +180,11 @@ class BitsetDeviceTables:
         conditions: int | None = None,
         mask_rows: int | None = None,
         cond_tokens: int | None = None,
+        forced: int | None = None,
     ) -> BitsetDeviceTables:
-        """Pads ``t`` (a `BitsetTables`) to powers of two, or to the sizes given.
+        """Pads ``t`` (a `BitsetTables`) to powers of two, or to the sizes given
+        (``forced``: F of the forced runs, see `BitsetCapacity`; recorded here, the runs
+        themselves go in `ConstraintTables`).
 
         Raises:
           TableCapacityError: ``t`` needs more than a size given.
@@ -193,6 +211,7 @@ class BitsetDeviceTables:
                     f"BitsetDeviceTables.from_tables: expected {name} >= {n:,}, got {have[name]:,}"
                 )
         Q, C, P, W = have["states"], have["classes"], have["programs"], have["words"]
+        f = _forced_width(t, forced)
         cond_id, conds, cond_static = _conditions(t, Q, C, W, conditions)
         token_class = _padded(t.token_class, (vocab_size,), np.int32)
         mask_bits, mask_row, ctok, ctok_class = _static_rows(
@@ -215,7 +234,72 @@ class BitsetDeviceTables:
             accepting=jnp.asarray(_padded(t.accepting, (Q,), bool)),
             eos=jnp.asarray(np.asarray(t.eos_ids, np.int32)),
             start=jnp.asarray(t.start, jnp.int32),
+            forced=f,
+            **_forced_bits(t, Q, f, W),
         )
+
+
+def _forced_width(t, fixed: int | None) -> int:
+    """F: ``fixed``, else the longest forced run of ``t`` rounded up to a power of two (0: none)."""
+    if fixed is not None:
+        return int(fixed)
+    runs = getattr(t, "forced", None)
+    longest = 0 if runs is None else int(runs.length.max(initial=0))
+    return bucket(longest, 1) if longest else 0
+
+
+def _forced_bits(t, num_states: int, f: int, words: int) -> dict:
+    """``forced_clear`` / ``forced_set`` ([Q, F, W]) of ``t``'s runs; {} where F is 0."""
+    if not f:
+        return {}
+    clear = np.zeros((num_states, f, words), np.uint32)
+    sets = np.zeros((num_states, f, words), np.uint32)
+    runs = getattr(t, "forced", None)
+    if runs is not None and getattr(runs, "clear", None) is not None:
+        q, n, w = runs.clear.shape
+        n = min(n, f)
+        clear[:q, :n, :w] = runs.clear[:, :n]
+        sets[:q, :n, :w] = runs.set[:, :n]
+    return {"forced_clear": jnp.asarray(clear), "forced_set": jnp.asarray(sets)}
+
+
+def run_bits(tables: BitsetDeviceTables | None, state, n, bits):
+    """Each row's bits after the first ``n`` (int32[B]) tokens of its state's forced run
+    (``bits`` where ``n`` is 0, or without bitset tables or runs)."""
+    if tables is None or tables.forced_clear is None:
+        return bits
+    q = jnp.clip(state, 0, tables.forced_clear.shape[0] - 1)
+    i = jnp.clip(n - 1, 0, tables.forced_clear.shape[1] - 1)
+    after = (bits & ~tables.forced_clear[q, i]) | tables.forced_set[q, i]
+    return jnp.where((n > 0)[:, None], after, bits)
+
+
+def _forced_arrays(t, num_states: int, f: int) -> dict:
+    """``forced_tokens`` / ``forced_len`` / ``forced_states`` ([1, Q, F]) of ``t``'s runs, cut
+    to F tokens (zeros where ``t`` has none); {} where F is 0 (`ConstraintTables`' forced
+    arrays, which fast-forward reads; the bits a run sets are `_forced_bits`', see
+    `automata_compile.tokens._bitset_forced`)."""
+    if not f:
+        return {}
+    q = t.next_state.shape[0]
+    runs = getattr(t, "forced", None)
+    run_tokens = np.zeros((q, 1), np.int32) if runs is None else runs.tokens
+    run_len = np.zeros(q, np.int32) if runs is None else runs.length
+    n = min(f, run_tokens.shape[1])
+    tokens = np.zeros((1, num_states, f), np.int32)
+    length = np.zeros((1, num_states), np.int32)
+    states = np.zeros((1, num_states, f), np.int32)
+    tokens[0, :q, :n] = run_tokens[:, :n]
+    length[0, :q] = np.minimum(run_len, f)
+    cur = np.arange(q)
+    for j in range(f):
+        live = length[0, :q] > j
+        if j < n:
+            cur = cur.copy()
+            cur[live] = t.next_state[cur[live], t.token_class[run_tokens[live, j]]]
+            assert (cur[live] >= 0).all()
+        states[0, :q, j] = cur
+    return dict(forced_tokens=tokens, forced_len=length, forced_states=states)
 
 
 def _padded(a, shape: tuple[int, ...], dtype, fill=0) -> np.ndarray:
@@ -409,6 +493,10 @@ def constraint_tables(t, vocab_size: int, capacity: BitsetCapacity | None = None
     `ConstraintTables.from_bitset`."""
     from automata_jax._tables import ConstraintTables  # _tables imports this module lazily
 
+    if isinstance(t, (str, os.PathLike)):  # a file of `automata_compile.tokens.save_bitset_tables`
+        from automata_compile.tokens import load_bitset_tables
+
+        t = load_bitset_tables(t)
     if not isinstance(vocab_size, (int, np.integer)) or vocab_size < 1:
         raise RuntimeShapeError(f"vocab_size: expected a positive int, got {vocab_size!r}")
     _check_supported(t)
@@ -440,5 +528,6 @@ def constraint_tables(t, vocab_size: int, capacity: BitsetCapacity | None = None
         num_constraints=np.int32(1),
         eos_ids=tuple(int(e) for e in t.eos_ids),
         bitset=dt,
+        **_forced_arrays(t, next_state.shape[0], dt.forced),
     )
     return jax.device_put(tables)

@@ -55,7 +55,7 @@ import numpy as np
 from flax import struct
 from jaxtyping import Array, Int
 
-from automata_jax import _canonical
+from automata_jax import _bitset, _canonical
 from automata_jax._constraint import ConstraintState, advance, allowed_mask, mask_logits
 from automata_jax._errors import RuntimeShapeError
 from automata_jax._loop import (
@@ -226,7 +226,8 @@ def lead_run(tables, state: ConstraintState, num_steps):
     live = (state.constraint >= 0) & ~state.done
     n = jnp.minimum(jnp.where(live, tables.forced_len[k, q], 0), num_steps)
     after = _state_after(tables.forced_states[k, q], n, state.state)
-    return tables.forced_tokens[k, q], n, state.replace(state=after)
+    bits = _bitset.run_bits(tables.bitset, state.state, n, state.bits)
+    return tables.forced_tokens[k, q], n, state.replace(state=after, bits=bits)
 
 
 def extend_prompt(prompt_tokens, prompt_mask, run, n, pad_id):
@@ -361,6 +362,10 @@ def ff_loop(config: LoopConfig, start: LoopStart, canonical=None, prev0=None, ha
         q_pre = _state_after(pre_states, pre_n, st.state)
         q_post = _state_after(post_states, post_n, moved.state)
         new_state = jnp.where(pre, q_pre, jnp.where(active, q_post, st.state))
+        if tables.bitset is not None:  # a run may set a key's bit (`_bitset.run_bits`)
+            b_pre = _bitset.run_bits(tables.bitset, st.state, pre_n, st.bits)
+            b_post = _bitset.run_bits(tables.bitset, moved.state, post_n, moved.bits)
+            moved = moved.replace(bits=jnp.where(pre[:, None], b_pre, b_post))
         st = moved.replace(state=new_state)
         is_eos = tables.eos_mask[jnp.clip(x, 0, v - 1)] & sampling
         counted = count - is_eos.astype(jnp.int32)

@@ -65,7 +65,7 @@ import numpy as np
 from flax import struct
 from jaxtyping import Array, Int
 
-from automata_jax import _draft
+from automata_jax import _bitset, _draft
 from automata_jax._constraint import advance, mask_logits
 from automata_jax._errors import RuntimeShapeError
 from automata_jax._fast_forward import FastForward, FastForwardState, accepts_logits_at, chunk_width
@@ -443,7 +443,13 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
             q_pre = state_after(pre_states, jnp.where(pre, n, 0), st.state)
             q_post = state_after(post_states, jnp.where(sampling, n - 1, 0), moved.state)
             q = jnp.where(pre, q_pre, jnp.where(active, q_post, st.state))
-            return moved.replace(state=q)
+            if tables.bitset is None:
+                return moved.replace(state=q)
+            b_pre = _bitset.run_bits(tables.bitset, st.state, jnp.where(pre, n, 0), st.bits)
+            b_post = _bitset.run_bits(
+                tables.bitset, moved.state, jnp.where(sampling, n - 1, 0), moved.bits
+            )
+            return moved.replace(state=q, bits=jnp.where(pre[:, None], b_pre, b_post))
 
         # The draft: looked up after the whole head, cut to the language and the budget.
         head_slots = jnp.arange(1 + f, dtype=jnp.int32)

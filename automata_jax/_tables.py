@@ -325,7 +325,8 @@ class ConstraintTables:
         and `advance` test and update (docs/any_order_bitset.md).
 
         Args:
-          bitset_tables: an `automata_compile.BitsetTables`.
+          bitset_tables: an `automata_compile.BitsetTables`, or the path of a file written by
+            `automata_compile.tokens.save_bitset_tables`.
           vocab_size: the model's logits width V.
           capacity: a `BitsetCapacity` (e.g. ``other.bitset.capacity``): fixed padded sizes,
             so that tables of another schema that fits run in loops compiled for these with

@@ -1,8 +1,9 @@
 """Bitset any-order tables in `generate` (`ConstraintTables.from_bitset`): greedy outputs
-equal those of the exact any-order token DFA (plain, fast-forward, speculation), finished rows
-are valid instances (jsonschema), an instance in every property order is accepted (the
-device `allowed_mask` / `advance` against the NumPy reference), a second schema of the same
-`BitsetCapacity` runs with no retrace, no host callbacks, and the refusals."""
+equal those of the exact any-order token DFA (plain, speculation; fast-forward feeds other
+runs: test_bitset_fast_forward.py), finished rows are valid instances (jsonschema), an
+instance in every property order is accepted (the device `allowed_mask` / `advance` against
+the NumPy reference), a second schema of the same `BitsetCapacity` runs with no retrace, no
+host callbacks, and the refusals."""
 
 from __future__ import annotations
 
@@ -48,7 +49,14 @@ B = {
 }
 SCHEMAS = {"A": A, "B": B}
 CAPACITY = aj.BitsetCapacity(
-    states=128, classes=128, words=1, programs=16, conditions=64, mask_rows=64, cond_tokens=64
+    states=128,
+    classes=128,
+    words=1,
+    programs=16,
+    conditions=64,
+    mask_rows=64,
+    cond_tokens=64,
+    forced=4,
 )
 
 
@@ -94,7 +102,7 @@ def test_greedy_outputs_equal_the_exact_any_order_tables(name, setup):
     bitset, exact = tables[name]
     want = _run(model, model.apply_step, params, exact)
     validator = jsonschema.Draft202012Validator(SCHEMAS[name])
-    for kw in ({}, {"fast_forward": True}, {"speculate": True}):
+    for kw in ({}, {"speculate": True}):  # fast-forward: tests/runtime/test_bitset_fast_forward.py
         got = _run(model, model.apply_step, params, bitset, **kw)
         np.testing.assert_array_equal(np.asarray(got.tokens), np.asarray(want.tokens), str(kw))
         np.testing.assert_array_equal(np.asarray(got.accepted), np.asarray(want.accepted))

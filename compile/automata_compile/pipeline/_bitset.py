@@ -32,7 +32,14 @@ from automata_compile.frontends.json_schema._bitset_events import (
     shift_events,
 )
 from automata_compile.pipeline._json_schema import _order_fallback
-from automata_compile.tokens import EventConflict, compose_bitset, compose_bitset_pda, trie_for
+from automata_compile.tokens import (
+    DEFAULT_MAX_TOKENS,
+    EventConflict,
+    compose_bitset,
+    compose_bitset_pda,
+    trie_for,
+)
+from automata_compile.tokens._bitset_forced import with_forced_runs
 
 # Translations at most: each one after the first spells the objects whose events conflicted
 # with the counting automaton (`BitsetEvents.skip`).
@@ -92,7 +99,13 @@ def bitset_byte_dfa(schema, *, max_states: int | None = None, **options):
 
 
 def compile_json_schema_bitset(
-    schema, vocab, *, max_states: int | None = None, timeout_s: float | None = 30.0, **options
+    schema,
+    vocab,
+    *,
+    max_states: int | None = None,
+    timeout_s: float | None = 30.0,
+    max_forced_tokens: int = DEFAULT_MAX_TOKENS,
+    **options,
 ):
     """Compiles a schema into `tokens.BitsetTables`, or `tokens.BitsetPDATables` where it
     needs grammar rules (see the module docstring). Objects whose events conflict (members
@@ -102,6 +115,8 @@ def compile_json_schema_bitset(
     an `OrderFallbackWarning`, or, where the schema's automaton outgrows a budget with them in
     any order, declared order for all of them with a warning each, as `compile_json_schema`
     does); the tables' ``counted_objects`` name them.
+
+    ``max_forced_tokens``: F of the forced runs (`tokens._bitset_forced`; 0: none).
 
     Raises:
       BitsetIneligible: no object in any order (or none left), a grammar conflict of the
@@ -113,7 +128,9 @@ def compile_json_schema_bitset(
     with limits(timeout_s, "the schema"):
         for _ in range(MAX_ROUNDS):
             try:
-                out, counted = _compile_once(schema, vocab, max_states, skip, opts)
+                out, counted = _compile_once(
+                    schema, vocab, max_states, skip, opts, max_forced_tokens
+                )
             except BitsetSkip as e:
                 if e.pointers <= skip:
                     raise BitsetIneligible(f"events conflict again at {e}") from None
@@ -129,7 +146,7 @@ def compile_json_schema_bitset(
     raise BitsetIneligible(f"events still conflict after {MAX_ROUNDS} translations")
 
 
-def _compile_once(schema, vocab, max_states, skip, opts):
+def _compile_once(schema, vocab, max_states, skip, opts, max_forced_tokens):
     """One translation and composition: (tables, pointers of the objects spelled by the
     counting automaton); `BitsetSkip` names the objects whose events conflict."""
     grammar, events = bitset_grammar(schema, skip=skip, opts=opts)
@@ -162,7 +179,7 @@ def _compile_once(schema, vocab, max_states, skip, opts):
         out = compose_bitset(
             dfa, trie_for(vocab), vocab, kinds, events.masks(words), events.num_bits
         )
-        return out, events.skip
+        return with_forced_runs(dfa, out, vocab, kinds, max_forced_tokens), events.skip
     except EventConflict as e:
         owners = events.owners_of(e.events)
         if not owners:

@@ -19,6 +19,8 @@ _EXPORTS = {
     "minimize_bitset": "_bitset_compose",
     "reference_advance": "_bitset_compose",
     "reference_mask": "_bitset_compose",
+    "load_bitset_tables": "_bitset_file",
+    "save_bitset_tables": "_bitset_file",
     "CanonicalBPE": "_canonical",
     "CanonicalError": "_canonical",
     "DEFAULT_MAX_TOKENS": "_forced",

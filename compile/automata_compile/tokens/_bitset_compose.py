@@ -18,6 +18,7 @@ import numpy as np
 from automata_compile.automata import NUM_BYTES, ByteDFA
 from automata_compile.automata import dfa_ops as _dfa_ops
 from automata_compile.tokens import _compose
+from automata_compile.tokens._forced import ForcedRuns
 from automata_compile.tokens._token_trie import TokenTrie
 
 # Event kinds, as `frontends.json_schema._bitset_events` numbers them (a test pins both).
@@ -59,6 +60,7 @@ class BitsetTables:
         the bits every alternative needs.
       counted_objects: pointers of the objects spelled by the counting automaton instead
         (`pipeline._bitset.compile_json_schema_bitset`), no bits.
+      forced: `ForcedRuns` of the states or None (`tokens._bitset_forced`).
     """
 
     token_class: np.ndarray
@@ -73,6 +75,7 @@ class BitsetTables:
     num_bits: int
     program_alts: np.ndarray | None = None
     counted_objects: tuple = ()
+    forced: ForcedRuns | None = None
 
     def __post_init__(self):
         if self.program_alts is None:

@@ -507,6 +507,11 @@ class TokenDFA:
             raise TableFormatError(
                 f"{path}: format label is {meta.get('format') if isinstance(meta, dict) else meta!r}, expected {FORMAT_LABEL!r}"
             )
+        if meta.get("bitset"):  # version 4: `tokens._bitset_file`
+            raise TableFormatError(
+                f"{path}: bitset any-order tables; load them with "
+                "automata_compile.tokens.load_bitset_tables"
+            )
         if meta.get("format_version") not in READABLE_VERSIONS:
             raise TableFormatError(
                 f"{path}: tables format version {meta.get('format_version')!r}, this library reads "
