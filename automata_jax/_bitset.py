@@ -4,7 +4,9 @@ Each row carries, besides its token-DFA state, ``uint32[W]`` bits: the declared 
 already written in its open any-order objects. An edge (state, class) has a program
 ``(U, S, C, A)``: it is allowed iff ``bits & U == 0`` and ``bits & S == S`` and its next state
 is live under the bits after it (``(bits & ~C) | A``); a key position is live iff one of its
-keys is unset. Pure JAX, no host callback.
+keys is unset. A program may also hold REQUIRE alternatives (a union's ``}`` whose members
+close on different required sets): then one of them must be all set. Pure JAX, no host
+callback.
 
 The mask splits the edges: an edge whose test holds whatever the bits (no program test, its
 next state always live) is *static*, and a state's static edges are one deduplicated packed
