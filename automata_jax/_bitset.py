@@ -112,6 +112,8 @@ class BitsetDeviceTables:
       cond_tokens: int32[T], the tokens on a conditional edge in some state (padding: V, out
         of range, dropped by the mask's scatter); their mask bits are computed per row.
       cond_token_class: int32[T], their classes (padding: 0, no edge).
+      cd_program: int32[E] or None: with a stack (`BitsetPDATables`), each context-dependent
+        edge's program (edge ids as in `ConstraintTables.cd_class`).
     """
 
     token_class: Int[Array, " V"]
@@ -132,6 +134,7 @@ class BitsetDeviceTables:
     mask_row: Int[Array, " Q"]
     cond_tokens: Int[Array, " T"]
     cond_token_class: Int[Array, " T"]
+    cd_program: Int[Array, " E"] | None = None
 
     @property
     def words(self) -> int:
@@ -441,9 +444,72 @@ def bitset_advance(
     return new_state, new_bits
 
 
+def pda_class_ok(
+    tables: BitsetDeviceTables, state: Int[Array, " B"], bits: UInt32[Array, "B W"]
+) -> Bool[Array, "B C"]:
+    """With a stack: which classes' context-independent edges pass their test on each row's
+    bits (class-level; the stack's own tests are `_stack.class_mask`'s)."""
+    prog = tables.program[state]  # [B, C]
+    ok, _ = _test(tables, tables.next_state[state], tables.programs[prog], bits, tables.alts[prog])
+    return ok
+
+
+def pda_cd_test(tables: BitsetDeviceTables, edge, target, bits: UInt32[Array, "B W"]):
+    """With a stack: context-dependent edges ``edge`` (int32[B, ...], into ``target``) on each
+    row's bits: (allowed bool[B, ...], bits after uint32[B, ..., W])."""
+    prog = tables.cd_program[jnp.clip(edge, 0, tables.cd_program.shape[0] - 1)]
+    return _test(tables, target, tables.programs[prog], bits, tables.alts[prog])
+
+
+def _pda_view(t):
+    """`BitsetTables`' fields of a `BitsetPDATables`: its context-independent edges."""
+    import types
+
+    tab = t.tables
+    return types.SimpleNamespace(
+        token_class=tab.token_class,
+        next_state=tab.next_state,
+        program=t.program,
+        programs=t.programs,
+        program_alts=t.program_alts,
+        live_mask=t.live_mask,
+        live_always=t.live_always,
+        accepting=tab.accepting,
+        start=tab.start,
+        eos_ids=tab.eos_ids,
+    )
+
+
+def pda_constraint_tables(t, vocab_size: int, capacity=None):
+    """`ConstraintTables` of one `BitsetPDATables` (K = 1): the PDA's plain tables with its
+    stack block (`ConstraintTables.from_dfas`, no forced runs: they would skip the bits'
+    tests), and the ``bitset`` block whose edge tables are the PDA's context-independent
+    edges, plus ``cd_program``; `allowed_mask` / `advance` test the bits on both kinds of
+    edge at the class level (`pda_class_ok`, `pda_cd_test`)."""
+    from automata_jax._tables import ConstraintTables
+
+    if capacity is not None:
+        raise RuntimeShapeError(
+            "ConstraintTables.from_bitset: a BitsetCapacity is not supported yet for bitset "
+            "tables with a stack (BitsetPDATables); pass capacity=None"
+        )
+    plain = ConstraintTables.from_dfas([t.tables], vocab_size=int(vocab_size))
+    _, q, c = plain.next_state.shape
+    dt = BitsetDeviceTables.from_tables(_pda_view(t), int(vocab_size), states=q, classes=c)
+    e = plain.cd_class.shape[1]
+    cd_program = np.zeros(e, np.int32)
+    cd_program[: len(t.cd_program)] = t.cd_program
+    dt = dt.replace(cd_program=jnp.asarray(cd_program))
+    return plain.replace(
+        bitset=dt, forced_tokens=None, forced_len=None, forced_states=None, exit_tokens=None
+    )
+
+
 def _check_supported(t) -> None:
     """Refuses, by name, bitset tables whose rules these kernels do not run yet (compiled, but
     they would be allowed too much: docs/any_order_bitset.md, "What remains")."""
+    if hasattr(t, "cd_program") and hasattr(t, "tables"):
+        return  # BitsetPDATables: `pda_constraint_tables`
     if not hasattr(t, "token_class") or not hasattr(t, "programs"):
         raise RuntimeShapeError(
             f"ConstraintTables.from_bitset: expected automata_compile BitsetTables, got "
@@ -463,6 +529,8 @@ def constraint_tables(t, vocab_size: int, capacity: BitsetCapacity | None = None
     if not isinstance(vocab_size, (int, np.integer)) or vocab_size < 1:
         raise RuntimeShapeError(f"vocab_size: expected a positive int, got {vocab_size!r}")
     _check_supported(t)
+    if hasattr(t, "cd_program"):
+        return pda_constraint_tables(t, vocab_size, capacity)
     if capacity is not None and not isinstance(capacity, BitsetCapacity):
         raise RuntimeShapeError(
             f"capacity: expected a BitsetCapacity (or None), got {type(capacity).__name__}"

@@ -67,6 +67,12 @@ UNIONS = {
     },
 }
 SCHEMAS = {"A": A, "B": B, **UNIONS}
+FREE = {  # free values: grammar rules, so `BitsetPDATables`
+    "type": "object",
+    "properties": {"a": {}, "b": BOOL, "c": INT},
+    "required": ["b"],
+    "additionalProperties": False,
+}
 CAPACITY = aj.BitsetCapacity(
     states=128, classes=128, words=1, programs=16, conditions=64, mask_rows=64, cond_tokens=64
 )
@@ -125,6 +131,33 @@ def test_greedy_outputs_equal_the_exact_any_order_tables(name, setup):
         np.testing.assert_array_equal(np.asarray(got.accepted), np.asarray(want.accepted))
         assert not np.asarray(got.states.error).any()
     assert np.asarray(want.accepted).any()
+    for row, n, ok in zip(
+        np.asarray(got.tokens), np.asarray(got.lengths), got.accepted, strict=True
+    ):
+        if bool(ok):
+            validator.validate(json.loads(vocab.decode(row[:n].tolist())))
+
+
+def test_a_grammar_schema_decodes_as_the_exact_any_order_pda(setup):
+    """A schema with free values (`BitsetPDATables`: the stack and the bits together): greedy
+    outputs equal to the exact any-order PDA tables' (plain and speculation), finished rows
+    valid."""
+    vocab, model, params, _ = setup
+    bt = ac.compile_json_schema_bitset(FREE, vocab, whitespace="compact")
+    pda = ac.compile_json_schema(FREE, vocab, whitespace="compact")
+    assert pda.is_pda
+    bitset = ConstraintTables.from_bitset(bt, vocab_size=vocab.size)
+    assert bitset.has_stack and bitset.bitset is not None
+    want = _run(
+        model, model.apply_step, params, ConstraintTables.from_dfas([pda], vocab_size=vocab.size)
+    )
+    assert np.asarray(want.accepted).any()
+    validator = jsonschema.Draft202012Validator(FREE)
+    for kw in ({}, {"speculate": True}):
+        got = _run(model, model.apply_step, params, bitset, **kw)
+        np.testing.assert_array_equal(np.asarray(got.tokens), np.asarray(want.tokens), str(kw))
+        np.testing.assert_array_equal(np.asarray(got.accepted), np.asarray(want.accepted))
+        assert not np.asarray(got.states.error).any()
     for row, n, ok in zip(
         np.asarray(got.tokens), np.asarray(got.lengths), got.accepted, strict=True
     ):
@@ -230,9 +263,9 @@ def test_jaxpr_has_no_host_callbacks(setup):
 
 def test_refusals(setup, llama3_vocab):
     vocab, model, params, tables = setup
-    free = {"type": "object", "properties": {"a": {}, "b": BOOL}}  # a free value: rules
-    with pytest.raises(aj.RuntimeShapeError, match="grammar rules"):  # compiled, not run yet
-        ConstraintTables.from_bitset(ac.compile_json_schema_bitset(free, vocab), vocab_size=vocab.size)
+    free = ac.compile_json_schema_bitset(FREE, vocab)  # a free value: rules, a stack
+    with pytest.raises(aj.RuntimeShapeError, match="capacity=None"):  # not yet with a stack
+        ConstraintTables.from_bitset(free, vocab_size=vocab.size, capacity=CAPACITY)
     union = ac.compile_json_schema_bitset(UNIONS["U3"], vocab)
     assert union.program_alts.shape[1] == 2  # a REQUIRE with alternatives: run, up to a capacity
     with pytest.raises(aj.TableCapacityError, match="expected alternatives >= 2"):
