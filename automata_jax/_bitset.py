@@ -493,6 +493,10 @@ def pda_constraint_tables(t, vocab_size: int, capacity=None):
             "ConstraintTables.from_bitset: a BitsetCapacity is not supported yet for bitset "
             "tables with a stack (BitsetPDATables); pass capacity=None"
         )
+    if getattr(t.tables, "is_blocked", False):  # class ids must be the PDA's own
+        raise RuntimeShapeError(
+            "ConstraintTables.from_bitset: expected dense PDA tables (no state blocks)"
+        )
     plain = ConstraintTables.from_dfas([t.tables], vocab_size=int(vocab_size))
     _, q, c = plain.next_state.shape
     dt = BitsetDeviceTables.from_tables(_pda_view(t), int(vocab_size), states=q, classes=c)
@@ -506,16 +510,14 @@ def pda_constraint_tables(t, vocab_size: int, capacity=None):
 
 
 def _check_supported(t) -> None:
-    """Refuses, by name, bitset tables whose rules these kernels do not run yet (compiled, but
-    they would be allowed too much: docs/any_order_bitset.md, "What remains")."""
+    """Refuses what is not bitset tables (`BitsetTables`, or `BitsetPDATables`: a stack with
+    the bits, `pda_constraint_tables`)."""
     if hasattr(t, "cd_program") and hasattr(t, "tables"):
         return  # BitsetPDATables: `pda_constraint_tables`
     if not hasattr(t, "token_class") or not hasattr(t, "programs"):
         raise RuntimeShapeError(
-            f"ConstraintTables.from_bitset: expected automata_compile BitsetTables, got "
-            f"{type(t).__name__} (bitset tables of a schema with grammar rules carry a stack "
-            f"with the bits, which the device kernels do not run yet; compile it with "
-            f"compile_json_schema for PDA tables)"
+            f"ConstraintTables.from_bitset: expected automata_compile BitsetTables or "
+            f"BitsetPDATables (compile_json_schema_bitset), got {type(t).__name__}"
         )
 
 
