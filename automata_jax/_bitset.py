@@ -4,7 +4,9 @@ Each row carries, besides its token-DFA state, ``uint32[W]`` bits: the declared 
 already written in its open any-order objects. An edge (state, class) has a program
 ``(U, S, C, A)``: it is allowed iff ``bits & U == 0`` and ``bits & S == S`` and its next state
 is live under the bits after it (``(bits & ~C) | A``); a key position is live iff one of its
-keys is unset. Pure JAX, no host callback.
+keys is unset. A program may also hold REQUIRE alternatives (a union's ``}`` whose members
+close on different required sets): then one of them must be all set. Pure JAX, no host
+callback.
 
 The mask splits the edges: an edge whose test holds whatever the bits (no program test, its
 next state always live) is *static*, and a state's static edges are one deduplicated packed
@@ -51,6 +53,8 @@ class BitsetCapacity:
       states, classes: Q and C of the token table.
       words: W, the bitset's uint32 words per row (32 declared properties each).
       programs: P, the distinct edge programs.
+      alternatives: K, the most REQUIRE alternatives of one program (a union's ``}`` whose
+        members close on different required sets; 1 where no program holds a choice).
       conditions: N, the distinct edge conditions (program, next state's keys), plus one.
       mask_rows: R, the deduplicated packed rows of the states' static tokens, plus one.
       cond_tokens: T, the tokens on a conditional edge in some state.
@@ -62,6 +66,7 @@ class BitsetCapacity:
     classes: int
     words: int = 1
     programs: int = 128
+    alternatives: int = 4
     conditions: int = 512
     mask_rows: int = 128
     cond_tokens: int = 1024
@@ -90,6 +95,8 @@ class BitsetDeviceTables:
       next_state: int32[Q, C], -1 = no edge.
       program: int32[Q, C].
       programs: uint32[P, 4, W], per program U, S, C, A.
+      alts: uint32[P, K, W], per program its REQUIRE alternatives: it also holds only if one
+        of them is all set (all zeros: no choice; padded by repeating the last one).
       live_mask: uint32[Q, W].
       live_always: bool[Q].
       accepting: bool[Q].
@@ -103,6 +110,7 @@ class BitsetDeviceTables:
         of them is 0: the next state's keys neither set nor cleared by the program).
       cond_static: bool[N], the condition's liveness holds whatever the bits (the next state
         is always live, or the program clears one of its keys without setting it).
+      cond_alts: uint32[N, K, W], the condition's program's REQUIRE alternatives (`alts`).
       mask_bits: uint32[R, ceil(V/32)], deduplicated packed rows of each state's *static*
         tokens (bit ``t % 32`` of word ``t // 32`` is token t): those on an edge whose
         condition holds whatever the bits. Row 0 is all zeros.
@@ -115,12 +123,15 @@ class BitsetDeviceTables:
         B are ``(B & ~forced_clear[q, i]) | forced_set[q, i]`` (`run_bits`; fast-forward
         feeds a run without testing it: its tests hold for every bitset a row may hold).
       forced: F (static; 0: no forced runs).
+      cd_program: int32[E] or None: with a stack (`BitsetPDATables`), each context-dependent
+        edge's program (edge ids as in `ConstraintTables.cd_class`).
     """
 
     token_class: Int[Array, " V"]
     next_state: Int[Array, "Q C"]
     program: Int[Array, "Q C"]
     programs: UInt32[Array, "P 4 W"]
+    alts: UInt32[Array, "P K W"]
     live_mask: UInt32[Array, "Q W"]
     live_always: Bool[Array, " Q"]
     accepting: Bool[Array, " Q"]
@@ -129,6 +140,7 @@ class BitsetDeviceTables:
     cond_id: Int[Array, "Q C"]
     conds: UInt32[Array, "N 3 W"]
     cond_static: Bool[Array, " N"]
+    cond_alts: UInt32[Array, "N K W"]
     mask_bits: UInt32[Array, "R VW"]
     mask_row: Int[Array, " Q"]
     cond_tokens: Int[Array, " T"]
@@ -136,6 +148,7 @@ class BitsetDeviceTables:
     forced_clear: UInt32[Array, "Q F W"] | None = None
     forced_set: UInt32[Array, "Q F W"] | None = None
     forced: int = struct.field(pytree_node=False, default=0)
+    cd_program: Int[Array, " E"] | None = None
 
     @property
     def words(self) -> int:
@@ -160,6 +173,7 @@ class BitsetDeviceTables:
             "states": int(self.next_state.shape[0]),
             "classes": int(self.next_state.shape[1]),
             "programs": int(self.programs.shape[0]),
+            "alternatives": int(self.alts.shape[1]),
             "words": self.words,
             "conditions": int(self.conds.shape[0]),
             "mask_rows": int(self.mask_bits.shape[0]),
@@ -176,6 +190,7 @@ class BitsetDeviceTables:
         states: int | None = None,
         classes: int | None = None,
         programs: int | None = None,
+        alternatives: int | None = None,
         words: int | None = None,
         conditions: int | None = None,
         mask_rows: int | None = None,
@@ -191,10 +206,12 @@ class BitsetDeviceTables:
         """
         q, c = t.next_state.shape
         p, _, w = t.programs.shape
+        alts = _program_alts(t)
         need = {
             "states": q,
             "classes": c,
             "programs": p,
+            "alternatives": alts.shape[1],
             "words": w,
             "vocab_size": len(t.token_class),
         }
@@ -202,6 +219,7 @@ class BitsetDeviceTables:
             "states": states or bucket(q),
             "classes": classes or bucket(c),
             "programs": programs or bucket(p),
+            "alternatives": alternatives or bucket(alts.shape[1], 1),
             "words": words or w,
             "vocab_size": vocab_size,
         }
@@ -213,9 +231,11 @@ class BitsetDeviceTables:
         Q, C, P, W = have["states"], have["classes"], have["programs"], have["words"]
         f = _forced_width(t, forced)
         cond_id, conds, cond_static = _conditions(t, Q, C, W, conditions)
+        alts = _padded_alts(alts, P, have["alternatives"], W)
+        cond_id, conds, cond_static, cond_alts = _conditions(t, Q, C, W, conditions, alts)
         token_class = _padded(t.token_class, (vocab_size,), np.int32)
         mask_bits, mask_row, ctok, ctok_class = _static_rows(
-            token_class, cond_id, conds, cond_static, mask_rows, cond_tokens
+            token_class, cond_id, conds, cond_static, mask_rows, cond_tokens, cond_alts
         )
         return cls(
             mask_bits=jnp.asarray(mask_bits),
@@ -225,10 +245,12 @@ class BitsetDeviceTables:
             cond_id=jnp.asarray(cond_id),
             conds=jnp.asarray(conds),
             cond_static=jnp.asarray(cond_static),
+            cond_alts=jnp.asarray(cond_alts),
             token_class=jnp.asarray(token_class),
             next_state=jnp.asarray(_padded(t.next_state, (Q, C), np.int32, fill=-1)),
             program=jnp.asarray(_padded(t.program, (Q, C), np.int32)),
             programs=jnp.asarray(_padded(t.programs, (P, 4, W), np.uint32)),
+            alts=jnp.asarray(alts),
             live_mask=jnp.asarray(_padded(t.live_mask, (Q, W), np.uint32)),
             live_always=jnp.asarray(_padded(t.live_always, (Q,), bool)),
             accepting=jnp.asarray(_padded(t.accepting, (Q,), bool)),
@@ -309,9 +331,30 @@ def _padded(a, shape: tuple[int, ...], dtype, fill=0) -> np.ndarray:
     return out
 
 
-def _conditions(t, num_states: int, num_classes: int, words: int, size: int | None):
-    """(cond_id int32[Q, C], conds uint32[N, 3, W], cond_static bool[N]) of ``t``'s edges,
-    padded: N a power of two (or ``size``), condition 0 never holds.
+def _program_alts(t) -> np.ndarray:
+    """uint32[P, K, W]: ``t``'s programs' REQUIRE alternatives (zeros, K = 1, where it has
+    none)."""
+    alts = getattr(t, "program_alts", None)
+    if alts is None:
+        p, _, w = t.programs.shape
+        return np.zeros((p, 1, w), np.uint32)
+    return np.asarray(alts, np.uint32)
+
+
+def _padded_alts(alts: np.ndarray, num_programs: int, k: int, words: int) -> np.ndarray:
+    """``alts`` (uint32[P, K', W']) as uint32[num_programs, k, words]: each program's last
+    alternative repeated (an alternative of zeros would always hold), padded programs zeros."""
+    p, k0, w = alts.shape
+    out = np.zeros((num_programs, k, words), np.uint32)
+    out[:p, :k0, :w] = alts
+    out[:p, k0:, :w] = alts[:, -1:]
+    return out
+
+
+def _conditions(t, num_states: int, num_classes: int, words: int, size: int | None, alts):
+    """(cond_id int32[Q, C], conds uint32[N, 3, W], cond_static bool[N], cond_alts
+    uint32[N, K, W]) of ``t``'s edges (``alts``: the padded `_program_alts`), padded: N a
+    power of two (or ``size``), condition 0 never holds.
 
     Raises:
       TableCapacityError: more conditions than ``size``."""
@@ -345,12 +388,18 @@ def _conditions(t, num_states: int, num_classes: int, words: int, size: int | No
     static[1 : 1 + uniq.shape[0]] = (mid < 0) | ((live & ~a & clr) != 0).any(axis=1)
     # condition 0 (no edge) never holds: it needs a bit both 0 and 1
     conds[0, 0, 0] = conds[0, 1, 0] = 1
-    return cond_id, conds, static
+    cond_alts = np.zeros((n,) + alts.shape[1:], np.uint32)
+    cond_alts[1 : 1 + uniq.shape[0]] = alts[uniq // (masks.shape[0] + 1)]
+    return cond_id, conds, static, cond_alts
 
 
-def _always(conds: np.ndarray, cond_static: np.ndarray) -> np.ndarray:
-    """bool[N]: the conditions that hold whatever the bits (no U, no S, statically live)."""
-    return (conds[:, 0] == 0).all(axis=1) & (conds[:, 1] == 0).all(axis=1) & cond_static
+def _always(conds: np.ndarray, cond_static: np.ndarray, cond_alts=None) -> np.ndarray:
+    """bool[N]: the conditions that hold whatever the bits (no U, no S, no REQUIRE
+    alternatives, statically live)."""
+    always = (conds[:, 0] == 0).all(axis=1) & (conds[:, 1] == 0).all(axis=1) & cond_static
+    if cond_alts is not None:
+        always &= (cond_alts == 0).all(axis=(1, 2))
+    return always
 
 
 def _holds_never(conds: np.ndarray, cond_static: np.ndarray) -> np.ndarray:
@@ -361,7 +410,9 @@ def _holds_never(conds: np.ndarray, cond_static: np.ndarray) -> np.ndarray:
     return never
 
 
-def _static_rows(token_class, cond_id, conds, cond_static, rows: int | None, size: int | None):
+def _static_rows(
+    token_class, cond_id, conds, cond_static, rows: int | None, size: int | None, cond_alts=None
+):
     """(mask_bits uint32[R, ceil(V/32)], mask_row int32[Q], cond_tokens int32[T],
     cond_token_class int32[T]): each state's static tokens as a deduplicated packed row, and
     the tokens on a conditional edge anywhere, padded (R: a power of two >= 8 or ``rows``; T:
@@ -370,7 +421,7 @@ def _static_rows(token_class, cond_id, conds, cond_static, rows: int | None, siz
     Raises:
       TableCapacityError: more rows or tokens than ``rows`` / ``size``."""
     v = token_class.shape[0]
-    always = _always(conds, cond_static)
+    always = _always(conds, cond_static, cond_alts)
     conditional = ~always & ~_holds_never(conds, cond_static)
     static_cls = always[cond_id]  # [Q, C]; cond_id 0 (no edge) never holds
     patterns, inverse = np.unique(static_cls, axis=0, return_inverse=True)
@@ -406,12 +457,15 @@ def _static_rows(token_class, cond_id, conds, cond_static, rows: int | None, siz
     return mask_bits, mask_row, ctok, ctok_class
 
 
-def _test(tables: BitsetDeviceTables, nxt, prog, bits):
-    """Edges ``nxt`` (int32[B, ...]) with programs ``prog`` (uint32[B, ..., 4, W]) on each row's
+def _test(tables: BitsetDeviceTables, nxt, prog, bits, alts=None):
+    """Edges ``nxt`` (int32[B, ...]) with programs ``prog`` (uint32[B, ..., 4, W]) and their
+    REQUIRE alternatives ``alts`` (uint32[B, ..., K, W], or None: no choice) on each row's
     ``bits`` (uint32[B, W]): (allowed, bits after)."""
     u, s, c, a = (prog[..., k, :] for k in range(4))
     b = bits.reshape(bits.shape[:1] + (1,) * (nxt.ndim - 1) + bits.shape[1:])
     ok = (nxt >= 0) & jnp.all((b & u) == 0, axis=-1) & jnp.all((b & s) == s, axis=-1)
+    if alts is not None:
+        ok &= _one_alternative(b[..., None, :], alts)
     after = (b & ~c) | a
     tn = jnp.maximum(nxt, 0)
     live = tables.live_always[tn] | jnp.any((tables.live_mask[tn] & ~after) != 0, axis=-1)
@@ -447,7 +501,14 @@ def _holds(tables: BitsetDeviceTables, bits: UInt32[Array, "B W"]) -> Bool[Array
     b = bits[:, None, :]  # [B, 1, W] against the N conditions
     u, s, k = tables.conds[None, :, 0], tables.conds[None, :, 1], tables.conds[None, :, 2]
     holds = jnp.all((b & u) == 0, axis=-1) & jnp.all((b & s) == s, axis=-1)
+    holds &= _one_alternative(b[:, :, None, :], tables.cond_alts[None])
     return holds & (tables.cond_static[None, :] | jnp.any((k & ~b) != 0, axis=-1))
+
+
+def _one_alternative(b, alts):
+    """bool[...]: whether one of the K alternatives (``alts`` uint32[..., K, W]) is all set in
+    ``b`` (uint32[..., 1, W]); an alternative of zeros (no choice) always is."""
+    return jnp.any(jnp.all((b & alts) == alts, axis=-1), axis=-1)
 
 
 def bitset_advance(
@@ -460,29 +521,88 @@ def bitset_advance(
     allow gives state -1)."""
     cls = tables.token_class[token]
     nxt = tables.next_state[state, cls]  # [B]
-    good, after = _test(tables, nxt, tables.programs[tables.program[state, cls]], bits)
+    prog = tables.program[state, cls]
+    good, after = _test(tables, nxt, tables.programs[prog], bits, tables.alts[prog])
     is_eos = jnp.any(token[:, None] == tables.eos[None, :], axis=1)
     new_state = jnp.where(is_eos, state, jnp.where(good, nxt, -1))
     new_bits = jnp.where((is_eos | ~good)[:, None], bits, after)
     return new_state, new_bits
 
 
+def pda_class_ok(
+    tables: BitsetDeviceTables, state: Int[Array, " B"], bits: UInt32[Array, "B W"]
+) -> Bool[Array, "B C"]:
+    """With a stack: which classes' context-independent edges pass their test on each row's
+    bits (class-level; the stack's own tests are `_stack.class_mask`'s)."""
+    prog = tables.program[state]  # [B, C]
+    ok, _ = _test(tables, tables.next_state[state], tables.programs[prog], bits, tables.alts[prog])
+    return ok
+
+
+def pda_cd_test(tables: BitsetDeviceTables, edge, target, bits: UInt32[Array, "B W"]):
+    """With a stack: context-dependent edges ``edge`` (int32[B, ...], into ``target``) on each
+    row's bits: (allowed bool[B, ...], bits after uint32[B, ..., W])."""
+    prog = tables.cd_program[jnp.clip(edge, 0, tables.cd_program.shape[0] - 1)]
+    return _test(tables, target, tables.programs[prog], bits, tables.alts[prog])
+
+
+def _pda_view(t):
+    """`BitsetTables`' fields of a `BitsetPDATables`: its context-independent edges."""
+    import types
+
+    tab = t.tables
+    return types.SimpleNamespace(
+        token_class=tab.token_class,
+        next_state=tab.next_state,
+        program=t.program,
+        programs=t.programs,
+        program_alts=t.program_alts,
+        live_mask=t.live_mask,
+        live_always=t.live_always,
+        accepting=tab.accepting,
+        start=tab.start,
+        eos_ids=tab.eos_ids,
+    )
+
+
+def pda_constraint_tables(t, vocab_size: int, capacity=None):
+    """`ConstraintTables` of one `BitsetPDATables` (K = 1): the PDA's plain tables with its
+    stack block (`ConstraintTables.from_dfas`, no forced runs: they would skip the bits'
+    tests), and the ``bitset`` block whose edge tables are the PDA's context-independent
+    edges, plus ``cd_program``; `allowed_mask` / `advance` test the bits on both kinds of
+    edge at the class level (`pda_class_ok`, `pda_cd_test`)."""
+    from automata_jax._tables import ConstraintTables
+
+    if capacity is not None:
+        raise RuntimeShapeError(
+            "ConstraintTables.from_bitset: a BitsetCapacity is not supported yet for bitset "
+            "tables with a stack (BitsetPDATables); pass capacity=None"
+        )
+    if getattr(t.tables, "is_blocked", False):  # class ids must be the PDA's own
+        raise RuntimeShapeError(
+            "ConstraintTables.from_bitset: expected dense PDA tables (no state blocks)"
+        )
+    plain = ConstraintTables.from_dfas([t.tables], vocab_size=int(vocab_size))
+    _, q, c = plain.next_state.shape
+    dt = BitsetDeviceTables.from_tables(_pda_view(t), int(vocab_size), states=q, classes=c)
+    e = plain.cd_class.shape[1]
+    cd_program = np.zeros(e, np.int32)
+    cd_program[: len(t.cd_program)] = t.cd_program
+    dt = dt.replace(cd_program=jnp.asarray(cd_program))
+    return plain.replace(
+        bitset=dt, forced_tokens=None, forced_len=None, forced_states=None, exit_tokens=None
+    )
+
+
 def _check_supported(t) -> None:
-    """Refuses, by name, bitset tables whose rules these kernels do not run yet (compiled, but
-    they would be allowed too much: docs/any_order_bitset.md, "What remains")."""
+    """Refuses what is not bitset tables (`BitsetTables`, or `BitsetPDATables`: a stack with
+    the bits, `pda_constraint_tables`)."""
+    if hasattr(t, "cd_program") and hasattr(t, "tables"):
+        return  # BitsetPDATables: `pda_constraint_tables`
     if not hasattr(t, "token_class") or not hasattr(t, "programs"):
         raise RuntimeShapeError(
-            f"ConstraintTables.from_bitset: expected automata_compile BitsetTables, got "
-            f"{type(t).__name__} (bitset tables of a schema with grammar rules carry a stack "
-            f"with the bits, which the device kernels do not run yet; compile it with "
-            f"compile_json_schema for PDA tables)"
-        )
-    alts = getattr(t, "program_alts", None)
-    if alts is not None and np.any(alts):
-        raise RuntimeShapeError(
-            "ConstraintTables.from_bitset: these tables hold REQUIRE alternatives (a union "
-            "whose members close on different required sets), which the device kernels do not "
-            "test yet; compile the schema with compile_json_schema"
+            f"ConstraintTables.from_bitset: expected automata_compile BitsetTables or "
+            f"BitsetPDATables (compile_json_schema_bitset), got {type(t).__name__}"
         )
 
 
@@ -500,6 +620,8 @@ def constraint_tables(t, vocab_size: int, capacity: BitsetCapacity | None = None
     if not isinstance(vocab_size, (int, np.integer)) or vocab_size < 1:
         raise RuntimeShapeError(f"vocab_size: expected a positive int, got {vocab_size!r}")
     _check_supported(t)
+    if hasattr(t, "cd_program"):
+        return pda_constraint_tables(t, vocab_size, capacity)
     if capacity is not None and not isinstance(capacity, BitsetCapacity):
         raise RuntimeShapeError(
             f"capacity: expected a BitsetCapacity (or None), got {type(capacity).__name__}"

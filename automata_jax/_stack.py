@@ -75,15 +75,20 @@ def _entries(tables, k, q, stack, depth):
     return ec, match & fits
 
 
-def class_mask(tables, k, q, stack, depth, row_ok: Bool[Array, "B C"]) -> Bool[Array, "B C"]:
+def class_mask(
+    tables, k, q, stack, depth, row_ok: Bool[Array, "B C"], cd_ok=None
+) -> Bool[Array, "B C"]:
     """Refines the gathered ``next_state[k, q] >= 0`` row for PDA tables: drops
     context-independent edges whose pushes overflow S and adds matching context-dependent
-    edges."""
+    edges (``cd_ok``: None, or a function of the entry ids int32[B, E] giving bool[B, E],
+    a further test of each edge, e.g. the bitset's)."""
     s = stack.shape[1]
     b, c = row_ok.shape
     grow = tables.push_len[k[:, None], _layout.row(tables, tables.edge_push, k, q, 0)]  # [B, C]
     row_ok = row_ok & (depth[:, None] + grow <= s)
     ec, usable = _entries(tables, k, q, stack, depth)
+    if cd_ok is not None:
+        usable = usable & cd_ok(ec)
     cls = tables.cd_class[k[:, None], ec]
     rows = jnp.broadcast_to(jnp.arange(b)[:, None], cls.shape)
     extra = jnp.zeros((b, c), jnp.int32).at[rows, cls].add(usable.astype(jnp.int32)) > 0
@@ -100,9 +105,17 @@ def step(tables, k, q, cls, nxt, stack, depth):
       (new state int32[B], stack, depth, moved bool[B]); ``moved`` is False where no edge
       applies or its pushes do not fit (the caller flags the row).
     """
+    return step_edge(tables, k, q, cls, nxt, stack, depth)[:4]
+
+
+def step_edge(tables, k, q, cls, nxt, stack, depth, cd_ok=None):
+    """`step`, also returning the context-dependent edge taken (int32[B]; meaningful where
+    ``nxt < 0`` and the row moved); ``cd_ok`` as in `class_mask`."""
     s = stack.shape[1]
     b = q.shape[0]
     ec, usable = _entries(tables, k, q, stack, depth)
+    if cd_ok is not None:
+        usable = usable & cd_ok(ec)
     hit = usable & (tables.cd_class[k[:, None], ec] == cls[:, None])
     found = jnp.any(hit, axis=1)
     e = jnp.take_along_axis(ec, jnp.argmax(hit, axis=1)[:, None], axis=1)[:, 0]
@@ -123,7 +136,7 @@ def step(tables, k, q, cls, nxt, stack, depth):
     rows = jnp.broadcast_to(jnp.arange(b)[:, None], pos.shape)
     new_stack = stack.at[rows, jnp.where(write, pos, s)].set(seq, mode="drop")
     new_depth = jnp.where(moved, base + length, depth)
-    return jnp.where(moved, target, -1), new_stack, new_depth, moved
+    return jnp.where(moved, target, -1), new_stack, new_depth, moved, e
 
 
 def no_stack(batch: int) -> tuple[jax.Array, jax.Array]:

@@ -5,12 +5,17 @@ order), checks `automata_jax._bitset.bitset_mask` / `bitset_advance` against the
 reference along random walks (8 rows, 60 steps), then times one jitted mask per step (median of
 200 calls after a warm-up) at B = 1, 8, 64 for the bitset kernel (static packed rows, the
 conditional tokens' tests written over them) and for `allowed_mask` on the two token DFAs (the
-default gather mask; declared order also with ``mask_impl="bitmask"``). Run: ``python benchmarks/bitset_mask_bench.py [--schema changie.json]``.
+default gather mask; declared order also with ``mask_impl="bitmask"``). ``--alternatives 1,8``
+times the bitset kernel with its REQUIRE alternatives padded to each K (the union test of
+docs/any_order_bitset.md; K = the tables' own, a power of two, by default); ``--schema-file``
+reads a schema from a path instead of the SchemaStore corpus. Run:
+``python benchmarks/bitset_mask_bench.py [--schema changie.json] [--alternatives 1,8]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import statistics
 import sys
@@ -46,9 +51,14 @@ def _median_us(fn, *args, n=200) -> float:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--schema", default="changie.json")
+    parser.add_argument("--schema-file", default=None)
+    parser.add_argument("--alternatives", default=None, help="comma-separated K values")
     args = parser.parse_args(argv)
     vocab = ac.Vocabulary.from_file(scb.TOKENIZERS / "llama3" / "tokenizer.json")
-    schema = scb.schemastore_schemas()[args.schema]
+    if args.schema_file:
+        schema = json.loads(Path(args.schema_file).read_text())
+    else:
+        schema = scb.schemastore_schemas()[args.schema]
     warnings.simplefilter("ignore")
     t = compile_json_schema_bitset(schema, vocab)
     dfas = {
@@ -77,13 +87,14 @@ def main(argv=None) -> int:
         state, bits = np.asarray(ns), np.asarray(nb)
     print(machine(), file=sys.stderr)
     print(f"kernels equal to the reference on {rows * 60} row-steps; {jax.devices()}")
-    print(f"bitset tables {dt.sizes}")
+    print(f"bitset tables {dt.sizes}; program_alts {tuple(t.program_alts.shape)}")
+    ks = [int(k) for k in args.alternatives.split(",")] if args.alternatives else []
+    padded = {k: BitsetDeviceTables.from_tables(t, vocab.size, alternatives=k) for k in ks}
     for b in (1, 8, 64):
-        out = {
-            "bitset": _median_us(
-                m, dt, jnp.full((b,), t.start, jnp.int32), jnp.zeros((b, t.words), jnp.uint32)
-            )
-        }
+        state0, bits0 = jnp.full((b,), t.start, jnp.int32), jnp.zeros((b, t.words), jnp.uint32)
+        out = {"bitset": _median_us(m, dt, state0, bits0)}
+        for k, dk in padded.items():
+            out[f"bitset K={k}"] = _median_us(m, dk, state0, bits0)
         for (name, d), impl in [(x, i) for x in dfas.items() for i in ("gather", "bitmask")]:
             if impl == "bitmask" and name == "any":
                 continue

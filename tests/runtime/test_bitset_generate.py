@@ -7,6 +7,7 @@ host callbacks, and the refusals."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 
@@ -47,7 +48,32 @@ B = {
     "required": ["z"],
     "additionalProperties": False,
 }
-SCHEMAS = {"A": A, "B": B}
+MEMBER_A = {"type": "object", "properties": {"a": BOOL, "b": BOOL}, "required": ["a"],
+            "additionalProperties": False}  # fmt: skip
+MEMBER_Z = {"type": "object", "properties": {"a": BOOL, "z": BOOL}, "required": ["z"],
+            "additionalProperties": False}  # fmt: skip
+MEMBER_BC = {"type": "object", "properties": {"a": INT, "b": BOOL, "c": {"enum": ["x", "yy"]}},
+             "required": ["b", "c"], "additionalProperties": False}  # fmt: skip
+# unions whose members close on different required sets: `}` programs with REQUIRE alternatives
+UNIONS = {
+    "U2": {"anyOf": [MEMBER_A, MEMBER_Z]},
+    "U3": {
+        "type": "object",
+        "properties": {
+            "u": {"anyOf": [MEMBER_A, MEMBER_Z, MEMBER_BC]},
+            "v": {"anyOf": [MEMBER_A, MEMBER_BC]},
+        },
+        "required": ["u"],
+        "additionalProperties": False,
+    },
+}
+SCHEMAS = {"A": A, "B": B, **UNIONS}
+FREE = {  # free values: grammar rules, so `BitsetPDATables`
+    "type": "object",
+    "properties": {"a": {}, "b": BOOL, "c": INT},
+    "required": ["b"],
+    "additionalProperties": False,
+}
 CAPACITY = aj.BitsetCapacity(
     states=128,
     classes=128,
@@ -58,6 +84,10 @@ CAPACITY = aj.BitsetCapacity(
     cond_tokens=64,
     forced=4,
 )
+UNION_CAPACITY = aj.BitsetCapacity(
+    states=256, classes=128, words=1, programs=64, alternatives=4, conditions=128, mask_rows=128,
+    cond_tokens=64,
+)  # fmt: skip
 
 
 class CountingStep:
@@ -80,8 +110,9 @@ def setup():
     for name, schema in SCHEMAS.items():
         bt = ac.compile_json_schema_bitset(schema, vocab, whitespace="compact")
         dfa = ac.compile_json_schema(schema, vocab, whitespace="compact")  # exact any order
+        capacity = UNION_CAPACITY if name in UNIONS else CAPACITY
         tables[name] = (
-            ConstraintTables.from_bitset(bt, vocab_size=vocab.size, capacity=CAPACITY),
+            ConstraintTables.from_bitset(bt, vocab_size=vocab.size, capacity=capacity),
             ConstraintTables.from_dfas([dfa], vocab_size=vocab.size),
         )
     return vocab, model, params, tables
@@ -96,7 +127,7 @@ def _run(model, step, params, tables, sampler=None, rng=0, **kw):
     )  # fmt: skip
 
 
-@pytest.mark.parametrize("name", ["A", "B"])
+@pytest.mark.parametrize("name", ["A", "B", *UNIONS])
 def test_greedy_outputs_equal_the_exact_any_order_tables(name, setup):
     vocab, model, params, tables = setup
     bitset, exact = tables[name]
@@ -108,6 +139,33 @@ def test_greedy_outputs_equal_the_exact_any_order_tables(name, setup):
         np.testing.assert_array_equal(np.asarray(got.accepted), np.asarray(want.accepted))
         assert not np.asarray(got.states.error).any()
     assert np.asarray(want.accepted).any()
+    for row, n, ok in zip(
+        np.asarray(got.tokens), np.asarray(got.lengths), got.accepted, strict=True
+    ):
+        if bool(ok):
+            validator.validate(json.loads(vocab.decode(row[:n].tolist())))
+
+
+def test_a_grammar_schema_decodes_as_the_exact_any_order_pda(setup):
+    """A schema with free values (`BitsetPDATables`: the stack and the bits together): greedy
+    outputs equal to the exact any-order PDA tables' (plain and speculation), finished rows
+    valid."""
+    vocab, model, params, _ = setup
+    bt = ac.compile_json_schema_bitset(FREE, vocab, whitespace="compact")
+    pda = ac.compile_json_schema(FREE, vocab, whitespace="compact")
+    assert pda.is_pda
+    bitset = ConstraintTables.from_bitset(bt, vocab_size=vocab.size)
+    assert bitset.has_stack and bitset.bitset is not None
+    want = _run(
+        model, model.apply_step, params, ConstraintTables.from_dfas([pda], vocab_size=vocab.size)
+    )
+    assert np.asarray(want.accepted).any()
+    validator = jsonschema.Draft202012Validator(FREE)
+    for kw in ({}, {"speculate": True}):
+        got = _run(model, model.apply_step, params, bitset, **kw)
+        np.testing.assert_array_equal(np.asarray(got.tokens), np.asarray(want.tokens), str(kw))
+        np.testing.assert_array_equal(np.asarray(got.accepted), np.asarray(want.accepted))
+        assert not np.asarray(got.states.error).any()
     for row, n, ok in zip(
         np.asarray(got.tokens), np.asarray(got.lengths), got.accepted, strict=True
     ):
@@ -182,6 +240,14 @@ def test_a_second_schema_of_one_capacity_runs_with_no_retrace(setup):
         compiled.append(_generate._generate_jit._cache_size())
     assert counting.calls == 2  # one trace: prefill + loop body
     assert compiled[1:] == compiled[:1] * 2
+    # unions of 2 and 3 members (K = 2 alternatives) padded to 4: one more trace, not two
+    for name in ("U2", "U3", "U2"):
+        bitset, _ = tables[name]
+        assert bitset.bitset.capacity == UNION_CAPACITY
+        _run(model, counting, params, bitset, sampler=aj.Temperature(1.0), rng=3)
+        compiled.append(_generate._generate_jit._cache_size())
+    assert counting.calls == 4
+    assert compiled[4:] == compiled[3:4] * 2
 
 
 def test_jaxpr_has_no_host_callbacks(setup):
@@ -205,17 +271,16 @@ def test_jaxpr_has_no_host_callbacks(setup):
 
 def test_refusals(setup, llama3_vocab):
     vocab, model, params, tables = setup
-    free = {"type": "object", "properties": {"a": {}, "b": BOOL}}  # a free value: rules
-    with pytest.raises(aj.RuntimeShapeError, match="grammar rules"):  # compiled, not run yet
-        ConstraintTables.from_bitset(ac.compile_json_schema_bitset(free, vocab), vocab_size=vocab.size)
-    member_a = {"type": "object", "properties": {"a": BOOL, "b": BOOL}, "required": ["a"],
-                "additionalProperties": False}  # fmt: skip
-    member_z = {"type": "object", "properties": {"a": BOOL, "z": BOOL}, "required": ["z"],
-                "additionalProperties": False}  # fmt: skip
-    union = ac.compile_json_schema_bitset({"anyOf": [member_a, member_z]}, vocab)
-    assert union.program_alts.any()  # a REQUIRE with alternatives
-    with pytest.raises(aj.RuntimeShapeError, match="REQUIRE alternatives"):
-        ConstraintTables.from_bitset(union, vocab_size=vocab.size)
+    free = ac.compile_json_schema_bitset(FREE, vocab)  # a free value: rules, a stack
+    with pytest.raises(aj.RuntimeShapeError, match="capacity=None"):  # not yet with a stack
+        ConstraintTables.from_bitset(free, vocab_size=vocab.size, capacity=CAPACITY)
+    union = ac.compile_json_schema_bitset(UNIONS["U3"], vocab)
+    assert union.program_alts.shape[1] == 2  # a REQUIRE with alternatives: run, up to a capacity
+    with pytest.raises(aj.TableCapacityError, match="expected alternatives >= 2"):
+        ConstraintTables.from_bitset(
+            union, vocab_size=vocab.size,
+            capacity=dataclasses.replace(UNION_CAPACITY, alternatives=1),
+        )  # fmt: skip
     with pytest.raises(ac.BitsetIneligible, match="declared"):
         ac.compile_json_schema_bitset(B, vocab, property_order="declared")
     bt = ac.compile_json_schema_bitset(A, vocab, whitespace="compact")

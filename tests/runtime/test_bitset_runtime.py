@@ -1,6 +1,7 @@
 """The bitset runtime rule on the device (`automata_jax._bitset`) against the NumPy reference
-(`automata_compile.tokens.reference_mask` / `reference_advance`), with and without jit; no
-host callbacks; a second schema padded to the same sizes does not retrace."""
+(`automata_compile.tokens.reference_mask` / `reference_advance`), with and without jit, REQUIRE
+alternatives (unions closing on different required sets) included; no host callbacks; a second
+schema padded to the same sizes does not retrace."""
 
 from __future__ import annotations
 
@@ -42,6 +43,48 @@ B = {
 SIZES = dict(
     states=256, classes=256, programs=32, words=1, conditions=64, mask_rows=32, cond_tokens=64
 )
+# unions whose members close on different required sets (programs with REQUIRE alternatives),
+# as tests/compile/tokens/test_bitset_compose.py's DISJUNCTIVE
+INT99 = {"type": "integer", "minimum": 0, "maximum": 99}
+ENUM = {"enum": ["x", "yy"]}
+UNION_A = {"type": "object", "properties": {"a": BOOL, "b": BOOL}, "required": ["a"],
+           "additionalProperties": False}  # fmt: skip
+UNION_B = {"type": "object", "properties": {"a": BOOL, "z": BOOL}, "required": ["z"],
+           "additionalProperties": False}  # fmt: skip
+UNION_C = {"type": "object", "properties": {"a": INT99, "b": BOOL, "c": ENUM},
+           "required": ["b", "c"], "additionalProperties": False}  # fmt: skip
+DISJUNCTIVE = {
+    "two_members": {"anyOf": [UNION_A, UNION_B]},
+    "three_members_nested": {
+        "type": "object",
+        "properties": {
+            "u": {"anyOf": [UNION_A, UNION_B, UNION_C]},
+            "v": {"anyOf": [UNION_A, UNION_C]},
+        },
+        "required": ["u"],
+        "additionalProperties": False,
+    },
+    "closing_two_at_once": {
+        "type": "array",
+        "maxItems": 2,
+        "items": {
+            "anyOf": [
+                {
+                    "type": "object",
+                    "properties": {"o": {"anyOf": [UNION_A, UNION_B]}, "k": BOOL},
+                    "required": ["k"],
+                    "additionalProperties": False,
+                },
+                {
+                    "type": "object",
+                    "properties": {"o": {"anyOf": [UNION_A, UNION_B]}, "m": BOOL},
+                    "required": ["o"],
+                    "additionalProperties": False,
+                },
+            ]
+        },
+    },  # fmt: skip
+}
 
 
 @pytest.fixture(scope="module")
@@ -50,15 +93,22 @@ def tables(llama3_vocab):
     for name, schema in (("A", A), ("B", B)):
         t = compile_json_schema_bitset(schema, llama3_vocab)
         out[name] = (t, BitsetDeviceTables.from_tables(t, llama3_vocab.size, **SIZES))
+    for name, schema in DISJUNCTIVE.items():
+        t = compile_json_schema_bitset(schema, llama3_vocab)
+        assert t.program_alts.any()
+        out[name] = (t, BitsetDeviceTables.from_tables(t, llama3_vocab.size))
+        # more alternatives than any program holds: padding repeats a program's last one
+        k8 = BitsetDeviceTables.from_tables(t, llama3_vocab.size, alternatives=8)
+        out[name + "/k8"] = (t, k8)
     return out
 
 
-def _walks(t, dt, vocab, fn_mask, fn_advance, seed):
+def _walks(t, dt, vocab, fn_mask, fn_advance, seed, steps=40):
     rng = random.Random(seed)
     rows = 3
     state = np.full(rows, t.start, np.int32)
     bits = np.zeros((rows, t.words), np.uint32)
-    for _ in range(40):
+    for _ in range(steps):
         got = np.asarray(fn_mask(dt, jnp.asarray(state), jnp.asarray(bits)))
         tokens = []
         for r in range(rows):
@@ -86,7 +136,43 @@ def test_kernels_match_the_reference(name, jit, tables, llama3_vocab):
     _walks(t, dt, llama3_vocab, m, a, name)
 
 
-@pytest.mark.parametrize("name", ["A", "B"])
+@pytest.mark.parametrize("jit", [False, True])
+@pytest.mark.parametrize("name", sorted(DISJUNCTIVE) + ["two_members/k8"])
+def test_kernels_match_the_reference_with_require_alternatives(name, jit, tables, llama3_vocab):
+    """Random walks on unions whose ``}`` holds only if one member's required set is all
+    written: the device conditions and advance test the alternatives as the reference does."""
+    t, dt = tables[name]
+    m, a = (jax.jit(bitset_mask), jax.jit(bitset_advance)) if jit else (bitset_mask, bitset_advance)
+    for seed in range(4):
+        _walks(t, dt, llama3_vocab, m, a, f"{name}/{seed}", steps=60)
+
+
+def test_a_choice_decides_the_closing_brace(tables, llama3_vocab):
+    """``{"u":{"b":true`` of u: anyOf [{a required}, {z required}, {b, c required}]: its
+    ``}`` needs a or b and c (S, their common bits, is empty), so it is refused; after
+    ``,"a":true`` or ``,"c":"x"`` allowed, on the device as in the reference."""
+    t, dt = tables["three_members_nested"]
+    brace = llama3_vocab.encode("}")
+    assert len(brace) == 1
+    cases = (
+        ('{"u":{"b":true', False),
+        ('{"u":{"b":true,"a":true', True),
+        ('{"u":{"b":true,"c":"x"', True),
+    )
+    for text, want in cases:
+        q, bits = t.start, np.zeros(t.words, np.uint32)
+        for tok in llama3_vocab.encode(text):
+            q, bits = reference_advance(t, q, bits, tok)
+        got = np.asarray(bitset_mask(dt, jnp.asarray([q], jnp.int32), jnp.asarray(bits[None])))
+        assert bool(reference_mask(t, q, bits)[brace[0]]) is want, text
+        assert bool(got[0, brace[0]]) is want, text
+        s, _ = bitset_advance(
+            dt, jnp.asarray([q], jnp.int32), jnp.asarray(bits[None]), jnp.asarray(brace)
+        )
+        assert (int(s[0]) >= 0) is want, text
+
+
+@pytest.mark.parametrize("name", ["A", "B"] + sorted(DISJUNCTIVE) + ["two_members/k8"])
 def test_mask_matches_the_reference_on_any_state_and_bits(name, tables):
     """Every state (padded ones included) under random bitsets, not only the reachable
     pairs: the static rows and the conditional tokens cover every edge."""
@@ -139,3 +225,8 @@ def test_a_table_past_its_sizes_is_refused(tables, llama3_vocab):
         BitsetDeviceTables.from_tables(t, llama3_vocab.size, mask_rows=2)
     with pytest.raises(RuntimeShapeError, match="expected cond_tokens"):
         BitsetDeviceTables.from_tables(t, llama3_vocab.size, cond_tokens=2)
+    t, _ = tables["three_members_nested"]
+    k = t.program_alts.shape[1]
+    assert k >= 2
+    with pytest.raises(RuntimeShapeError, match="expected alternatives"):
+        BitsetDeviceTables.from_tables(t, llama3_vocab.size, alternatives=k - 1)

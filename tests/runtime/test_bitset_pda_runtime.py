@@ -1,0 +1,144 @@
+"""Bitset tables with a stack (`BitsetPDATables`, schemas with grammar rules) on the device:
+`ConstraintTables.from_bitset` → `allowed_mask` / `advance` against the NumPy reference with a
+stack (`reference_pda_mask` / `reference_pda_advance`) on random walks, with and without jit;
+states, stacks and bits equal to the reference's."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import automata_jax as aj
+from automata_compile.pipeline._bitset import compile_json_schema_bitset
+from automata_compile.tokens import BitsetPDATables, reference_pda_advance, reference_pda_mask
+from automata_jax import ConstraintTables
+
+INT = {"type": "integer", "minimum": 0, "maximum": 99}
+BOOL = {"type": "boolean"}
+FREE = {}
+# as tests/compile/tokens/test_bitset_pda.py's SCHEMAS (free values: grammar rules)
+SCHEMAS = {
+    "free_value": {
+        "type": "object",
+        "properties": {"a": FREE, "b": {"type": "integer"}},
+        "required": ["a"],
+    },
+    "nested": {
+        "type": "object",
+        "properties": {
+            "n": {
+                "type": "object",
+                "properties": {"x": FREE, "y": INT},
+                "required": ["y"],
+                "additionalProperties": False,
+            },
+            "z": FREE,
+            "w": BOOL,
+        },
+        "required": ["n", "w"],
+        "additionalProperties": False,
+    },
+    "union": {  # members closing on different required sets, with free values
+        "anyOf": [
+            {
+                "type": "object",
+                "properties": {"a": FREE, "b": BOOL},
+                "required": ["a"],
+                "additionalProperties": False,
+            },
+            {
+                "type": "object",
+                "properties": {"a": BOOL, "z": FREE},
+                "required": ["z"],
+                "additionalProperties": False,
+            },
+        ]
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def compiled(llama3_vocab):
+    out = {}
+    for name, schema in SCHEMAS.items():
+        t = compile_json_schema_bitset(schema, llama3_vocab, whitespace="compact")
+        assert isinstance(t, BitsetPDATables)
+        out[name] = (t, ConstraintTables.from_bitset(t, vocab_size=llama3_vocab.size))
+    return out
+
+
+def _walk(t, tables, vocab, mask_fn, advance_fn, seed, rows=3, steps=50):
+    rng = random.Random(seed)
+    state = aj.init_state(tables, jnp.zeros((rows,), jnp.int32))
+    ref = [(t.start, (), np.zeros(t.words, np.uint32)) for _ in range(rows)]
+    for _ in range(steps):
+        got = np.asarray(mask_fn(tables, state))
+        tokens = []
+        for r in range(rows):
+            q, stack, bits = ref[r]
+            if bool(state.done[r]):
+                tokens.append(vocab.eos_ids[0])
+                continue
+            want = reference_pda_mask(t, q, stack, bits)
+            np.testing.assert_array_equal(got[r], want)
+            allowed = [x for x in np.flatnonzero(want).tolist() if x not in vocab.eos_ids]
+            tokens.append(rng.choice(allowed) if allowed else vocab.eos_ids[0])
+        state = advance_fn(tables, state, jnp.asarray(tokens, jnp.int32))
+        for r in range(rows):
+            if tokens[r] in vocab.eos_ids:
+                continue
+            q, stack, bits = reference_pda_advance(t, *ref[r], tokens[r])
+            ref[r] = (q, stack, bits)
+            assert int(state.state[r]) == q and not bool(state.error[r])
+            depth = int(state.depth[r])
+            assert tuple(np.asarray(state.stack[r, :depth]).tolist()) == tuple(stack)
+            np.testing.assert_array_equal(np.asarray(state.bits[r]), bits)
+        if bool(np.asarray(state.done).all()):
+            break
+
+
+@pytest.mark.parametrize("jit", [False, True])
+@pytest.mark.parametrize("name", sorted(SCHEMAS))
+def test_device_rule_with_a_stack_matches_the_reference(name, jit, compiled, llama3_vocab):
+    t, tables = compiled[name]
+    fns = (jax.jit(aj.allowed_mask), jax.jit(aj.advance)) if jit else (aj.allowed_mask, aj.advance)
+    for seed in range(3):
+        _walk(t, tables, llama3_vocab, *fns, f"{name}/{seed}")
+
+
+def test_a_capacity_is_refused_with_a_stack(compiled, llama3_vocab):
+    t, tables = compiled["free_value"]
+    with pytest.raises(aj.RuntimeShapeError, match="capacity"):
+        ConstraintTables.from_bitset(
+            t, vocab_size=llama3_vocab.size, capacity=tables.bitset.capacity
+        )
+
+
+def test_context_dependent_edges_that_update_the_bits(compiled, llama3_vocab):
+    """The schemas' context-dependent edges only test (a REQUIRE at a rule's end); here each
+    of them also sets bit 31, which no key uses (synthetic tables), so the advance must take
+    the bits after the edge the stack chose."""
+    t, _ = compiled["nested"]
+    assert t.num_bits < 32
+    marked = t.programs.copy()
+    marked[:, 3, 0] |= np.uint32(1 << 31)  # each program, also setting bit 31
+    programs = np.concatenate([t.programs, marked])
+    alts = np.concatenate([t.program_alts, t.program_alts])
+    cd_program = (t.cd_program + t.programs.shape[0]).astype(np.int32)
+    synth = dataclasses.replace(t, programs=programs, program_alts=alts, cd_program=cd_program)
+    tables = ConstraintTables.from_bitset(synth, vocab_size=llama3_vocab.size)
+    seen = []
+
+    def advance(tables, state, tokens):
+        out = aj.advance(tables, state, tokens)
+        seen.append(bool((np.asarray(out.bits)[:, 0] >> 31).any()))
+        return out
+
+    for seed in range(3):
+        _walk(synth, tables, llama3_vocab, jax.jit(aj.allowed_mask), advance, f"cd/{seed}", 4, 120)
+    assert any(seen)  # some walk took a context-dependent edge
