@@ -121,10 +121,14 @@ class Speculate:
         structure (a value just opened), the copy is the previous value (or the prompt's
         schema), the exit an empty value, and the model rejects them at their first
         token: a wider call for nothing.
+      structure_drafts: with fast-forward, a draft (or an empty one) that ends in a state
+        with a *structural draft* (`ConstraintTables.structure_drafts`: forced text with no
+        forced run, ``":"`` after a key, whose spelling is the model's choice) goes on with
+        that token: one more draft slot, verified like the rest.
 
     Example:
       >>> Speculate(draft_len=3).resolve(forced=0)
-      Speculate(draft_len=3, ngram_sizes=(3, 2, 1), widths=(4,), slot_cost=0.05, logit_cost=0.1, logit_slots=None, call_costs=None, prior_accepted=1.0, prior_drafted=2.0, exit_drafts=True, lone_exits=True, structure_copies=False)
+      Speculate(draft_len=3, ngram_sizes=(3, 2, 1), widths=(4,), slot_cost=0.05, logit_cost=0.1, logit_slots=None, call_costs=None, prior_accepted=1.0, prior_drafted=2.0, exit_drafts=True, lone_exits=True, structure_copies=False, structure_drafts=False)
     """
 
     draft_len: int = 4
@@ -139,13 +143,14 @@ class Speculate:
     exit_drafts: bool = True
     lone_exits: bool = True
     structure_copies: bool = False
+    structure_drafts: bool = False
 
     def __post_init__(self):
         k = self.draft_len
         if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
             raise RuntimeShapeError(f"Speculate.draft_len: expected an int >= 1, got {k!r}")
         object.__setattr__(self, "draft_len", int(k))
-        for name in ("exit_drafts", "lone_exits", "structure_copies"):
+        for name in ("exit_drafts", "lone_exits", "structure_copies", "structure_drafts"):
             if not isinstance(getattr(self, name), bool | np.bool_):
                 raise RuntimeShapeError(
                     f"Speculate.{name}: expected a bool, got {getattr(self, name)!r}"
@@ -306,7 +311,9 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
     use_ff = ff is not None and tables.forced_tokens is not None
     f = chunk_width(tables) - 1 if use_ff else 0
     use_exits = use_ff and spec.exit_drafts and tables.exit_tokens is not None
-    d_max = k_max + (1 + f if use_exits else 0)  # draft slots: a copy, an exit, its run
+    use_struct = use_ff and spec.structure_drafts and tables.structure_drafts is not None
+    # draft slots: a copy, an exit, its run, a structural draft
+    d_max = k_max + (1 + f if use_exits else 0) + (1 if use_struct else 0)
     num_k, num_q, _ = tables.padded_shape
     slots = jnp.arange(w_max, dtype=jnp.int32)
     rows = jnp.arange(b)
@@ -378,11 +385,29 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
         _, after = jax.lax.scan(one, st, jnp.arange(tokens.shape[1]))
         return jax.tree.map(lambda s0, rest: jnp.concatenate([s0[None], rest]), st, after)
 
-    def in_language(st, drafts, k):
-        """The draft cut at its first token that leaves the language (or is EOS)."""
+    def in_language(st, drafts, k, with_state=False):
+        """The draft cut at its first token that leaves the language (or is EOS); with
+        ``with_state``, also the state after the cut draft."""
         states = walk(st, drafts, k)
         ok = ~states.done[1:] & ~states.error[1:]  # [D, B]
-        return drafts, jnp.minimum(k, jnp.sum(jnp.cumprod(ok.astype(jnp.int32), axis=0), axis=0))
+        k = jnp.minimum(k, jnp.sum(jnp.cumprod(ok.astype(jnp.int32), axis=0), axis=0))
+        return (drafts, k, select(states, k)) if with_state else (drafts, k)
+
+    def add_structure(drafts, k, at, room):
+        """The draft ``drafts[:, :k]`` (ending in state ``at``) and, where ``at`` has a
+        structural draft (`ConstraintTables.structure_drafts`) and no forced run, that
+        token after it, within ``room`` slots. Returns (drafts int32[B, D], count [B])."""
+        kk = jnp.clip(at.constraint, 0, num_k - 1)
+        token = tables.structure_drafts[kk, jnp.clip(at.state, 0, num_q - 1)]
+        moved = advance(tables, at, jnp.maximum(token, 0))
+        ok = (at.constraint >= 0) & ~at.done & ~at.error & (token >= 0) & ~forces(at)
+        ok = ok & ~moved.done & ~moved.error & (k < jnp.minimum(room, d_max))
+        width = drafts.shape[1]
+        if width < d_max:
+            drafts = jnp.concatenate([drafts, jnp.zeros((b, d_max - width), jnp.int32)], axis=1)
+        pos = jnp.arange(d_max, dtype=jnp.int32)[None, :]
+        drafts = jnp.where(ok[:, None] & (pos == k[:, None]), token[:, None], drafts)
+        return drafts, k + ok.astype(jnp.int32)
 
     def end_the_copy(st, drafts, k_cut, k_lang, stop, room, lone):
         """The draft after a copy that stops: where the lookup's copy starts a new clause
@@ -406,7 +431,7 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
         ended = jnp.where(pos == copied[:, None], exit_token[:, None], ended)
         drafts = jnp.where(ok[:, None], ended, copy)
         count = jnp.where(ok, jnp.minimum(copied + 1 + n, jnp.maximum(room, 0)), k_lang)
-        return in_language(st, drafts, count)
+        return in_language(st, drafts, count, with_state=use_struct)
 
     def emit(x, st, written, accepted_rate, buffer, room):
         """The next call's tokens per row: the head (written to the buffer now) + a draft.
@@ -473,7 +498,7 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
         if not spec.structure_copies:  # a head ending with a forced run: no copy after it
             looks = looks & ~(pre | (sampling & (post_n > 0)))
         k_cut = jnp.where(looks, jnp.minimum(k, budget - head_n), 0)
-        drafts, k = in_language(full_head, drafts, k_cut)
+        drafts, k, *at_end = in_language(full_head, drafts, k_cut, with_state=use_struct)
         if use_exits:
             # After a chosen token with no forced run (inside a value), an empty copy
             # may still end the value (`Speculate.lone_exits`).
@@ -481,7 +506,13 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
             if not spec.structure_copies:  # not after a token the row already wrote (`":"`)
                 wrote = jnp.arange(capacity, dtype=jnp.int32)[None, :] < written[:, None]
                 lone = lone & ~jnp.any(wrote & (buffer == x[:, None]), axis=1)
-            drafts, k = end_the_copy(full_head, drafts, k_cut, k, stop, budget - head_n, lone)
+            drafts, k, *at_end = end_the_copy(
+                full_head, drafts, k_cut, k, stop, budget - head_n, lone
+            )
+        if use_struct:  # rows whose draft ends where the constraint spells its structure
+            drafts, k = add_structure(
+                drafts, k, at_end[0], jnp.where(active & ~full_head.done, budget - head_n, 0)
+            )
         need = ~forces(walk(full_head, drafts, k))  # [D+1, B]: slot j's choice needs logits
         need_upto = jnp.cumsum(need.astype(jnp.int32), axis=0).T  # [B, D+1]
 

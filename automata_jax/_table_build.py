@@ -305,6 +305,17 @@ def exit_tables(
     return {"exit_tokens": exits}
 
 
+def structure_tables(dfas: Sequence[TokenDFA], kp: int, qp: int) -> dict:
+    """``structure_drafts`` int32[K, Q]: each DFA's `TokenDFA.structure_draft` padded with -1
+    (all -1 for a DFA without one: an artifact of an older compiler). Built whenever the
+    forced runs are, so tables of one capacity keep one pytree structure."""
+    out = np.full((kp, qp), -1, np.int32)
+    for i, d in enumerate(dfas):
+        if d.structure_draft is not None:
+            out[i, : d.num_states] = d.structure_draft
+    return {"structure_drafts": out}
+
+
 def _pda_block(
     dfas: list[TokenDFA],
     kp: int,

@@ -90,6 +90,10 @@ class ConstraintTables:
       exit_tokens: int32[K, Q] or None (with the forced runs), each state's *exit*: the
         token that leaves it into its longest forced run (-1: none), which speculative
         decoding drafts where a copied span ends (see `_table_build.exit_tables`).
+      structure_drafts: int32[K, Q] or None (with the forced runs), each state's structural
+        draft (`TokenDFA.structure_draft`: the tokenizer's spelling of forced text that has
+        no forced run, ``":"`` after a key; -1: none, and for DFAs compiled without it),
+        which speculative decoding proposes after a draft that ends in that state.
       class_map, row_start, row_len: int32[K, Q] or None: the state-block layout, present
         when a constraint of the batch has state blocks (`TokenDFA.class_block`, or a
         capacity with ``blocks``). Then ``token_class`` is int32[K * NB, V] (each
@@ -128,6 +132,7 @@ class ConstraintTables:
     forced_len: Int[Array, "K Q"] | None = None
     forced_states: Int[Array, "K Q F"] | None = None
     exit_tokens: Int[Array, "K Q"] | None = None
+    structure_drafts: Int[Array, "K Q"] | None = None
     # --- state blocks (issue 24; see `_layout`): None in a batch without them ---
     class_map: Int[Array, "K Q"] | None = None
     row_start: Int[Array, "K Q"] | None = None
@@ -290,6 +295,7 @@ class ConstraintTables:
         forced = build.forced_tables(dfas, sizes[0], sizes[1], fixed_forced)
         if forced:
             forced |= build.exit_tables(dfas, arrays["token_class"], eos_ids, *sizes[:2])
+            forced |= build.structure_tables(dfas, *sizes[:2])
         stack_size = build.resolve_stack_size(
             dfas, stack_size, fixed=capacity is not None, bitmask=bitmask
         )

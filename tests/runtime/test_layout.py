@@ -78,7 +78,14 @@ def test_forced_runs_exits_and_bitmasks_per_block(byte_level_vocab):
         for impl in ("gather", "bitmask"):
             a = aj.ConstraintTables.from_dfas([regex], vocab_size=v, mask_impl=impl)
             b = aj.ConstraintTables.from_dfas([split], vocab_size=v, mask_impl=impl)
-            for name in ("forced_tokens", "forced_len", "forced_states", "exit_tokens", "viable"):
+            for name in (
+                "forced_tokens",
+                "forced_len",
+                "forced_states",
+                "exit_tokens",
+                "structure_drafts",
+                "viable",
+            ):
                 np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
             ids = jnp.array([0, 0, -1])
             _run_mixed(a, b, ids, ids, 25, np.random.default_rng(seed), list(vocab.eos_ids))

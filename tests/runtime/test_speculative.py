@@ -442,6 +442,60 @@ def test_exit_drafts_change_the_drafts_not_the_outputs():
             np.testing.assert_array_equal(a, b)
 
 
+def test_structural_drafts_change_the_drafts_not_the_outputs():
+    """Structural drafts (`Speculate.structure_drafts`: ``":"`` after a key, where ``":"",``
+    makes it a choice) over JSON Schemas (a DFA and a PDA), a regex and unconstrained rows,
+    with the compiled tables and with random adversarial ones (any id, allowed or not):
+    greedy outputs and final states equal decoding without drafts."""
+    vocab = byte_vocab([b'","', b'",', b'":"', b'":"",', b'"}', b',"', b"ab"])
+    v = vocab.size
+    flat = {
+        "type": "object",
+        "properties": {"a": {"type": "string", "maxLength": 6}, "b": {"type": "integer"},
+                       "c": {"type": "string", "maxLength": 5}, "d": {"type": "integer"}},
+        "required": ["a", "b", "c", "d"],
+        "additionalProperties": False,
+    }  # fmt: skip
+    options = dict(whitespace="compact", property_order="declared")
+    dfas = [
+        ac.compile_json_schema(flat, vocab, **options),
+        ac.compile_json_schema(tree_schema(), vocab, **options),
+        ac.compile_regex(r"x(ab|c)*,yz(q|r)", vocab),
+    ]
+    tables = ConstraintTables.from_dfas(dfas, vocab_size=v)
+    drafts = np.asarray(tables.structure_drafts)
+    # After the keys "a" (in the start's run) and "c": '":"' (an empty value's '":"",' too).
+    assert vocab.tokens.index(b'":"') in drafts[0]
+    model = FakeModel(vocab_size=v)
+    mparams = model.init_params(7)
+    docs = ["ab, 12, abc ab.", '{"n": "ab", "k": []}', "xabc,yzq ab", "ab ab, ab ab"]
+    prompts = [list(d.encode()) for d in docs] * 2
+    ids = [0, 1, 2, -1, 0, 0, 2, 1]
+    tokens = aj.pad_prompts(prompts, pad_id=PAD)[0]
+    keys = aj.draft_keys(tokens, aj.bare_twins(vocab.tokens, lowercase_stops=True))
+    rng = np.random.default_rng(5)
+    adversarial = tables.replace(
+        structure_drafts=jnp.asarray(rng.integers(-1, v, size=drafts.shape), jnp.int32)
+    )
+    kw = dict(model=model, fast_forward=True)
+    off = _run(mparams, tables, ids, prompts, 32, **kw)
+    drafted = {}
+    for name, tabs in (("compiled", tables), ("adversarial", adversarial)):
+        for spec in (Speculate(structure_drafts=True),
+                     Speculate(slot_cost=0.0, logit_cost=0.0, structure_drafts=True),
+                     Speculate(slot_cost=0.0, logit_cost=0.0, structure_drafts=True,
+                               exit_drafts=False)):  # fmt: skip
+            on = _run(mparams, tabs, ids, prompts, 32, speculate=spec, draft_keys=keys, **kw)
+            np.testing.assert_array_equal(on.tokens, off.tokens)
+            np.testing.assert_array_equal(on.lengths, off.lengths)
+            for a, b in zip(jax.tree.leaves(on.states), jax.tree.leaves(off.states), strict=True):
+                np.testing.assert_array_equal(a, b)
+            assert (on.drafts_accepted <= on.drafted).all()
+            drafted[name, spec.slot_cost, spec.exit_drafts] = int(on.drafted.sum())
+    plain = _run(mparams, tables, ids, prompts, 32, speculate=EAGER, draft_keys=keys, **kw)
+    assert drafted["compiled", 0.0, True] != int(plain.drafted.sum())  # it drafts more
+
+
 def test_cache_length_is_what_generate_allocates(dfas, params):
     """`cache_length` (used by the job to build a prefix cache ahead) equals the length
     `generate` asks its cache init function for, with and without chunked calls."""

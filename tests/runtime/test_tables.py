@@ -392,3 +392,42 @@ def test_exit_tokens_match_a_brute_force():
     np.testing.assert_array_equal(np.asarray(fixed.exit_tokens)[:2], exits[1:3, :64])
     none = ConstraintTables.from_dfas(dfas[1], vocab_size=v, capacity=TableCapacity(64, 64))
     assert none.exit_tokens is None and none.forced_tokens is None
+
+
+def test_structure_drafts_are_the_dfas_padded_and_keep_one_structure():
+    """`ConstraintTables.structure_drafts`: each DFA's `structure_draft` padded with -1, all
+    -1 for a DFA compiled without one (an older artifact), built with the forced runs so
+    that tables of one capacity share one pytree structure (no retrace)."""
+    import automata_compile as ac
+    from automata_jax import TableCapacity
+
+    pieces = [bytes([i]) for i in range(256)] + [b'":"', b'":"",', b',"']
+    vocab = ac.Vocabulary.from_bytes(pieces + [b"<eos>"], eos_ids=[len(pieces)],
+                                     special_ids=[len(pieces)])  # fmt: skip
+    v = vocab.size
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "string", "maxLength": 3}, "b": {"type": "string"},
+                       "c": {"type": "integer"}},
+        "required": ["a", "b", "c"],
+        "additionalProperties": False,
+    }  # fmt: skip
+    json_dfa = ac.compile_json_schema(
+        schema, vocab, whitespace="compact", property_order="declared"
+    )
+    regex = ac.compile_regex(r"x(ab|c)*,yz(q|r)", vocab)
+    assert (json_dfa.structure_draft >= 0).any()
+    old = dataclasses.replace(json_dfa, structure_draft=None)
+    tables = ConstraintTables.from_dfas([json_dfa, regex, old], vocab_size=v)
+    drafts = np.asarray(tables.structure_drafts)
+    assert drafts.shape == tables.next_state.shape[:2]
+    q = json_dfa.num_states
+    np.testing.assert_array_equal(drafts[0, :q], json_dfa.structure_draft)
+    np.testing.assert_array_equal(drafts[1, : regex.num_states], regex.structure_draft)
+    assert (drafts[0, q:] == -1).all() and (drafts[2] == -1).all() and (drafts[3:] == -1).all()
+    assert pieces[drafts[0, json_dfa.walk(vocab.encode('{"a":"x","b'))]] == b'":"'
+    cap = TableCapacity(states=256, classes=64, constraints=2, forced=8)
+    one = ConstraintTables.from_dfas([json_dfa], vocab_size=v, capacity=cap)
+    other = ConstraintTables.from_dfas([old, regex], vocab_size=v, capacity=cap)
+    assert jax.tree.structure(one) == jax.tree.structure(other)
+    assert [a.shape for a in jax.tree.leaves(one)] == [a.shape for a in jax.tree.leaves(other)]

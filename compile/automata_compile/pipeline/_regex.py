@@ -112,6 +112,7 @@ def _compile_ir(
             byte_dfa, byte_state, token_class, next_state, accepting, vocab, max_forced_tokens
         )
         forced = dict(forced_tokens=runs.tokens, forced_len=runs.length, forced_next=runs.next)
+        forced["structure_draft"] = runs.draft
     return TokenDFA(
         token_class=token_class.astype(np.int32),
         next_state=next_state,

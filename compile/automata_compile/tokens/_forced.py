@@ -37,6 +37,14 @@ The rule, per token state ``q`` (all of it decided here, at compile time):
 
 Every kept token is allowed from the state it is fed in (asserted), so a runtime that feeds
 the run stays in the language by construction; ``forced_next[q]`` is the state after it.
+
+5. **Structural drafts** (``ForcedRuns.draft``). Where ``w`` is forced but rules 3-4 leave
+   ``q`` no run (rule 4 dropped all of it: ``":"`` after a JSON key, which ``":"",``, an empty
+   string value, would extend), the first token of the canonical run (rule 3, before the cuts)
+   is ``q``'s *structural draft*, if the DFA allows it from ``q``: the tokenizer's own
+   spelling of the forced text, which a model trained on that tokenizer almost always writes
+   (``":"`` rather than ``"`` ``:`` ``"``). Not forced (the constraint allows the others), so
+   the runtime may only *propose* it: speculative decoding drafts it, and the model verifies.
 """
 
 from __future__ import annotations
@@ -66,6 +74,7 @@ class ForcedRuns:
       tokens: int32[Q, F], the run of each state, padded with 0 past ``length``.
       length: int32[Q], tokens in each run (0 = nothing forced).
       next: int32[Q], the state after the run (the state itself where ``length`` is 0).
+      draft: int32[Q], each state's structural draft (rule 5; -1 where none).
       text: the forced bytes ``w`` of each state (before tokenization; for tests and tools).
       context: the context ``c`` each run was tokenized after.
     """
@@ -73,6 +82,7 @@ class ForcedRuns:
     tokens: np.ndarray
     length: np.ndarray
     next: np.ndarray
+    draft: np.ndarray
     text: tuple[bytes, ...]
     context: tuple[bytes, ...]
 
@@ -103,6 +113,7 @@ def forced_runs(
     tokens = np.zeros((q, f), np.int32)
     length = np.zeros(q, np.int32)
     nxt = np.arange(q, dtype=np.int32)
+    draft = np.full(q, -1, np.int32)
     texts: list[bytes] = [b""] * q
     contexts: list[bytes] = [b""] * q
     trans = byte_dfa.trans
@@ -145,10 +156,12 @@ def forced_runs(
             kept = _drop_mergeable_tail(kept, states, index, token_class, next_state, vocab)
         for i, t in enumerate(kept):  # the invariant the runtime relies on
             assert next_state[states[i], token_class[t]] == states[i + 1] >= 0, (j, i, t)
+        if not kept and next_state[j, token_class[run[0]]] >= 0:  # rule 5
+            draft[j] = run[0]
         length[j] = len(kept)
         tokens[j, : len(kept)] = kept
         nxt[j] = states[len(kept)]
-    return ForcedRuns(tokens, length, nxt, tuple(texts), tuple(contexts))
+    return ForcedRuns(tokens, length, nxt, draft, tuple(texts), tuple(contexts))
 
 
 def _forced_bytes(walk, s: int) -> bytes:

@@ -30,6 +30,8 @@ DEAD = -1
 _ARRAYS = ("token_class", "next_state", "accepting")
 # --- forced runs (issue 12; optional arrays, absent in version-1 files) -----------------------
 _FORCED_ARRAYS = ("forced_tokens", "forced_len", "forced_next")
+# Optional beside them (issue 22): each state's structural draft (`tokens._forced`, rule 5).
+_DRAFT_ARRAY = "structure_draft"
 # --- PDA block (optional; all present or all absent) ------------------------------------------
 # A token-level pushdown automaton (compiled from a grammar) is a TokenDFA plus these arrays.
 # Stack symbols are state ids. A DFA is the case with none of them (no stack edits).
@@ -77,6 +79,9 @@ class TokenDFA:
         with 0 (see `automata_compile.tokens._forced` for the rule).
       forced_len: int32[Q] or None, tokens in each run (0 = nothing forced).
       forced_next: int32[Q] or None, the state after the run (the state itself if none).
+      structure_draft: int32[Q] or None (only with the forced runs), each state's structural
+        draft: a token the DFA allows there, the tokenizer's spelling of forced text that has
+        no forced run (``":"`` after a key); -1 where none. Speculative decoding proposes it.
       edge_push, push_seq, push_len, cd_state, cd_class, cd_pop, cd_npop, cd_target, cd_push:
         the optional PDA block (see ``PDA_ARRAYS``); None for a DFA. For a PDA, a class
         whose ``next_state`` is -1 may still be allowed by a context-dependent edge of that
@@ -104,6 +109,7 @@ class TokenDFA:
     forced_tokens: np.ndarray | None = None
     forced_len: np.ndarray | None = None
     forced_next: np.ndarray | None = None
+    structure_draft: np.ndarray | None = None  # optional, with the forced runs
     edge_push: np.ndarray | None = None
     push_seq: np.ndarray | None = None
     push_len: np.ndarray | None = None
@@ -437,6 +443,8 @@ class TokenDFA:
         forced = {}
         if self.forced_tokens is not None:
             forced = {k: getattr(self, k) for k in _FORCED_ARRAYS}
+            if self.structure_draft is not None:
+                forced[_DRAFT_ARRAY] = self.structure_draft
         with open(path, "wb") as f:
             np.savez_compressed(
                 f,
@@ -482,6 +490,8 @@ class TokenDFA:
                 meta = json.loads(bytes(data["meta"]).decode("utf-8"))
                 arrays = {k: data[k] for k in _ARRAYS}
                 arrays.update({k: data[k] for k in _FORCED_ARRAYS if k in data.files})
+                if _DRAFT_ARRAY in data.files:
+                    arrays[_DRAFT_ARRAY] = data[_DRAFT_ARRAY]
                 pda = {k: data[k] for k in PDA_ARRAYS if k in data.files}
                 blocks = {k: data[k] for k in _BLOCK_ARRAYS if k in data.files}
         except TableFormatError:
@@ -531,6 +541,7 @@ class TokenDFA:
                 compiler_version=str(meta.get("compiler_version", "")),
                 terminals=tuple(meta.get("terminals", ())),
                 **{k: arrays.get(k) for k in _FORCED_ARRAYS},
+                structure_draft=arrays.get(_DRAFT_ARRAY),
                 **pda,
                 **blocks,
             )
@@ -607,12 +618,15 @@ def _validate_arrays(token_class, next_state, accepting, start, eos_ids, *, wher
 def _validate_forced(dfa: TokenDFA, *, where: str) -> None:
     """The forced-run arrays: all three or none, shapes, ranges, and every run allowed."""
     arrays = [dfa.forced_tokens, dfa.forced_len, dfa.forced_next]
-    if all(a is None for a in arrays):
-        return
     q = dfa.num_states
 
     def bad(msg):
         raise TableFormatError(f"{where}: {msg}")
+
+    if all(a is None for a in arrays):
+        if dfa.structure_draft is not None:
+            bad("structure_draft needs the forced runs (forced_tokens, forced_len, forced_next)")
+        return
 
     if any(a is None for a in arrays):
         bad("forced_tokens, forced_len and forced_next come together (all three or none)")
@@ -639,6 +653,15 @@ def _validate_forced(dfa: TokenDFA, *, where: str) -> None:
         state[live] = step
     if not (state == fn).all():
         bad("forced_next is not the state after each forced run")
+    sd = dfa.structure_draft
+    if sd is not None:
+        if not (isinstance(sd, np.ndarray) and sd.dtype == np.int32 and sd.shape == (q,)):
+            bad(f"structure_draft must be int32[{q}], got {getattr(sd, 'dtype', type(sd))}")
+        if sd.min(initial=-1) < -1 or sd.max(initial=-1) >= dfa.vocab_size:
+            bad(f"structure_draft values must lie in [-1, {dfa.vocab_size})")
+        has = np.flatnonzero(sd >= 0)
+        if has.size and (dfa.step(has, sd[has]) < 0).any():
+            bad("a structure_draft token is not allowed in its state")
 
 
 def _validate_pda(dfa: TokenDFA, *, where: str) -> None:

@@ -87,6 +87,34 @@ def test_tail_dropped_when_a_longer_allowed_token_extends_it():
     assert dfa.forced_run(after) == ([], after)  # '"' alone: dropped again, for the same reason
 
 
+def test_a_dropped_run_leaves_its_first_token_as_the_structural_draft():
+    """Rule 5: where rule 4 drops all of a state's run, its first canonical token is the
+    state's structural draft (allowed there, never forced); states with a run have none."""
+    vocab = ac.Vocabulary.from_bytes(
+        [b"k", b"ey", b"key", b'"', b'"a', b"a", b"b", None], eos_ids=[7], special_ids=[7]
+    )
+    dfa = ac.compile_regex(r'key"[ab]+', vocab)
+    run, after = dfa.forced_run(dfa.start)
+    assert dfa.structure_draft[dfa.start] == -1  # it has a run
+    assert vocab.tokens[dfa.structure_draft[after]] == b'"'  # '"' alone: '"a' extends it
+    assert dfa.step(np.array([after]), dfa.structure_draft[[after]])[0] >= 0
+
+
+def _check_structure_drafts(dfa, vocab, runs):
+    """Oracles of rule 5: a structural draft is allowed, where no run is, and spells a
+    prefix of the state's forced text; every state with forced text, no run and an allowed
+    canonical first token has one."""
+    found = 0
+    for q in range(dfa.num_states):
+        t = int(dfa.structure_draft[q])
+        if t < 0:
+            continue
+        found += 1
+        assert dfa.forced_len[q] == 0 and runs.text[q], q
+        assert dfa.allowed(q)[t] and runs.text[q].startswith(vocab.tokens[t]), q
+    return found
+
+
 def test_accepting_states_and_choices_force_nothing(toy_vocab):
     dfa = ac.compile_regex(r"(ab|b)a?", toy_vocab)
     assert dfa.forced_run(dfa.start)[0] == []
@@ -129,6 +157,10 @@ def test_gemma_runs_equal_the_tokenizers_encoding_in_context(gemma3_vocab, white
         assert expected[: len(run)] == run, (q, context, text)
     assert count >= 10
     assert _check_runs(dfa, vocab, runs) == count
+    assert _check_structure_drafts(dfa, vocab, runs) >= 1
+    # The key's closing '":"' (before a string value, where '":"",' is allowed too).
+    spelled = {vocab.tokens[t] for t in dfa.structure_draft[dfa.structure_draft >= 0]}
+    assert (b'":"' if whitespace == "compact" else b'"') in spelled, spelled
 
 
 def _compile_with_runs(pattern, vocab):
@@ -158,7 +190,7 @@ def test_round_trip_and_version_1_files(toy_vocab, tmp_path):
     path = tmp_path / "f.npz"
     dfa.save(path)
     back = TokenDFA.load(path, vocab=toy_vocab)
-    for k in ("forced_tokens", "forced_len", "forced_next"):
+    for k in ("forced_tokens", "forced_len", "forced_next", "structure_draft"):
         assert np.array_equal(getattr(dfa, k), getattr(back, k))
     with zipfile.ZipFile(path) as z:
         assert {"forced_tokens.npy", "forced_len.npy", "forced_next.npy"} <= set(z.namelist())
@@ -176,6 +208,7 @@ def test_round_trip_and_version_1_files(toy_vocab, tmp_path):
     )
     v1 = TokenDFA.load(old)
     assert v1.forced_len is None and v1.max_forced == 0
+    assert v1.structure_draft is None
     assert v1.forced_run(v1.start) == ([], v1.start)
     assert tdfa.FORMAT_VERSION == 3
 
@@ -205,6 +238,14 @@ def test_bad_forced_arrays_are_refused(toy_vocab):
         TokenDFA(**{**base, **good, "forced_next": bad_next})
     with pytest.raises(TableFormatError, match="forced_len"):
         TokenDFA(**{**base, **good, "forced_len": np.full_like(dfa.forced_len, 99)})
+    with pytest.raises(TableFormatError, match="needs the forced runs"):
+        TokenDFA(**base, structure_draft=np.full(dfa.num_states, -1, np.int32))
+    with pytest.raises(TableFormatError, match="structure_draft"):
+        TokenDFA(**base, **good, structure_draft=np.full(dfa.num_states, -2, np.int32))
+    bad_draft = np.full(dfa.num_states, -1, np.int32)
+    bad_draft[dfa.start] = toy_vocab.tokens.index(b"}")  # not allowed at the start
+    with pytest.raises(TableFormatError, match="not allowed in its state"):
+        TokenDFA(**base, **good, structure_draft=bad_draft)
 
 
 def test_contexts_match_the_one_state_walk(byte_level_vocab):
