@@ -230,7 +230,6 @@ class BitsetDeviceTables:
                 )
         Q, C, P, W = have["states"], have["classes"], have["programs"], have["words"]
         f = _forced_width(t, forced)
-        cond_id, conds, cond_static = _conditions(t, Q, C, W, conditions)
         alts = _padded_alts(alts, P, have["alternatives"], W)
         cond_id, conds, cond_static, cond_alts = _conditions(t, Q, C, W, conditions, alts)
         token_class = _padded(t.token_class, (vocab_size,), np.int32)

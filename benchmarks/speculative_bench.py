@@ -368,9 +368,13 @@ def main(argv=None) -> int:
         ),
         # With bare spellings (`aj.bare_spellings`: ``Ber`` drafts ``gen`` from `` Bergen``):
         "ff+spec+lcspell": dict(fast_forward=True, speculate=True, keys="spell"),
-        # Structural drafts (`Speculate.structure_drafts`: ``":"`` after a key):
+        # Structural drafts (`Speculate.structure_drafts`: ``":"`` after a key; the default
+        # since session 12, so ff+spec+lcspell has them too) and the loop without them:
         "ff+spec_struct+lcspell": dict(
             fast_forward=True, speculate=aj.Speculate(structure_drafts=True), keys="spell"
+        ),
+        "ff+spec_nostruct+lcspell": dict(
+            fast_forward=True, speculate=aj.Speculate(structure_drafts=False), keys="spell"
         ),
         "ff+spec_eager+lcspell": dict(fast_forward=True, speculate=eager, keys="spell"),
         # Speculative calls with 3 logit slots too (cheaper where the drafts need fewer):

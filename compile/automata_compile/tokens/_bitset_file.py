@@ -157,13 +157,14 @@ def load_bitset_tables(
         forced = None
         if forced_meta is not None:
             forced = BitsetForcedRuns(
-                arrays["forced_tokens"],
-                arrays["forced_len"],
-                arrays["forced_next"],
-                tuple(base64.b64decode(x) for x in forced_meta["text"]),
-                tuple(base64.b64decode(x) for x in forced_meta["context"]),
-                arrays.get(_PREFIX + "forced_clear"),
-                arrays.get(_PREFIX + "forced_set"),
+                tokens=arrays["forced_tokens"],
+                length=arrays["forced_len"],
+                next=arrays["forced_next"],
+                draft=np.full(len(arrays["forced_len"]), -1, np.int32),  # none on bitset tables
+                text=tuple(base64.b64decode(x) for x in forced_meta["text"]),
+                context=tuple(base64.b64decode(x) for x in forced_meta["context"]),
+                clear=arrays.get(_PREFIX + "forced_clear"),
+                set=arrays.get(_PREFIX + "forced_set"),
             )
         t = BitsetTables(**kw, forced=forced)
     except TableFormatError:

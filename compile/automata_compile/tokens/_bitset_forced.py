@@ -176,7 +176,11 @@ def bitset_forced_runs(
         length[j], nxt[j] = len(kept), s
         for i, (_, c, a) in enumerate(kept):
             clear[j, i], sets[j, i] = _as_words(c, words), _as_words(a, words)
-    return BitsetForcedRuns(tokens, length, nxt, runs.text, runs.context, clear, sets)
+    none = np.full(q, -1, np.int32)  # no structural drafts on bitset tables (the runs are cut)
+    return BitsetForcedRuns(
+        tokens=tokens, length=length, next=nxt, draft=none, text=runs.text,
+        context=runs.context, clear=clear, set=sets,
+    )  # fmt: skip
 
 
 def with_forced_runs(
