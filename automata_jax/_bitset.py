@@ -613,7 +613,7 @@ def constraint_tables(t, vocab_size: int, capacity: BitsetCapacity | None = None
     from automata_jax._tables import ConstraintTables  # _tables imports this module lazily
 
     if isinstance(t, (str, os.PathLike)):  # a file of `automata_compile.tokens.save_bitset_tables`
-        from automata_compile.tokens import load_bitset_tables
+        from automata_compile import load_bitset_tables
 
         t = load_bitset_tables(t)
     if not isinstance(vocab_size, (int, np.integer)) or vocab_size < 1:

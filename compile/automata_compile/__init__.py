@@ -58,6 +58,8 @@ _EXPORTS = {
     "compile_json_schema": "pipeline",
     "compile_json_schema_bitset": "pipeline._bitset",
     "BitsetTables": "tokens",
+    "load_bitset_tables": "tokens",
+    "save_bitset_tables": "tokens",
     "BitsetIneligible": "frontends.json_schema",
     "compile_dataclass": "pipeline",
     "dataclass_to_regex": "frontends.dataclass",

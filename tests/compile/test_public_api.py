@@ -52,11 +52,13 @@ EXPECTED_ALL = [
     "dataclass_to_regex",
     "error_line",
     "json_schema_to_regex",
+    "load_bitset_tables",
     "parse",
     "parse_tool_calls",
     "plain_warnings",
     "progress",
     "read_gguf_header",
+    "save_bitset_tables",
 ]
 
 FORBIDDEN = ("jax", "jaxlib", "flax", "interegular")

@@ -86,7 +86,7 @@ CAPACITY = aj.BitsetCapacity(
 )
 UNION_CAPACITY = aj.BitsetCapacity(
     states=256, classes=128, words=1, programs=64, alternatives=4, conditions=128, mask_rows=128,
-    cond_tokens=64,
+    cond_tokens=64, forced=4,
 )  # fmt: skip
 
 

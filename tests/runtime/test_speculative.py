@@ -492,7 +492,8 @@ def test_structural_drafts_change_the_drafts_not_the_outputs():
                 np.testing.assert_array_equal(a, b)
             assert (on.drafts_accepted <= on.drafted).all()
             drafted[name, spec.slot_cost, spec.exit_drafts] = int(on.drafted.sum())
-    plain = _run(mparams, tables, ids, prompts, 32, speculate=EAGER, draft_keys=keys, **kw)
+    without = Speculate(slot_cost=0.0, logit_cost=0.0, structure_drafts=False)
+    plain = _run(mparams, tables, ids, prompts, 32, speculate=without, draft_keys=keys, **kw)
     assert drafted["compiled", 0.0, True] != int(plain.drafted.sum())  # it drafts more
 
 

@@ -22,24 +22,22 @@ from automata_compile.automata import build_byte_dfa, limits
 from automata_compile.frontends.json_schema import (
     BitsetEvents,
     BitsetIneligible,
-    load_schema,
-    parse_options,
-    translate_grammar,
-)
-from automata_compile.frontends.json_schema._bitset_events import (
     BitsetSkip,
     events_in,
+    load_schema,
+    parse_options,
     shift_events,
+    translate_grammar,
 )
-from automata_compile.pipeline._json_schema import _order_fallback
+from automata_compile.pipeline._json_schema import order_fallback
 from automata_compile.tokens import (
     DEFAULT_MAX_TOKENS,
     EventConflict,
     compose_bitset,
     compose_bitset_pda,
     trie_for,
+    with_forced_runs,
 )
-from automata_compile.tokens._bitset_forced import with_forced_runs
 
 # Translations at most: each one after the first spells the objects whose events conflicted
 # with the counting automaton (`BitsetEvents.skip`).
@@ -137,7 +135,7 @@ def compile_json_schema_bitset(
                 skip |= e.pointers
                 continue
             except (StateBudgetExceededError, UnsupportedSchemaError) as e:
-                retry = _order_fallback(opts, e)  # the counted objects in declared order
+                retry = order_fallback(opts, e)  # the counted objects in declared order
                 if retry is None:
                     raise
                 opts = retry

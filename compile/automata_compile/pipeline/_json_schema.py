@@ -132,13 +132,13 @@ def compile_json_schema(
         try:
             return _compile(schema, opts, vocab, max_states, spec)
         except (StateBudgetExceededError, UnsupportedSchemaError) as e:
-            retry = _order_fallback(opts, e)
+            retry = order_fallback(opts, e)
             if retry is None:
                 raise
         return _compile(schema, retry, vocab, max_states, spec)
 
 
-def _order_fallback(opts: SchemaOptions, e: Exception) -> SchemaOptions | None:
+def order_fallback(opts: SchemaOptions, e: Exception) -> SchemaOptions | None:
     """With ``property_order="any"``, the options that compile the objects built in any
     order in declared order instead, each named by a warning, where the whole schema
     outgrew a budget (``e``); None where that cannot help."""

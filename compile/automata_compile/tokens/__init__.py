@@ -20,6 +20,7 @@ _EXPORTS = {
     "reference_advance": "_bitset_compose",
     "reference_mask": "_bitset_compose",
     "load_bitset_tables": "_bitset_file",
+    "with_forced_runs": "_bitset_forced",
     "save_bitset_tables": "_bitset_file",
     "CanonicalBPE": "_canonical",
     "CanonicalError": "_canonical",

@@ -12,7 +12,13 @@ vocabulary (`compile_json_schema`, the DFA/PDA policy) is in `automata_compile.p
 
 from automata_compile.frontends.json_schema import _content as content
 from automata_compile.frontends.json_schema import _strings as strings
-from automata_compile.frontends.json_schema._bitset_events import BitsetEvents, BitsetIneligible
+from automata_compile.frontends.json_schema._bitset_events import (
+    BitsetEvents,
+    BitsetIneligible,
+    BitsetSkip,
+    events_in,
+    shift_events,
+)
 from automata_compile.frontends.json_schema._emitter import order_fallback_warning
 from automata_compile.frontends.json_schema._grammar import (
     schema_grammar,
@@ -32,6 +38,7 @@ __all__ = [
     "ROOT",
     "BitsetEvents",
     "BitsetIneligible",
+    "BitsetSkip",
     "Rules",
     "SchemaOptions",
     "content",
@@ -47,4 +54,6 @@ __all__ = [
     "strings",
     "translate_grammar",
     "unrolled_options",
+    "events_in",
+    "shift_events",
 ]
