@@ -23,10 +23,7 @@ import dataclasses
 import numpy as np
 
 from automata_compile.automata import (
-    CALL,
     NUM_BYTES,
-    RETURN,
-    SHIFT,
     ByteDFA,
     build_byte_pda,
     check_time,
@@ -40,6 +37,7 @@ from automata_compile.tokens._bitset_compose import (
     _first_events,
 )
 from automata_compile.tokens._pda_compose import _token_dfa, compose_pda
+from automata_compile.tokens._pda_walk import byte_shifts
 from automata_compile.tokens._token_dfa import TokenDFA
 from automata_compile.tokens._token_trie import trie_for
 
@@ -113,10 +111,9 @@ class _EventSteps:
 
     def __init__(self, pda, chain_of: dict, events: list):
         self.pda = pda
-        self.kind, self.arg, self.ret = pda.kind, pda.arg, pda.ret
+        self.kind, self.arg = pda.kind, pda.arg
         self.starts = pda.starts.tolist()
         self.rule_of = pda.rule_of.tolist()
-        self.returns = pda.returns
         self.chain_of = chain_of
         self.events = events
         self.byte_memo: dict = {}
@@ -128,36 +125,17 @@ class _EventSteps:
         self.id_memo: dict = {}
 
     def byte_outcomes(self, q: int, b: int) -> tuple:
+        """(popped, target, pushed, events) for byte ``b`` from ``q`` with nothing pushed yet:
+        `_pda_walk.byte_shifts`, with the events of the root's byte edge taken."""
         key = (q, b)
         out = self.byte_memo.get(key)
         if out is None:
-            acc: list = []
-            self._sim(q, b, [], (), acc)
-            out = self.byte_memo[key] = tuple(acc)
+            arg = self.arg
+            out = self.byte_memo[key] = tuple(
+                (popped, int(arg[s, b]), pushed, self.chain_of.get((s, b), ()))
+                for popped, s, pushed in byte_shifts(self.pda, self.starts, self.rule_of, q, b)
+            )
         return out
-
-    def _sim(self, q, b, pushed, popped, acc):
-        kind, arg, ret = self.kind, self.arg, self.ret
-        while True:
-            k = kind[q, b]
-            if k == SHIFT:
-                acc.append((popped, int(arg[q, b]), tuple(pushed), self.chain_of.get((q, b), ())))
-                return
-            if k == CALL:
-                if ret[q, b] >= 0:
-                    pushed = pushed + [int(ret[q, b])]
-                q = self.starts[arg[q, b]]
-            elif k == RETURN:
-                if pushed:
-                    q = pushed[-1]
-                    pushed = pushed[:-1]
-                else:
-                    for r in self.returns[self.rule_of[q]]:
-                        if r not in popped:  # (compose_pda refuses the other case)
-                            self._sim(r, b, [], popped + (r,), acc)
-                    return
-            else:
-                return
 
     def step(self, configs: tuple, b: int) -> tuple:
         key = (configs, b)

@@ -95,6 +95,55 @@ class Walk:
         return out
 
 
+def byte_shifts(pda: BytePDA, starts: list, rule_of: list, q: int, b: int) -> list:
+    """(popped, shift state, pushed) for byte ``b`` from ``q`` with nothing pushed yet: the
+    byte PDA's calls and returns followed to each state that shifts ``b`` (``starts`` and
+    ``rule_of``: ``pda.starts`` and ``pda.rule_of`` as lists, read per call).
+
+    Raises:
+      UnsupportedGrammarError: ``b`` can end a rule and the rules around it an unbounded
+        number of times at once.
+    """
+    acc: list = []
+    _settle(pda, starts, rule_of, q, b, [], (), acc, 0)
+    return acc
+
+
+def _settle(pda, starts, rule_of, q, b, pushed, popped, acc, steps):
+    kind, arg, ret = pda.kind, pda.arg, pda.ret
+    while True:
+        steps += 1
+        if steps > 10_000:  # pragma: no cover - left recursion is refused before
+            raise RuntimeError("byte PDA did not settle; please report this grammar")
+        k = kind[q, b]
+        if k == SHIFT:
+            acc.append((popped, q, tuple(pushed)))
+            return
+        if k == CALL:
+            if ret[q, b] >= 0:
+                pushed = pushed + [int(ret[q, b])]
+            q = starts[arg[q, b]]
+        elif k == RETURN:
+            if pushed:
+                q = pushed[-1]
+                pushed = pushed[:-1]
+            else:
+                for r in pda.returns[rule_of[q]]:
+                    if r in popped:
+                        raise UnsupportedGrammarError(
+                            f"byte {bytes([b])!r} can end rule "
+                            f"{pda.names[rule_of[r]]!r} and the rules around it "
+                            "an unbounded number of times at once (a recursion that is "
+                            "neither tail nor closed by a byte of its own); make it a "
+                            "repetition or close it with a delimiter",
+                            rules=(pda.names[rule_of[r]],),
+                        )
+                    _settle(pda, starts, rule_of, r, b, [], popped + (r,), acc, steps)
+                return
+        else:
+            return
+
+
 class Walker:
     """Walks tokens from states of ``pda``; interns outcomes and contexts, memoizes steps."""
 
@@ -104,7 +153,6 @@ class Walker:
         self.kind, self.arg, self.ret = pda.kind, pda.arg, pda.ret  # read per memo miss only
         self.rule_of = pda.rule_of.tolist()
         self.starts = pda.starts.tolist()
-        self.returns = pda.returns
         self.depth = trie.depth
         self.trie = trie
         self.byte_memo: dict[tuple[int, int], tuple] = {}
@@ -129,44 +177,12 @@ class Walker:
         key = (q, b)
         out = self.byte_memo.get(key)
         if out is None:
-            acc: list = []
-            self._sim(q, b, [], (), acc, 0)
-            out = self.byte_memo[key] = tuple(acc)
+            arg = self.arg
+            out = self.byte_memo[key] = tuple(
+                (popped, int(arg[s, b]), pushed)
+                for popped, s, pushed in byte_shifts(self.pda, self.starts, self.rule_of, q, b)
+            )
         return out
-
-    def _sim(self, q, b, pushed, popped, acc, steps):
-        kind, arg, ret = self.kind, self.arg, self.ret
-        while True:
-            steps += 1
-            if steps > 10_000:  # pragma: no cover - left recursion is refused before
-                raise RuntimeError("byte PDA did not settle; please report this grammar")
-            k = kind[q, b]
-            if k == SHIFT:
-                acc.append((popped, int(arg[q, b]), tuple(pushed)))
-                return
-            if k == CALL:
-                if ret[q, b] >= 0:
-                    pushed = pushed + [int(ret[q, b])]
-                q = self.starts[arg[q, b]]
-            elif k == RETURN:
-                if pushed:
-                    q = pushed[-1]
-                    pushed = pushed[:-1]
-                else:
-                    for r in self.returns[self.rule_of[q]]:
-                        if r in popped:
-                            raise UnsupportedGrammarError(
-                                f"byte {bytes([b])!r} can end rule "
-                                f"{self.pda.names[self.rule_of[r]]!r} and the rules around it "
-                                "an unbounded number of times at once (a recursion that is "
-                                "neither tail nor closed by a byte of its own); make it a "
-                                "repetition or close it with a delimiter",
-                                rules=(self.pda.names[self.rule_of[r]],),
-                            )
-                        self._sim(r, b, [], popped + (r,), acc, steps)
-                    return
-            else:
-                return
 
     def step(self, configs: tuple, b: int) -> tuple:
         """The configurations after byte ``b``: (state, pushed, popped) triples, sorted."""
