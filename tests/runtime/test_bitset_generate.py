@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import sys
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -25,33 +27,14 @@ from automata_jax.testing import host_callbacks, jaxpr_primitive_names
 
 jsonschema = pytest.importorskip("jsonschema")
 
-BOOL = {"type": "boolean"}
-INT = {"type": "integer", "minimum": 0, "maximum": 9}
-A = {
-    "type": "object",
-    "properties": {
-        "a": INT,
-        "ab": BOOL,
-        "n": {
-            "type": "object",
-            "properties": {"x": BOOL, "y": INT},
-            "required": ["y"],
-            "additionalProperties": False,
-        },
-    },
-    "required": ["ab"],
-    "additionalProperties": False,
-}
-B = {
-    "type": "object",
-    "properties": {k: BOOL for k in "uvwxyz"},
-    "required": ["z"],
-    "additionalProperties": False,
-}
-MEMBER_A = {"type": "object", "properties": {"a": BOOL, "b": BOOL}, "required": ["a"],
-            "additionalProperties": False}  # fmt: skip
-MEMBER_Z = {"type": "object", "properties": {"a": BOOL, "z": BOOL}, "required": ["z"],
-            "additionalProperties": False}  # fmt: skip
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bitset_schemas import BOOL, SIX_BOOLS, nested_object  # noqa: E402
+from bitset_schemas import INT9 as INT  # noqa: E402
+from bitset_schemas import UNION_A as MEMBER_A  # noqa: E402
+from bitset_schemas import UNION_B as MEMBER_Z  # noqa: E402
+
+A = nested_object(INT)
+B = SIX_BOOLS
 MEMBER_BC = {"type": "object", "properties": {"a": INT, "b": BOOL, "c": {"enum": ["x", "yy"]}},
              "required": ["b", "c"], "additionalProperties": False}  # fmt: skip
 # unions whose members close on different required sets: `}` programs with REQUIRE alternatives

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import sys
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -18,48 +20,8 @@ from automata_compile.pipeline._bitset import compile_json_schema_bitset
 from automata_compile.tokens import BitsetPDATables, reference_pda_advance, reference_pda_mask
 from automata_jax import ConstraintTables
 
-INT = {"type": "integer", "minimum": 0, "maximum": 99}
-BOOL = {"type": "boolean"}
-FREE = {}
-# as tests/compile/tokens/test_bitset_pda.py's SCHEMAS (free values: grammar rules)
-SCHEMAS = {
-    "free_value": {
-        "type": "object",
-        "properties": {"a": FREE, "b": {"type": "integer"}},
-        "required": ["a"],
-    },
-    "nested": {
-        "type": "object",
-        "properties": {
-            "n": {
-                "type": "object",
-                "properties": {"x": FREE, "y": INT},
-                "required": ["y"],
-                "additionalProperties": False,
-            },
-            "z": FREE,
-            "w": BOOL,
-        },
-        "required": ["n", "w"],
-        "additionalProperties": False,
-    },
-    "union": {  # members closing on different required sets, with free values
-        "anyOf": [
-            {
-                "type": "object",
-                "properties": {"a": FREE, "b": BOOL},
-                "required": ["a"],
-                "additionalProperties": False,
-            },
-            {
-                "type": "object",
-                "properties": {"a": BOOL, "z": FREE},
-                "required": ["z"],
-                "additionalProperties": False,
-            },
-        ]
-    },
-}
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bitset_schemas import PDA_SCHEMAS as SCHEMAS  # noqa: E402  (free values: grammar rules)
 
 
 @pytest.fixture(scope="module")

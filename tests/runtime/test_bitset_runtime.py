@@ -6,6 +6,8 @@ schema padded to the same sizes does not retrace."""
 from __future__ import annotations
 
 import random
+import sys
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -17,74 +19,14 @@ from automata_compile.tokens import reference_advance, reference_mask
 from automata_jax._bitset import BitsetDeviceTables, bitset_advance, bitset_mask
 from automata_jax.testing import host_callbacks, jaxpr_primitive_names
 
-BOOL = {"type": "boolean"}
-INT = {"type": "integer", "minimum": 0, "maximum": 9}
-A = {
-    "type": "object",
-    "properties": {
-        "a": INT,
-        "ab": BOOL,
-        "n": {
-            "type": "object",
-            "properties": {"x": BOOL, "y": INT},
-            "required": ["y"],
-            "additionalProperties": False,
-        },
-    },
-    "required": ["ab"],
-    "additionalProperties": False,
-}
-B = {
-    "type": "object",
-    "properties": {k: BOOL for k in "uvwxyz"},
-    "required": ["z"],
-    "additionalProperties": False,
-}
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bitset_schemas import DISJUNCTIVE, INT9, SIX_BOOLS, nested_object  # noqa: E402
+
+A = nested_object(INT9)
+B = SIX_BOOLS
 SIZES = dict(
     states=256, classes=256, programs=32, words=1, conditions=64, mask_rows=32, cond_tokens=64
 )
-# unions whose members close on different required sets (programs with REQUIRE alternatives),
-# as tests/compile/tokens/test_bitset_compose.py's DISJUNCTIVE
-INT99 = {"type": "integer", "minimum": 0, "maximum": 99}
-ENUM = {"enum": ["x", "yy"]}
-UNION_A = {"type": "object", "properties": {"a": BOOL, "b": BOOL}, "required": ["a"],
-           "additionalProperties": False}  # fmt: skip
-UNION_B = {"type": "object", "properties": {"a": BOOL, "z": BOOL}, "required": ["z"],
-           "additionalProperties": False}  # fmt: skip
-UNION_C = {"type": "object", "properties": {"a": INT99, "b": BOOL, "c": ENUM},
-           "required": ["b", "c"], "additionalProperties": False}  # fmt: skip
-DISJUNCTIVE = {
-    "two_members": {"anyOf": [UNION_A, UNION_B]},
-    "three_members_nested": {
-        "type": "object",
-        "properties": {
-            "u": {"anyOf": [UNION_A, UNION_B, UNION_C]},
-            "v": {"anyOf": [UNION_A, UNION_C]},
-        },
-        "required": ["u"],
-        "additionalProperties": False,
-    },
-    "closing_two_at_once": {
-        "type": "array",
-        "maxItems": 2,
-        "items": {
-            "anyOf": [
-                {
-                    "type": "object",
-                    "properties": {"o": {"anyOf": [UNION_A, UNION_B]}, "k": BOOL},
-                    "required": ["k"],
-                    "additionalProperties": False,
-                },
-                {
-                    "type": "object",
-                    "properties": {"o": {"anyOf": [UNION_A, UNION_B]}, "m": BOOL},
-                    "required": ["o"],
-                    "additionalProperties": False,
-                },
-            ]
-        },
-    },  # fmt: skip
-}
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 import os
 import random
+import sys
 import warnings
+from pathlib import Path
 
 import jsonschema
 import numpy as np
@@ -25,9 +27,10 @@ from automata_compile.frontends.json_schema import BitsetIneligible
 from automata_compile.pipeline._bitset import compile_json_schema_bitset
 from automata_compile.tokens import reference_advance, reference_mask
 
-INT = {"type": "integer", "minimum": 0, "maximum": 99}
-BOOL = {"type": "boolean"}
-ENUM = {"enum": ["x", "yy"]}
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from bitset_schemas import BOOL, DISJUNCTIVE, ENUM, UNION_A, UNION_B, UNION_C, object_schemas  # noqa: E402
+from bitset_schemas import INT99 as INT  # noqa: E402
+
 NESTED = {
     "type": "object",
     "properties": {"p": INT, "q": BOOL, "pq": ENUM},
@@ -295,47 +298,6 @@ def test_whitespace_options(name, whitespace, llama3_vocab):
     _random_walks(old, new, llama3_vocab, rng, walks=8, steps=60, label=f"{name}/{whitespace}")
 
 
-UNION_A = {"type": "object", "properties": {"a": BOOL, "b": BOOL}, "required": ["a"],
-           "additionalProperties": False}  # fmt: skip
-UNION_B = {"type": "object", "properties": {"a": BOOL, "z": BOOL}, "required": ["z"],
-           "additionalProperties": False}  # fmt: skip
-UNION_C = {"type": "object", "properties": {"a": INT, "b": BOOL, "c": ENUM},
-           "required": ["b", "c"], "additionalProperties": False}  # fmt: skip
-# unions whose members close on different required sets: a disjunctive REQUIRE at ``}``
-DISJUNCTIVE = {
-    "two_members": {"anyOf": [UNION_A, UNION_B]},
-    "three_members_nested": {
-        "type": "object",
-        "properties": {
-            "u": {"anyOf": [UNION_A, UNION_B, UNION_C]},
-            "v": {"anyOf": [UNION_A, UNION_C]},
-        },
-        "required": ["u"],
-        "additionalProperties": False,
-    },
-    "closing_two_at_once": {  # `}}`, `}]`: one token crosses two disjunctions
-        "type": "array",
-        "maxItems": 2,
-        "items": {
-            "anyOf": [
-                {
-                    "type": "object",
-                    "properties": {"o": {"anyOf": [UNION_A, UNION_B]}, "k": BOOL},
-                    "required": ["k"],
-                    "additionalProperties": False,
-                },
-                {
-                    "type": "object",
-                    "properties": {"o": {"anyOf": [UNION_A, UNION_B]}, "m": BOOL},
-                    "required": ["o"],
-                    "additionalProperties": False,
-                },
-            ]
-        },
-    },  # fmt: skip
-}
-
-
 @pytest.mark.parametrize("name", sorted(DISJUNCTIVE))
 def test_unions_closing_on_different_required_sets(name, llama3_vocab):
     """``}`` of a union whose members require different keys: its REQUIRE is the disjunction
@@ -415,39 +377,11 @@ def test_union_instances_in_any_order(members, llama3_vocab):
     check()
 
 
-NAMES = ["a", "ab", "b", "ba", "c"]
 GENERATED = int(os.environ.get("BITSET_GENERATED_EXAMPLES", "6"))
 
 
-def _schemas(depth: int):
-    leaf = st.sampled_from([BOOL, INT, ENUM])
-    if depth == 0:
-        return leaf
-    inner = _schemas(depth - 1)
-
-    @st.composite
-    def obj(draw):
-        names = draw(st.lists(st.sampled_from(NAMES), min_size=2, max_size=4, unique=True))
-        props = {n: draw(st.one_of(leaf, inner)) for n in names}
-        required = draw(st.lists(st.sampled_from(names), unique=True))
-        extra = draw(st.sampled_from([False, BOOL]))
-        out = {"type": "object", "properties": props, "additionalProperties": extra}
-        if required:
-            out["required"] = required
-        return out
-
-    @st.composite
-    def arr(draw):
-        return {"type": "array", "items": draw(obj()), "maxItems": 2}
-
-    union = st.builds(lambda a, b: {"anyOf": [a, b]}, obj(), obj())
-    if depth < 2:
-        return st.one_of(leaf, leaf, obj(), obj(), arr(), union)
-    return st.one_of(obj(), obj(), obj(), union)
-
-
 @settings(max_examples=GENERATED, deadline=None, suppress_health_check=list(HealthCheck))
-@given(_schemas(2), st.integers(0, 2**16))
+@given(object_schemas(2, [BOOL, INT, ENUM], [False, BOOL], leaf_weight=2), st.integers(0, 2**16))
 def test_generated_schemas_allow_the_same_tokens(llama3_vocab, schema, seed):
     with warnings.catch_warnings():
         warnings.simplefilter("error", ac.OrderFallbackWarning)

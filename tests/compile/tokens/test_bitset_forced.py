@@ -7,6 +7,8 @@ any-order one gets the exact token DFA's forced text."""
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,24 +18,12 @@ from automata_compile.tokens import reference_advance, reference_mask
 from automata_compile.tokens._bitset_forced import maybe_bits
 from automata_jax import testing
 
-BOOL = {"type": "boolean"}
-INT = {"type": "integer", "minimum": 0, "maximum": 99}
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from bitset_schemas import BOOL, nested_object  # noqa: E402
+from bitset_schemas import INT99 as INT  # noqa: E402
+
 STR = {"type": "string", "maxLength": 6}
-NESTED = {
-    "type": "object",
-    "properties": {
-        "a": INT,
-        "ab": BOOL,
-        "n": {
-            "type": "object",
-            "properties": {"x": BOOL, "y": INT},
-            "required": ["y"],
-            "additionalProperties": False,
-        },
-    },
-    "required": ["ab"],
-    "additionalProperties": False,
-}
+NESTED = nested_object(INT)
 ARRAY = {
     "type": "object",
     "properties": {

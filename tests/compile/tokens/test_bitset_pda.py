@@ -13,7 +13,9 @@ from __future__ import annotations
 import json
 import os
 import random
+import sys
 import warnings
+from pathlib import Path
 
 import jsonschema
 import numpy as np
@@ -26,31 +28,13 @@ from automata_compile.frontends.json_schema import BitsetIneligible
 from automata_compile.pipeline._bitset import compile_json_schema_bitset
 from automata_compile.tokens import BitsetPDATables, reference_pda_advance, reference_pda_mask
 
-INT = {"type": "integer", "minimum": 0, "maximum": 99}
-BOOL = {"type": "boolean"}
-FREE = {}
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from bitset_schemas import BOOL, FREE, PDA_SCHEMAS, object_schemas  # noqa: E402
+from bitset_schemas import INT99 as INT  # noqa: E402
 
 SCHEMAS = {
-    "free_value": {
-        "type": "object",
-        "properties": {"a": FREE, "b": {"type": "integer"}},
-        "required": ["a"],
-    },
-    "nested": {
-        "type": "object",
-        "properties": {
-            "n": {
-                "type": "object",
-                "properties": {"x": FREE, "y": INT},
-                "required": ["y"],
-                "additionalProperties": False,
-            },
-            "z": FREE,
-            "w": BOOL,
-        },
-        "required": ["n", "w"],
-        "additionalProperties": False,
-    },
+    "free_value": PDA_SCHEMAS["free_value"],
+    "nested": PDA_SCHEMAS["nested"],
     "rest_free": {  # additional properties take free values: a rule after any other key
         "type": "object",
         "properties": {
@@ -70,22 +54,7 @@ SCHEMAS = {
             "additionalProperties": False,
         },
     },
-    "union": {  # members closing on different required sets, with free values
-        "anyOf": [
-            {
-                "type": "object",
-                "properties": {"a": FREE, "b": BOOL},
-                "required": ["a"],
-                "additionalProperties": False,
-            },
-            {
-                "type": "object",
-                "properties": {"a": BOOL, "z": FREE},
-                "required": ["z"],
-                "additionalProperties": False,
-            },
-        ]
-    },  # fmt: skip
+    "union": PDA_SCHEMAS["union"],
 }
 
 
@@ -245,39 +214,11 @@ def test_an_object_inside_a_recursive_rule_is_counted(llama3_vocab):
     _random_walks(old, new, llama3_vocab, random.Random("tree"), walks=10, steps=70, label="tree")
 
 
-NAMES = ["a", "ab", "b", "ba", "c"]
 GENERATED = int(os.environ.get("BITSET_GENERATED_EXAMPLES", "6"))
 
 
-def _schemas(depth: int):
-    leaf = st.sampled_from([BOOL, INT, FREE])
-    if depth == 0:
-        return leaf
-    inner = _schemas(depth - 1)
-
-    @st.composite
-    def obj(draw):
-        names = draw(st.lists(st.sampled_from(NAMES), min_size=2, max_size=4, unique=True))
-        props = {n: draw(st.one_of(leaf, inner)) for n in names}
-        required = draw(st.lists(st.sampled_from(names), unique=True))
-        extra = draw(st.sampled_from([False, BOOL, True]))
-        out = {"type": "object", "properties": props, "additionalProperties": extra}
-        if required:
-            out["required"] = required
-        return out
-
-    @st.composite
-    def arr(draw):
-        return {"type": "array", "items": draw(obj()), "maxItems": 2}
-
-    union = st.builds(lambda a, b: {"anyOf": [a, b]}, obj(), obj())
-    if depth < 2:
-        return st.one_of(leaf, obj(), obj(), arr(), union)
-    return st.one_of(obj(), obj(), obj(), union)
-
-
 @settings(max_examples=GENERATED, deadline=None, suppress_health_check=list(HealthCheck))
-@given(_schemas(2), st.integers(0, 2**16))
+@given(object_schemas(2, [BOOL, INT, FREE], [False, BOOL, True]), st.integers(0, 2**16))
 def test_generated_schemas_allow_the_same_tokens(llama3_vocab, schema, seed):
     """Generated nested objects, arrays and unions with free values: where the default is a
     PDA that kept any order and the bitset path takes the schema, the masks are equal."""
