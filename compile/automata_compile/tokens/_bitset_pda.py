@@ -37,7 +37,7 @@ from automata_compile.tokens._bitset_compose import (
     _first_events,
 )
 from automata_compile.tokens._pda_compose import _token_dfa, compose_pda
-from automata_compile.tokens._pda_walk import byte_shifts
+from automata_compile.tokens._pda_walk import byte_shifts, pop_symbols
 from automata_compile.tokens._token_dfa import TokenDFA
 from automata_compile.tokens._token_trie import trie_for
 
@@ -145,23 +145,13 @@ class _EventSteps:
         new = []
         for q, pushed, popped, prog in configs:
             for pops, target, push, chain in self.byte_outcomes(q, b):
-                stack = list(pushed)
-                extra = popped
-                ok = True
-                for s in pops:
-                    if stack:
-                        if stack[-1] != s:
-                            ok = False
-                            break
-                        stack.pop()
-                    else:
-                        extra = extra + (s,)
-                if not ok:
+                after = pop_symbols(pushed, popped, pops)
+                if after is None:
                     continue
                 p = prog
                 for e in chain:
                     p = _apply(p, *self.events[e])
-                new.append((target, tuple(stack) + push, extra, p))
+                new.append((target, after[0] + push, after[1], p))
         out = self.step_memo[key] = tuple(sorted(set(new), key=repr))
         return out
 

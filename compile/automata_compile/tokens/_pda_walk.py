@@ -144,6 +144,22 @@ def _settle(pda, starts, rule_of, q, b, pushed, popped, acc, steps):
             return
 
 
+def pop_symbols(pushed: tuple, popped: tuple, pops: tuple) -> tuple | None:
+    """A configuration's (pushed, popped) after popping ``pops`` in order: each from the top of
+    ``pushed`` while it lasts, then below the walk's start (appended to ``popped``); None where
+    a pop does not match the top."""
+    stack = list(pushed)
+    extra = popped
+    for s in pops:
+        if stack:
+            if stack[-1] != s:
+                return None
+            stack.pop()
+        else:
+            extra = extra + (s,)
+    return tuple(stack), extra
+
+
 class Walker:
     """Walks tokens from states of ``pda``; interns outcomes and contexts, memoizes steps."""
 
@@ -193,19 +209,9 @@ class Walker:
         new = []
         for q, pushed, popped in configs:
             for pops, target, push in self.byte_outcomes(q, b):
-                stack = list(pushed)
-                extra = popped
-                ok = True
-                for s in pops:
-                    if stack:
-                        if stack[-1] != s:
-                            ok = False
-                            break
-                        stack.pop()
-                    else:
-                        extra = extra + (s,)
-                if ok:
-                    new.append((target, tuple(stack) + push, extra))
+                after = pop_symbols(pushed, popped, pops)
+                if after is not None:
+                    new.append((target, after[0] + push, after[1]))
         if len(new) > MAX_OUTCOMES:
             raise StateBudgetExceededError(
                 f"a token reaches more than {MAX_OUTCOMES} stack contexts from one state; the "
