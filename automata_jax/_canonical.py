@@ -154,7 +154,6 @@ def canonical_mask(
     return canon.exempt[None, :] | (canon.ok[None, :] & (free[:, None] | ~conflict))
 
 
-
 def canonical_pair_ok(
     canon: CanonicalTables,
     prev: Int[Array, " B"],

@@ -87,8 +87,9 @@ def test_timeout_must_be_positive(vocab, bad):
 
 def test_tiny_state_budget(vocab):
     # the object first falls back to declared order (warned by name), then that too is refused
-    with pytest.raises(StateBudgetExceededError) as info, pytest.warns(
-        ac.OrderFallbackWarning, match=r"\[object #\]"
+    with (
+        pytest.raises(StateBudgetExceededError) as info,
+        pytest.warns(ac.OrderFallbackWarning, match=r"\[object #\]"),
     ):
         ac.compile_json_schema(SCHEMA, vocab, max_states=5)
     # SCHEMA allows free-form extra properties: a pushdown automaton whose root rule is the

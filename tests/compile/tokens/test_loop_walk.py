@@ -42,8 +42,12 @@ def _brute(local, token: bytes, start: int):
 @given(
     n=st.integers(1, 4),
     seed=st.integers(0, 2**32 - 1),
-    tokens=st.lists(st.binary(min_size=1, max_size=5).map(
-        lambda b: bytes(ALPHABET[x % 4] for x in b)), min_size=1, max_size=30, unique=True),
+    tokens=st.lists(
+        st.binary(min_size=1, max_size=5).map(lambda b: bytes(ALPHABET[x % 4] for x in b)),
+        min_size=1,
+        max_size=30,
+        unique=True,
+    ),
 )
 def test_walk_table_matches_a_byte_by_byte_walk(n, seed, tokens):
     rng = np.random.default_rng(seed)
