@@ -8,6 +8,8 @@ subclass supplies `chars` (and `terminal` where the alphabet has terminal labels
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from automata_compile.automata import _fsa
 from automata_compile.automata._ir import Alt, Automaton, Chars, Repeat, Seq, Terminal
 
@@ -29,14 +31,22 @@ class Builder:
         if isinstance(node, Chars):
             self.chars(node.ranges, s, e, {})
         elif isinstance(node, Seq):
+            units = _units(node.items) if LOOPS else node.items
             cur = s
-            for i, item in enumerate(node.items):
-                nxt = e if i == len(node.items) - 1 else nfa.state()
-                self.build(item, cur, nxt)
+            for i, item in enumerate(units):
+                nxt = e if i == len(units) - 1 else nfa.state()
+                if type(item) is _Loop:
+                    self._loop(item, cur, nxt)
+                else:
+                    self.build(item, cur, nxt)
                 cur = nxt
             if not node.items:
                 nfa.eps[s].append(e)
         elif isinstance(node, Alt):
+            shared = _either(node.options) if LOOPS and len(node.options) == 2 else None
+            if shared is not None:
+                self._either(*shared, s, e)
+                return
             for option in node.options:
                 a, b = nfa.state(), nfa.state()
                 nfa.eps[s].append(a)
@@ -74,6 +84,31 @@ class Builder:
             nfa.eps[nxt].append(e)
             cur = nxt
 
+    def _loop(self, loop: _Loop, s: int, e: int) -> None:
+        """``a (sep a)*`` with one copy of ``a``: ``s`` enters ``a`` at ``top``, whose end
+        ``mid`` leaves to ``e`` or spells ``sep`` back to ``top``."""
+        nfa = self.nfa
+        top = nfa.state()
+        nfa.eps[s].append(top)
+        mid = nfa.state()
+        self.build(loop.body, top, mid)
+        self.build(loop.sep, mid, top)
+        nfa.eps[mid].append(e)
+
+    def _either(self, first, sep, last, s: int, e: int) -> None:
+        """``first | first sep last | last`` with one copy of each: ``s`` enters ``first``
+        (whose end ``mid`` leaves to ``e`` or spells ``sep``) or ``last`` directly."""
+        nfa = self.nfa
+        top = nfa.state()
+        nfa.eps[s].append(top)
+        mid = nfa.state()
+        self.build(first, top, mid)
+        nfa.eps[mid].append(e)
+        low = nfa.state()
+        self.build(sep, mid, low)
+        nfa.eps[s].append(low)
+        self.build(last, low, e)
+
     def _automaton(self, node: Automaton, s: int, e: int) -> None:
         nfa = self.nfa
         ids = [nfa.state() for _ in node.edges]
@@ -87,6 +122,106 @@ class Builder:
                     self.build(label, ids[src], ids[dst])
         for f in node.finals:
             nfa.eps[ids[f]].append(e)
+
+
+# Sequences ``a (sep a)*`` (a JSON array's elements, ``[a, a, ...]``) are built with one copy
+# of ``a`` looping through ``sep`` (`_units`); False: two copies, as the tree spells them.
+LOOPS = True
+
+
+class _Loop(NamedTuple):
+    """``body (sep body)*`` as one unit of a sequence (`_units`)."""
+
+    body: object
+    sep: object
+
+
+def _one_char(node) -> bool:
+    return type(node) is Chars and len(node.ranges) == 1 and node.ranges[0][0] == node.ranges[0][1]
+
+
+def _same(a, b) -> bool:
+    """Whether two IR nodes are the same tree (identity first; cached hashes before a deep
+    comparison)."""
+    return a is b or (type(a) is type(b) and hash(a) == hash(b) and a == b)
+
+
+def _units(items: tuple) -> tuple:
+    """A sequence's items, with each ``a_1 .. a_m, Repeat(Seq(sep .., a_1 .. a_m), 0, None)``
+    as one `_Loop` (``sep`` not empty; the longest such ``m``): the same language, ``a``
+    once in the NFA instead of twice. Its subset construction meets each set of ``a``'s
+    states once, not once per copy (the two copies' sets, distinct there, were merged only
+    by minimization), so the minimal DFA is the same table with at most the states and work
+    of the two-copy construction. The items as they are where there is no such loop (the
+    NFA is then the two-copy construction's, state for state). A loop never takes the
+    sequence's leading one-character literals: `_char_dfa._after_literal` and
+    `_byte_dfa.lead_then_states` bound the construction of such a lead and a tail by the
+    tail's own, as the lead's chain on the tail's NFA."""
+    lead = 0  # the leading one-character literals: never part of a loop
+    while lead < len(items) and _one_char(items[lead]):
+        lead += 1
+    out: list = []
+    for item in items:
+        if type(item) is Repeat and item.min == 0 and item.max is None and type(item.item) is Seq:
+            inner = item.item.items
+            for m in range(min(len(inner) - 1, len(out) - lead), 0, -1):
+                tail = out[len(out) - m :]
+                if all(
+                    type(x) is not _Loop and _same(x, y)
+                    for x, y in zip(tail, inner[len(inner) - m :], strict=True)
+                ):
+                    del out[len(out) - m :]
+                    body, sep = _node(tail), _node(inner[: len(inner) - m])
+                    out.append(_Loop(body, sep))
+                    break
+            else:
+                out.append(item)
+            continue
+        out.append(item)
+    return tuple(out) if len(out) != len(items) else items
+
+
+def _items(node) -> tuple:
+    return node.items if type(node) is Seq else (node,)
+
+
+def _node(items) -> object:
+    return items[0] if len(items) == 1 else Seq(tuple(items))
+
+
+def _optional_seq(node):
+    """The items of ``Repeat(Seq(items), 0, 1)``, else None."""
+    if type(node) is Repeat and node.min == 0 and node.max == 1 and type(node.item) is Seq:
+        return node.item.items
+    return None
+
+
+def _either(options) -> tuple | None:
+    """(first, sep, last) where the two options spell ``first (sep last)? | last`` or
+    ``(first sep)? last | first`` (declared-order objects: optional properties after or
+    before the others), both ``first | first sep last | last``; else None. Built with one
+    copy of each (`Builder._either`): the same language, each set of a copy's states met
+    once by the subset construction, as in `_units`."""
+    for x, y in (options, options[::-1]):
+        if type(x) is not Seq or len(x.items) < 2:
+            continue
+        xs, ys = x.items, _items(y)
+        m = len(ys)
+        tail = _optional_seq(xs[-1])  # first (sep last)? | last
+        if (
+            tail is not None
+            and len(tail) > m
+            and all(_same(a, b) for a, b in zip(tail[len(tail) - m :], ys, strict=True))
+        ):
+            return _node(xs[:-1]), _node(tail[: len(tail) - m]), y
+        head = _optional_seq(xs[0])  # (first sep)? last | first
+        if (
+            head is not None
+            and len(head) > m
+            and all(_same(a, b) for a, b in zip(head[:m], ys, strict=True))
+        ):
+            return y, _node(head[m:]), _node(xs[1:])
+    return None
 
 
 def flatten_repeat(node: Repeat) -> Repeat:

@@ -18,7 +18,7 @@ from automata_compile.automata import NEVER, Automaton
 from automata_compile.automata import byte_dfa as _byte_dfa
 from automata_compile.automata import char_dfa as _char_dfa
 from automata_compile.frontends.json_schema import _content as sf
-from automata_compile.frontends.json_schema import _strings
+from automata_compile.frontends.json_schema import _floors, _strings
 from automata_compile.frontends.json_schema._bitset_events import (
     CLEAR,
     REQUIRE,
@@ -97,6 +97,7 @@ class _Emitter:
         self.minimal: dict = {}
         self.dfa_sizes: dict = {}
         self.minimal_ids: set = set()  # ids of `_minimal`'s minimal automata (kept in .minimal)
+        self.floors: dict = {}  # `_floors.shortest`'s memo
         self.order_states = 0  # estimated states any order added, over the schema's objects
 
     def string(self, content):
@@ -470,6 +471,12 @@ class _Emitter:
             wits.append(sf.alt(*wit))
         required = frozenset(i for i, item in enumerate(items) if item[2])
         budget = None
+        if any_order and EARLY_REFUSAL:
+            reason = self._refused_by_floors(o, items, rest, witness, wits, required)
+            if reason is not None:  # the sizes would pass the budget too: build none
+                refused = _OrderBudget([], 0, [])
+                refused.reason = reason
+                raise refused
         if any_order:
             # each label is copied once per set: minimal copies keep the subset construction
             # of the byte automaton near the size of its result
@@ -517,6 +524,67 @@ class _Emitter:
         if budget is not None:
             budget.charge_schema(self)
         return g.automaton()
+
+    def _refused_by_floors(self, o: _Obj, items, rest, witness, wits, required) -> str | None:
+        """The any-order budget's refusal reason, decided from floors of the labels' sizes
+        (`_floors.size_floor`), or None where they do not decide it (then the sizes are
+        built, as ever).
+
+        The walk is the counting construction's (`_object_counted`), the same states in
+        the same order (they do not depend on the labels, only on which labels are empty:
+        so each of ``rest``, ``witness`` and ``wits`` must be NEVER or surely nonempty,
+        and `_minimal` keeps either), charging the floors. Every label is charged at the
+        start, so from then on the excess over declared order is a sum of sizes times
+        nonnegative counts: the true sizes reach each floor's excess, and pass
+        ``MAX_ORDER_STATES`` at the same state or earlier. Decided only where that comes
+        before the count of states passes ``MAX_ORDER_SETS`` (which the sizes do not
+        move): the true construction raises the same reason."""
+        memo = self.floors
+        for x in (rest, witness, *wits):
+            if not sf.is_never(x) and not _floors.shortest(x, memo)[0]:
+                return None
+
+        def floor(x):
+            return 0 if sf.is_never(x) else _floors.size_floor(x, memo)
+
+        sizes = [floor(x[1]) for x in items]
+        budget = _OrderBudget(sizes, floor(rest) + floor(witness), [floor(x) for x in wits])
+        n, need = len(items), bool(o.need)
+        cap = o.max if o.max is not None else max(o.min, 1)
+        # at most this many states are charged before the count decides (each charges at
+        # most ``declared``): where that cannot pass the budget, no walk
+        keys = min(2**n * (cap + 1) * 2, MAX_ORDER_SETS)
+        if (keys - 1) * budget.declared <= MAX_ORDER_STATES:
+            return None
+        rest_ok, wit_ok = not sf.is_never(rest), need and not sf.is_never(witness)
+        start = (frozenset(), 0, not need)
+        states, todo = {start: 0}, [start]
+        while todo:
+            pos, c, w = todo.pop()
+            nc = c + 1 if o.max is not None else min(c + 1, cap)
+            room = o.max is None or c + 1 <= o.max
+            nexts = [(pos | {i}, i) for i in range(n) if i not in pos] if room else []
+            targets = []
+            for nxt, i in nexts:
+                targets.append((nxt, nc, w))
+                if not w and not sf.is_never(wits[i]):
+                    targets.append((nxt, nc, True))
+            if room:
+                if rest_ok:
+                    targets.append((pos, nc, w))
+                if wit_ok:
+                    targets.append((pos, nc, True))
+            for tgt in targets:
+                if o.max is not None and tgt[1] + len(required - tgt[0]) > o.max:
+                    continue
+                if tgt not in states:
+                    states[tgt] = len(states)
+                    todo.append(tgt)
+            try:
+                budget.charge(len(states), nexts, w, room)
+            except _OrderBudget:
+                return None if len(states) > MAX_ORDER_SETS else budget.reason
+        return None
 
     def _minimal(self, label):
         """``label`` as a minimal character automaton; as is where that outgrows its budget
@@ -598,6 +666,9 @@ def order_fallback_warning(opts: _Options, ptr: str, why: str) -> None:
 # Budget of one any-order object (see `_OrderBudget`), measured in BENCHMARKS.md: about
 # 0.4 ms of compile time per state for Llama-3 on two loaded CPU cores.
 MAX_ORDER_SETS = 4096
+# Refuse any order from floors of the labels' sizes where they decide it
+# (`_Emitter._refused_by_floors`); False: always from the sizes (the tests compare).
+EARLY_REFUSAL = True
 MAX_ORDER_STATES = 20_000
 # The same over all objects of one schema, in the order they are built: past it, the next
 # objects fall back to declared order (each named by a warning) instead of making the
