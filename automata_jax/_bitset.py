@@ -37,7 +37,7 @@ import numpy as np
 from flax import struct
 from jaxtyping import Array, Bool, Int, UInt32
 
-from automata_jax._capacity import bucket
+from automata_jax._capacity import DEFAULT_STACK_SIZE, TableCapacity, bucket, needs
 from automata_jax._errors import RuntimeShapeError, TableCapacityError
 
 
@@ -60,6 +60,11 @@ class BitsetCapacity:
       cond_tokens: T, the tokens on a conditional edge in some state.
       forced: F, the most tokens of a state's forced run kept for fast-forward (0: none);
         None: the schema's longest run, rounded up to a power of two.
+      stack, pushes, push_len, context_edges, edges_per_state, pops: the stack block of a
+        schema with grammar rules (`BitsetPDATables`), as `TableCapacity`'s fields of those
+        names: S, the stack bound of every row (deeper nesting is masked, see
+        `automata_jax._stack`), the push rows and their length, the context-dependent edges,
+        those of one state, the symbols one edge pops. Unused by schemas without rules.
     """
 
     states: int
@@ -71,6 +76,12 @@ class BitsetCapacity:
     mask_rows: int = 128
     cond_tokens: int = 1024
     forced: int | None = None
+    stack: int = DEFAULT_STACK_SIZE
+    pushes: int = 64
+    push_len: int = 16
+    context_edges: int = 1024
+    edges_per_state: int = 64
+    pops: int = 16
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
@@ -125,6 +136,8 @@ class BitsetDeviceTables:
       forced: F (static; 0: no forced runs).
       cd_program: int32[E] or None: with a stack (`BitsetPDATables`), each context-dependent
         edge's program (edge ids as in `ConstraintTables.cd_class`).
+      stack_sizes: with a stack, the stack block's padded sizes (`BitsetCapacity`'s
+        ``stack`` .. ``pops``, static), so that `capacity` gives them back; () without.
     """
 
     token_class: Int[Array, " V"]
@@ -149,6 +162,7 @@ class BitsetDeviceTables:
     forced_set: UInt32[Array, "Q F W"] | None = None
     forced: int = struct.field(pytree_node=False, default=0)
     cd_program: Int[Array, " E"] | None = None
+    stack_sizes: tuple[tuple[str, int], ...] = struct.field(pytree_node=False, default=())
 
     @property
     def words(self) -> int:
@@ -163,7 +177,7 @@ class BitsetDeviceTables:
         """These tables' padded sizes: tables of another schema built with them
         (``ConstraintTables.from_bitset(..., capacity=tables.bitset.capacity)``) have the
         same shapes, so they swap into compiled loops with no retrace."""
-        return BitsetCapacity(**self.sizes)
+        return BitsetCapacity(**self.sizes, **dict(self.stack_sizes))
 
     @property
     def sizes(self) -> dict[str, int]:
@@ -564,30 +578,71 @@ def _pda_view(t):
     )
 
 
-def pda_constraint_tables(t, vocab_size: int, capacity=None):
+STACK_FIELDS = ("stack", "pushes", "push_len", "context_edges", "edges_per_state", "pops")
+
+
+def _bitset_sizes(capacity: BitsetCapacity | None) -> dict:
+    """`BitsetDeviceTables.from_tables` keywords of ``capacity`` (its stack fields left out)."""
+    if capacity is None:
+        return {}
+    return {k: v for k, v in dataclasses.asdict(capacity).items() if k not in STACK_FIELDS}
+
+
+def _check_capacity(capacity) -> None:
+    if capacity is not None and not isinstance(capacity, BitsetCapacity):
+        raise RuntimeShapeError(
+            f"capacity: expected a BitsetCapacity (or None), got {type(capacity).__name__}"
+        )
+
+
+def _stack_capacity(t, capacity: BitsetCapacity) -> TableCapacity:
+    """The `TableCapacity` of ``capacity``'s token table and stack block for the PDA of ``t``.
+
+    Raises:
+      TableCapacityError: the PDA needs more than ``capacity`` (the field, both sizes)."""
+    need = needs(t.tables)
+    for name in ("states", "classes", *STACK_FIELDS[1:]):
+        have = getattr(capacity, name)
+        if need[name] > have:
+            raise TableCapacityError(
+                f"ConstraintTables.from_bitset: the schema's tables need {name}={need[name]:,}, "
+                f"but BitsetCapacity.{name} is {have:,}; build them with a larger "
+                "BitsetCapacity (a new capacity compiles the decoding loop again)"
+            )
+    return TableCapacity(
+        states=capacity.states,
+        classes=capacity.classes,
+        **{name: getattr(capacity, name) for name in STACK_FIELDS},
+    )
+
+
+def pda_constraint_tables(t, vocab_size: int, capacity: BitsetCapacity | None = None):
     """`ConstraintTables` of one `BitsetPDATables` (K = 1): the PDA's plain tables with its
     stack block (`ConstraintTables.from_dfas`, no forced runs: they would skip the bits'
     tests), and the ``bitset`` block whose edge tables are the PDA's context-independent
     edges, plus ``cd_program``; `allowed_mask` / `advance` test the bits on both kinds of
-    edge at the class level (`pda_class_ok`, `pda_cd_test`)."""
+    edge at the class level (`pda_class_ok`, `pda_cd_test`). ``capacity`` fixes every padded
+    size, the stack block's included (``BitsetCapacity.stack`` .. ``pops``), so another
+    grammar schema that fits swaps into loops compiled for these with no retrace; its
+    ``forced`` is unused (0: no forced runs with a stack)."""
     from automata_jax._tables import ConstraintTables
 
-    if capacity is not None:
-        raise RuntimeShapeError(
-            "ConstraintTables.from_bitset: a BitsetCapacity is not supported yet for bitset "
-            "tables with a stack (BitsetPDATables); pass capacity=None"
-        )
+    _check_capacity(capacity)
     if getattr(t.tables, "is_blocked", False):  # class ids must be the PDA's own
         raise RuntimeShapeError(
             "ConstraintTables.from_bitset: expected dense PDA tables (no state blocks)"
         )
-    plain = ConstraintTables.from_dfas([t.tables], vocab_size=int(vocab_size))
+    fixed = None if capacity is None else _stack_capacity(t, capacity)
+    plain = ConstraintTables.from_dfas([t.tables], vocab_size=int(vocab_size), capacity=fixed)
     _, q, c = plain.next_state.shape
-    dt = BitsetDeviceTables.from_tables(_pda_view(t), int(vocab_size), states=q, classes=c)
+    sizes = {**_bitset_sizes(capacity), "states": q, "classes": c, "forced": 0}
+    dt = BitsetDeviceTables.from_tables(_pda_view(t), int(vocab_size), **sizes)
     e = plain.cd_class.shape[1]
     cd_program = np.zeros(e, np.int32)
     cd_program[: len(t.cd_program)] = t.cd_program
-    dt = dt.replace(cd_program=jnp.asarray(cd_program))
+    cap = plain.capacity
+    stack_sizes = tuple((name, int(getattr(cap, name))) for name in STACK_FIELDS)
+    dt = dt.replace(cd_program=jnp.asarray(cd_program), stack_sizes=stack_sizes)
     return plain.replace(
         bitset=dt, forced_tokens=None, forced_len=None, forced_states=None, exit_tokens=None
     )
@@ -621,18 +676,14 @@ def constraint_tables(t, vocab_size: int, capacity: BitsetCapacity | None = None
     _check_supported(t)
     if hasattr(t, "cd_program"):
         return pda_constraint_tables(t, vocab_size, capacity)
-    if capacity is not None and not isinstance(capacity, BitsetCapacity):
-        raise RuntimeShapeError(
-            f"capacity: expected a BitsetCapacity (or None), got {type(capacity).__name__}"
-        )
+    _check_capacity(capacity)
     eos = np.asarray(t.eos_ids, np.int64)
     if eos.size == 0 or (eos < 0).any() or (eos >= vocab_size).any():
         raise RuntimeShapeError(
             f"ConstraintTables.from_bitset: expected EOS ids in [0, {vocab_size}), got "
             f"{list(t.eos_ids)}"
         )
-    sizes = {} if capacity is None else dataclasses.asdict(capacity)
-    dt = BitsetDeviceTables.from_tables(t, int(vocab_size), **sizes)
+    dt = BitsetDeviceTables.from_tables(t, int(vocab_size), **_bitset_sizes(capacity))
     next_state = np.asarray(dt.next_state)
     accepting = np.asarray(dt.accepting)
     token_class = np.asarray(dt.token_class).copy()

@@ -336,7 +336,8 @@ class ConstraintTables:
           vocab_size: the model's logits width V.
           capacity: a `BitsetCapacity` (e.g. ``other.bitset.capacity``): fixed padded sizes,
             so that tables of another schema that fits run in loops compiled for these with
-            no retrace; None pads to powers of two.
+            no retrace (for a schema with grammar rules, the stack block's sizes too); None
+            pads to powers of two.
 
         Raises:
           TableCapacityError: the schema needs more than ``capacity`` (the message names the

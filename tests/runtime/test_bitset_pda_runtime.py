@@ -73,12 +73,27 @@ def test_device_rule_with_a_stack_matches_the_reference(name, jit, compiled, lla
         _walk(t, tables, llama3_vocab, *fns, f"{name}/{seed}")
 
 
-def test_a_capacity_is_refused_with_a_stack(compiled, llama3_vocab):
-    t, tables = compiled["free_value"]
-    with pytest.raises(aj.RuntimeShapeError, match="capacity"):
-        ConstraintTables.from_bitset(
-            t, vocab_size=llama3_vocab.size, capacity=tables.bitset.capacity
-        )
+def test_a_capacity_with_a_stack_gives_one_pytree(compiled, llama3_vocab):
+    """``tables.bitset.capacity`` holds the stack block's sizes: the schemas' tables built
+    with the largest of them have one pytree structure and shapes, and the masks along random
+    walks are the reference's still."""
+    caps = [tables.bitset.capacity for _, tables in compiled.values()]
+    big = aj.BitsetCapacity(
+        **{f.name: max(getattr(c, f.name) for c in caps) for f in dataclasses.fields(caps[0])}
+    )
+    built = {}
+    for name, (t, tables) in compiled.items():
+        assert tables.bitset.capacity.stack == tables.stack_size > 0
+        again = ConstraintTables.from_bitset(t, vocab_size=llama3_vocab.size, capacity=big)
+        assert again.bitset.capacity == big
+        built[name] = again
+    shapes = {
+        name: (jax.tree.structure(x), [a.shape for a in jax.tree.leaves(x)])
+        for name, x in built.items()
+    }
+    assert len({repr(v) for v in shapes.values()}) == 1
+    t, _ = compiled["union"]
+    _walk(t, built["union"], llama3_vocab, jax.jit(aj.allowed_mask), jax.jit(aj.advance), "cap")
 
 
 def test_context_dependent_edges_that_update_the_bits(compiled, llama3_vocab):
