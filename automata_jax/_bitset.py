@@ -102,8 +102,10 @@ class BitsetDeviceTables:
     same shapes, so the kernels do not retrace.
 
     Attributes:
-      token_class: int32[V], V = the logits width.
-      next_state: int32[Q, C], -1 = no edge.
+      token_class: int32[V], V = the logits width; None in `ConstraintTables`' block, whose
+        own ``token_class`` / ``next_state`` are the same table (the kernels take the rows'
+        classes and next states from the caller there, `bitset_advance`'s ``cls``/``nxt``).
+      next_state: int32[Q, C], -1 = no edge; None with ``token_class``.
       program: int32[Q, C].
       programs: uint32[P, 4, W], per program U, S, C, A.
       alts: uint32[P, K, W], per program its REQUIRE alternatives: it also holds only if one
@@ -136,12 +138,13 @@ class BitsetDeviceTables:
       forced: F (static; 0: no forced runs).
       cd_program: int32[E] or None: with a stack (`BitsetPDATables`), each context-dependent
         edge's program (edge ids as in `ConstraintTables.cd_class`).
+      vocab: V (static).
       stack_sizes: with a stack, the stack block's padded sizes (`BitsetCapacity`'s
         ``stack`` .. ``pops``, static), so that `capacity` gives them back; () without.
     """
 
-    token_class: Int[Array, " V"]
-    next_state: Int[Array, "Q C"]
+    token_class: Int[Array, " V"] | None
+    next_state: Int[Array, "Q C"] | None
     program: Int[Array, "Q C"]
     programs: UInt32[Array, "P 4 W"]
     alts: UInt32[Array, "P K W"]
@@ -163,6 +166,7 @@ class BitsetDeviceTables:
     forced: int = struct.field(pytree_node=False, default=0)
     cd_program: Int[Array, " E"] | None = None
     stack_sizes: tuple[tuple[str, int], ...] = struct.field(pytree_node=False, default=())
+    vocab: int = struct.field(pytree_node=False, default=0)
 
     @property
     def words(self) -> int:
@@ -170,7 +174,7 @@ class BitsetDeviceTables:
 
     @property
     def vocab_size(self) -> int:
-        return int(self.token_class.shape[0])
+        return self.vocab
 
     @property
     def capacity(self) -> BitsetCapacity:
@@ -184,8 +188,8 @@ class BitsetDeviceTables:
         """The padded sizes, as `from_tables` keywords: tables of another schema built with
         them have the same shapes (no retrace)."""
         return {
-            "states": int(self.next_state.shape[0]),
-            "classes": int(self.next_state.shape[1]),
+            "states": int(self.program.shape[0]),
+            "classes": int(self.program.shape[1]),
             "programs": int(self.programs.shape[0]),
             "alternatives": int(self.alts.shape[1]),
             "words": self.words,
@@ -270,6 +274,7 @@ class BitsetDeviceTables:
             eos=jnp.asarray(np.asarray(t.eos_ids, np.int32)),
             start=jnp.asarray(t.start, jnp.int32),
             forced=f,
+            vocab=int(vocab_size),
             **_forced_bits(t, Q, f, W),
         )
 
@@ -529,11 +534,15 @@ def bitset_advance(
     state: Int[Array, " B"],
     bits: UInt32[Array, "B W"],
     token: Int[Array, " B"],
+    cls: Int[Array, " B"] | None = None,
+    nxt: Int[Array, " B"] | None = None,
 ) -> tuple[Int[Array, " B"], UInt32[Array, "B W"]]:
     """Each row's state and bits after ``token`` (EOS keeps them; a token the row does not
-    allow gives state -1)."""
-    cls = tables.token_class[token]
-    nxt = tables.next_state[state, cls]  # [B]
+    allow gives state -1). ``cls``, ``nxt``: the token's class and the edge's next state,
+    read from ``tables``' own token table where None (`ConstraintTables` passes its own)."""
+    if cls is None:
+        cls = tables.token_class[token]
+        nxt = tables.next_state[state, cls]  # [B]
     prog = tables.program[state, cls]
     good, after = _test(tables, nxt, tables.programs[prog], bits, tables.alts[prog])
     is_eos = jnp.any(token[:, None] == tables.eos[None, :], axis=1)
@@ -543,12 +552,16 @@ def bitset_advance(
 
 
 def pda_class_ok(
-    tables: BitsetDeviceTables, state: Int[Array, " B"], bits: UInt32[Array, "B W"]
+    tables: BitsetDeviceTables,
+    state: Int[Array, " B"],
+    bits: UInt32[Array, "B W"],
+    nxt: Int[Array, "B C"],
 ) -> Bool[Array, "B C"]:
-    """With a stack: which classes' context-independent edges pass their test on each row's
-    bits (class-level; the stack's own tests are `_stack.class_mask`'s)."""
+    """With a stack: which classes' context-independent edges (next states ``nxt``, the
+    rows of `ConstraintTables.next_state`) pass their test on each row's bits (class-level;
+    the stack's own tests are `_stack.class_mask`'s)."""
     prog = tables.program[state]  # [B, C]
-    ok, _ = _test(tables, tables.next_state[state], tables.programs[prog], bits, tables.alts[prog])
+    ok, _ = _test(tables, nxt, tables.programs[prog], bits, tables.alts[prog])
     return ok
 
 
@@ -642,7 +655,12 @@ def pda_constraint_tables(t, vocab_size: int, capacity: BitsetCapacity | None = 
     cd_program[: len(t.cd_program)] = t.cd_program
     cap = plain.capacity
     stack_sizes = tuple((name, int(getattr(cap, name))) for name in STACK_FIELDS)
-    dt = dt.replace(cd_program=jnp.asarray(cd_program), stack_sizes=stack_sizes)
+    dt = dt.replace(
+        cd_program=jnp.asarray(cd_program),
+        stack_sizes=stack_sizes,
+        token_class=None,  # the plain tables' (one copy on the device)
+        next_state=None,
+    )
     return plain.replace(
         bitset=dt, forced_tokens=None, forced_len=None, forced_states=None, exit_tokens=None
     )
@@ -699,7 +717,7 @@ def constraint_tables(t, vocab_size: int, capacity: BitsetCapacity | None = None
         eos_mask=eos_mask,
         num_constraints=np.int32(1),
         eos_ids=tuple(int(e) for e in t.eos_ids),
-        bitset=dt,
+        bitset=dt.replace(token_class=None, next_state=None),  # one copy: the plain arrays
         **_forced_arrays(t, next_state.shape[0], dt.forced),
     )
     return jax.device_put(tables)
