@@ -132,7 +132,9 @@ class BitsetDeviceTables:
       mask_bits: uint32[R, ceil(V/32)], deduplicated packed rows of each state's *static*
         tokens (bit ``t % 32`` of word ``t // 32`` is token t): those on an edge whose
         condition holds whatever the bits. Row 0 is all zeros.
-      mask_row: int32[Q], each state's `mask_bits` row.
+      mask_row: int32[Q], each state's `mask_bits` row. (In a batch with a stack the rows
+        and the conditional tokens below are `pda_rows`': the pushes and the
+        context-dependent edges count too.)
       cond_tokens: int32[T], the tokens on a conditional edge in some state (padding: V, out
         of range, dropped by the mask's scatter); their mask bits are computed per row.
       cond_token_class: int32[T], their classes (padding: 0, no edge).
@@ -449,10 +451,18 @@ def _static_rows(
 
     Raises:
       TableCapacityError: more rows or tokens than ``rows`` / ``size``."""
-    v = token_class.shape[0]
     always = _always(conds, cond_static, cond_alts)
     conditional = ~always & ~_holds_never(conds, cond_static)
     static_cls = always[cond_id]  # [Q, C]; cond_id 0 (no edge) never holds
+    cls_conditional = conditional[cond_id].any(axis=0)  # [C]
+    return _packed_rows(token_class, static_cls, cls_conditional, rows, size)
+
+
+def _packed_rows(token_class, static_cls, cls_conditional, rows: int | None, size: int | None):
+    """`_static_rows` of the classes ``static_cls`` (bool[Q, C]) allowed in each state
+    whatever the row's bits (and stack), and ``cls_conditional`` (bool[C]) those whose answer
+    depends on them in some state."""
+    v = token_class.shape[0]
     patterns, inverse = np.unique(static_cls, axis=0, return_inverse=True)
     # row 0 all zeros (padded states); a state without static edges shares it
     zero = ~patterns.any(axis=1)
@@ -471,7 +481,7 @@ def _static_rows(
         packed = np.pad(packed, (0, words * 4 - packed.shape[0]))
         mask_bits[pattern_row[i]] = packed.view("<u4")
     mask_row = pattern_row[inverse.reshape(-1)]
-    cls_conditional = conditional[cond_id].any(axis=0)  # [C]
+    cls_conditional = cls_conditional.copy()
     cls_conditional[0] = False
     tok = np.flatnonzero(cls_conditional[token_class]).astype(np.int32)
     n = size or bucket(tok.shape[0], 8)
@@ -618,6 +628,54 @@ def pda_cd_test(tables: BitsetDeviceTables, edge, target, bits: UInt32[Array, "B
     kk = k.reshape(k.shape + (1,) * (edge.ndim - 1))
     pid = t.cd_program[kk, jnp.clip(edge, 0, t.cd_program.shape[1] - 1)]
     return _test(t, k, target, pid, bits)
+
+
+def pda_mask(
+    tables: BitsetDeviceTables, k, state: Int[Array, " B"], row_ok: Bool[Array, "B C"]
+) -> Bool[Array, "B V"]:
+    """With a stack: the tokens of each row's allowed classes ``row_ok`` (the class-level
+    tests: bits, pushes that fit, context-dependent edges), as the packed row of its state's
+    static tokens (`pda_rows`) with the few conditional tokens' class answers written over
+    it, instead of a gather through the whole class map."""
+    t = _stacked(tables)
+    n_rows = state.shape[0]
+    words = t.mask_bits[k, t.mask_row[k, state]]  # [B, ceil(V/32)]
+    shifts = jnp.arange(32, dtype=jnp.uint32)
+    mask = ((words[:, :, None] >> shifts) & jnp.uint32(1)).astype(jnp.bool_)
+    mask = mask.reshape(n_rows, -1)[:, : tables.vocab_size]
+    ok = jnp.take_along_axis(
+        row_ok,
+        jnp.broadcast_to(_shared(t, t.cond_token_class, k), (n_rows, t.cond_token_class.shape[1])),
+        axis=1,
+    )
+    if t.program.shape[0] == 1:
+        return mask.at[:, t.cond_tokens[0]].set(ok, mode="drop")
+    rows = jnp.arange(n_rows)[:, None]
+    return mask.at[rows, t.cond_tokens[k]].set(ok, mode="drop")
+
+
+def pda_rows(plain, i: int, dt: BitsetDeviceTables, rows: int | None, size: int | None):
+    """(mask_bits, mask_row, cond_tokens, cond_token_class) of constraint ``i`` of a batch
+    with a stack (``plain``: its `ConstraintTables`, numpy; ``dt``: its device tables): a
+    class is static in a state where its context-independent edge holds whatever the bits
+    and pushes nothing (so it fits any stack); conditional where it has another edge there
+    (a test, a push, a context-dependent edge).
+
+    Raises:
+      TableCapacityError: more rows or tokens than ``rows`` / ``size``."""
+    token_class = np.asarray(plain.token_class[i])
+    nxt = np.asarray(plain.next_state[i])
+    grow = np.asarray(plain.push_len[i])[np.asarray(plain.edge_push[i])]  # [Q, C]
+    conds, cond_static = np.asarray(dt.conds), np.asarray(dt.cond_static)
+    always = _always(conds, cond_static, np.asarray(dt.cond_alts))
+    static_cls = (nxt >= 0) & always[np.asarray(dt.cond_id)] & (grow == 0)
+    cd_index = np.asarray(plain.cd_index[i])  # [Q, E]
+    cd_class = np.asarray(plain.cd_class[i])
+    has_cd = np.zeros_like(static_cls)
+    qs, es = np.nonzero(cd_index >= 0)
+    has_cd[qs, cd_class[cd_index[qs, es]]] = True
+    cls_conditional = (((nxt >= 0) & ~static_cls) | has_cd).any(axis=0)
+    return _packed_rows(token_class, static_cls, cls_conditional, rows, size)
 
 
 def _pda_view(t):
@@ -805,6 +863,20 @@ def constraint_tables(ts, vocab_size: int, capacity: BitsetCapacity | None = Non
     if len(dts) > 1 and capacity is None:  # one size for all: the largest of each
         top = {name: max(dt.sizes[name] for dt in dts) for name in dts[0].sizes}
         dts = [BitsetDeviceTables.from_tables(t, vocab_size, **top) for t in edge_views]
+    if has_stack:  # the packed rows with the stack's tests (`pda_rows`, `pda_mask`)
+        rows, size = (
+            (None, None) if capacity is None else (capacity.mask_rows, capacity.cond_tokens)
+        )
+        packed = [pda_rows(plain, i, dt, rows, size) for i, dt in enumerate(dts)]
+        if capacity is None and len(dts) > 1:  # one size for all
+            rows = max(p[0].shape[0] for p in packed)
+            size = max(p[2].shape[0] for p in packed)
+            packed = [pda_rows(plain, i, dt, rows, size) for i, dt in enumerate(dts)]
+        names = ("mask_bits", "mask_row", "cond_tokens", "cond_token_class")
+        dts = [
+            dt.replace(**{n: jnp.asarray(a) for n, a in zip(names, p, strict=True)})
+            for dt, p in zip(dts, packed, strict=True)
+        ]
     stack_sizes = ()
     if has_stack:
         cap = plain.capacity

@@ -191,7 +191,7 @@ def _class_mask(tables: ConstraintTables, k: jax.Array, q: jax.Array, state=None
             return _bitset.pda_cd_test(tables.bitset, ec, target, bits, k)[0]
 
         row_ok = _stack.class_mask(tables, k, q, state.stack, state.depth, row_ok, cd_ok)
-        return _layout.gather_classes(tables, k, q, row_ok), jnp.any(row_ok, axis=1)
+        return _bitset.pda_mask(tables.bitset, k, q, row_ok), jnp.any(row_ok, axis=1)
     if tables.bitset is not None:
         return _bitset.bitset_mask(tables.bitset, q, _bits(tables, state), k), None
     if tables.has_stack:
