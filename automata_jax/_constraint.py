@@ -183,16 +183,17 @@ def _class_mask(tables: ConstraintTables, k: jax.Array, q: jax.Array, state=None
     allowed (grammar batches only, else None); every class >= 1 has a token below V)."""
     if tables.bitset is not None and tables.has_stack:  # bitset rows with a stack: class level
         bits = _bits(tables, state)
-        row_ok = _layout.row(tables, tables.next_state, k, q) >= 0
-        row_ok &= _bitset.pda_class_ok(tables.bitset, q, bits)
+        row = _layout.row(tables, tables.next_state, k, q)
+        row_ok = (row >= 0) & _bitset.pda_class_ok(tables.bitset, q, bits, row, k)
 
         def cd_ok(ec):
-            return _bitset.pda_cd_test(tables.bitset, ec, tables.cd_target[k[:, None], ec], bits)[0]
+            target = tables.cd_target[k[:, None], ec]
+            return _bitset.pda_cd_test(tables.bitset, ec, target, bits, k)[0]
 
         row_ok = _stack.class_mask(tables, k, q, state.stack, state.depth, row_ok, cd_ok)
-        return _layout.gather_classes(tables, k, q, row_ok), jnp.any(row_ok, axis=1)
+        return _bitset.pda_mask(tables.bitset, k, q, row_ok), jnp.any(row_ok, axis=1)
     if tables.bitset is not None:
-        return _bitset.bitset_mask(tables.bitset, q, _bits(tables, state)), None
+        return _bitset.bitset_mask(tables.bitset, q, _bits(tables, state), k), None
     if tables.has_stack:
         row_ok = _layout.row(tables, tables.next_state, k, q) >= 0
         row_ok = _stack.class_mask(tables, k, q, state.stack, state.depth, row_ok)
@@ -287,17 +288,18 @@ def advance(
     stack, depth, bits = state.stack, state.depth, state.bits
     if tables.bitset is not None and tables.has_stack:  # the edge taken's test, then B'
         bits = _bits(tables, state)
-        ci_nxt, ci_bits = _bitset.bitset_advance(tables.bitset, q, bits, t)
-        ci_nxt = jnp.where(nxt >= 0, ci_nxt, -1)
+        ci_nxt, ci_bits = _bitset.bitset_advance(tables.bitset, q, bits, t, cls, nxt, k)
+        ci_nxt = jnp.where(nxt >= 0, ci_nxt, -1)  # EOS (class 0 here): no edge
 
         def cd_ok(ec):
-            return _bitset.pda_cd_test(tables.bitset, ec, tables.cd_target[k[:, None], ec], bits)[0]
+            target = tables.cd_target[k[:, None], ec]
+            return _bitset.pda_cd_test(tables.bitset, ec, target, bits, k)[0]
 
         nxt, stack, depth, _, e = _stack.step_edge(tables, k, q, cls, ci_nxt, stack, depth, cd_ok)
-        _, cd_bits = _bitset.pda_cd_test(tables.bitset, e[:, None], nxt[:, None], bits)
+        _, cd_bits = _bitset.pda_cd_test(tables.bitset, e[:, None], nxt[:, None], bits, k)
         bits = jnp.where((ci_nxt >= 0)[:, None], ci_bits, cd_bits[:, 0])
     elif tables.bitset is not None:  # the edge's test on the row's bits (-1: refused), then B'
-        nxt, bits = _bitset.bitset_advance(tables.bitset, q, _bits(tables, state), t)
+        nxt, bits = _bitset.bitset_advance(tables.bitset, q, _bits(tables, state), t, cls, nxt, k)
     if tables.has_stack and tables.bitset is None:
         nxt, stack, depth, _ = _stack.step(tables, k, q, cls, nxt, stack, depth)
     moved = in_range & ~is_eos & (nxt >= 0)

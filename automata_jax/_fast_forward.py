@@ -226,7 +226,7 @@ def lead_run(tables, state: ConstraintState, num_steps):
     live = (state.constraint >= 0) & ~state.done
     n = jnp.minimum(jnp.where(live, tables.forced_len[k, q], 0), num_steps)
     after = _state_after(tables.forced_states[k, q], n, state.state)
-    bits = _bitset.run_bits(tables.bitset, state.state, n, state.bits)
+    bits = _bitset.run_bits(tables.bitset, state.state, n, state.bits, state.constraint)
     return tables.forced_tokens[k, q], n, state.replace(state=after, bits=bits)
 
 
@@ -363,8 +363,9 @@ def ff_loop(config: LoopConfig, start: LoopStart, canonical=None, prev0=None, ha
         q_post = _state_after(post_states, post_n, moved.state)
         new_state = jnp.where(pre, q_pre, jnp.where(active, q_post, st.state))
         if tables.bitset is not None:  # a run may set a key's bit (`_bitset.run_bits`)
-            b_pre = _bitset.run_bits(tables.bitset, st.state, pre_n, st.bits)
-            b_post = _bitset.run_bits(tables.bitset, moved.state, post_n, moved.bits)
+            cid = st.constraint
+            b_pre = _bitset.run_bits(tables.bitset, st.state, pre_n, st.bits, cid)
+            b_post = _bitset.run_bits(tables.bitset, moved.state, post_n, moved.bits, cid)
             moved = moved.replace(bits=jnp.where(pre[:, None], b_pre, b_post))
         st = moved.replace(state=new_state)
         is_eos = tables.eos_mask[jnp.clip(x, 0, v - 1)] & sampling

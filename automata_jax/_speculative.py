@@ -472,9 +472,10 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
             q = jnp.where(pre, q_pre, jnp.where(active, q_post, st.state))
             if tables.bitset is None:
                 return moved.replace(state=q)
-            b_pre = _bitset.run_bits(tables.bitset, st.state, jnp.where(pre, n, 0), st.bits)
+            cid = st.constraint
+            b_pre = _bitset.run_bits(tables.bitset, st.state, jnp.where(pre, n, 0), st.bits, cid)
             b_post = _bitset.run_bits(
-                tables.bitset, moved.state, jnp.where(sampling, n - 1, 0), moved.bits
+                tables.bitset, moved.state, jnp.where(sampling, n - 1, 0), moved.bits, cid
             )
             return moved.replace(state=q, bits=jnp.where(pre[:, None], b_pre, b_post))
 

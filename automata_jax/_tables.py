@@ -101,9 +101,10 @@ class ConstraintTables:
         and state q of constraint k reads classes ``token_class[class_map[k, q]]`` and the
         row of ``row_len[k, q]`` entries at ``row_start[k, q]``; ``row_width`` (static) is C,
         the widest row. Read them through `automata_jax._layout`.
-      bitset: `automata_jax._bitset.BitsetDeviceTables` or None: tables of one bitset
-        any-order constraint (`from_bitset`); then rows also carry ``ConstraintState.bits``
-        and `allowed_mask` / `advance` test and update them.
+      bitset: `automata_jax._bitset.BitsetDeviceTables` or None: the bitset any-order
+        constraints' tables (`from_bitset`), each array with a leading K axis; then rows
+        also carry ``ConstraintState.bits`` and `allowed_mask` / `advance` test and update
+        them.
     """
 
     token_class: Int[Array, "K V"]
@@ -324,19 +325,23 @@ class ConstraintTables:
 
     @classmethod
     def from_bitset(cls, bitset_tables, *, vocab_size: int, capacity=None) -> ConstraintTables:
-        """Tables of one JSON Schema compiled with the bitset any-order path
-        (`automata_compile.compile_json_schema_bitset`): constraint id 0 (or -1 for an
-        unconstrained row). Each row carries the declared properties it has written in its
-        open objects as ``uint32[W]`` bits (``ConstraintState.bits``), which `allowed_mask`
-        and `advance` test and update (docs/any_order_bitset.md).
+        """Tables of JSON Schemas compiled with the bitset any-order path
+        (`automata_compile.compile_json_schema_bitset`): constraint id ``i`` for the i-th
+        (0 for one; -1 for an unconstrained row). Each row carries the declared properties
+        it has written in its open objects as ``uint32[W]`` bits (``ConstraintState.bits``),
+        which `allowed_mask` and `advance` test and update (docs/any_order_bitset.md).
 
         Args:
-          bitset_tables: an `automata_compile.BitsetTables`, or the path of a file written by
-            `automata_compile.tokens.save_bitset_tables`.
+          bitset_tables: an `automata_compile.BitsetTables` or `BitsetPDATables`, the path
+            of a file written by `automata_compile.tokens.save_bitset_tables`, or a sequence
+            of them (K constraints in one batch, each row choosing its own by id; a plain
+            dense `TokenDFA` may join them, as bitset tables whose edges have no events).
           vocab_size: the model's logits width V.
-          capacity: a `BitsetCapacity` (e.g. ``other.bitset.capacity``): fixed padded sizes,
+          capacity: a `BitsetCapacity` (e.g. ``other.bitset.capacity``): fixed padded sizes
+            (``constraints``: K),
             so that tables of another schema that fits run in loops compiled for these with
-            no retrace; None pads to powers of two.
+            no retrace (for a schema with grammar rules, the stack block's sizes too); None
+            pads to powers of two.
 
         Raises:
           TableCapacityError: the schema needs more than ``capacity`` (the message names the

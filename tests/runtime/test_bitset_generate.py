@@ -20,7 +20,7 @@ import pytest
 
 import automata_compile as ac
 import automata_jax as aj
-from automata_compile.tokens import reference_advance, reference_mask
+from automata_compile.tokens import BitsetPDATables, reference_advance, reference_mask
 from automata_jax import ConstraintTables, testing
 from automata_jax._fast_forward import accepts_logits_at
 from automata_jax.testing import host_callbacks, jaxpr_primitive_names
@@ -28,7 +28,7 @@ from automata_jax.testing import host_callbacks, jaxpr_primitive_names
 jsonschema = pytest.importorskip("jsonschema")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bitset_schemas import BOOL, SIX_BOOLS, nested_object  # noqa: E402
+from bitset_schemas import BOOL, PDA_SCHEMAS, SIX_BOOLS, nested_object  # noqa: E402
 from bitset_schemas import INT9 as INT  # noqa: E402
 from bitset_schemas import UNION_A as MEMBER_A  # noqa: E402
 from bitset_schemas import UNION_B as MEMBER_Z  # noqa: E402
@@ -67,6 +67,11 @@ CAPACITY = aj.BitsetCapacity(
     cond_tokens=64,
     forced=4,
 )
+# grammar schemas: the stack block's sizes too
+PDA_CAPACITY = aj.BitsetCapacity(
+    states=1024, classes=256, words=1, programs=32, conditions=64, mask_rows=128, cond_tokens=64,
+    forced=0, stack=32, pushes=64, push_len=16, context_edges=8192, edges_per_state=128, pops=16,
+)  # fmt: skip
 UNION_CAPACITY = aj.BitsetCapacity(
     states=256, classes=128, words=1, programs=64, alternatives=4, conditions=128, mask_rows=128,
     cond_tokens=64, forced=4,
@@ -101,10 +106,10 @@ def setup():
     return vocab, model, params, tables
 
 
-def _run(model, step, params, tables, sampler=None, rng=0, **kw):
+def _run(model, step, params, tables, sampler=None, rng=0, ids=(0, 0, 0, 0), **kw):
     prompts, mask = aj.pad_prompts([[1, 100 + i] for i in range(4)])
     return aj.generate(
-        step, params, prompts, tables, np.zeros(4, np.int32), sampler=sampler or aj.Greedy(),
+        step, params, prompts, tables, np.asarray(ids, np.int32), sampler=sampler or aj.Greedy(),
         max_new_tokens=40, rng=jax.random.key(rng), prompt_mask=mask, cache=model.init_cache,
         **kw,
     )  # fmt: skip
@@ -233,6 +238,118 @@ def test_a_second_schema_of_one_capacity_runs_with_no_retrace(setup):
     assert compiled[4:] == compiled[3:4] * 2
 
 
+def test_a_second_grammar_schema_of_one_capacity_runs_with_no_retrace(setup):
+    """Grammar schemas (`BitsetPDATables`) built with one `BitsetCapacity` (its stack fields
+    included) have one pytree: the second swaps into the compiled loop (one trace), and decodes
+    as its exact any-order PDA does."""
+    from automata_jax import _generate
+
+    vocab, model, params, _ = setup
+    schemas = {"free": FREE, "nested": PDA_SCHEMAS["nested"]}
+    tables = {}
+    for name, schema in schemas.items():
+        bt = ac.compile_json_schema_bitset(schema, vocab, whitespace="compact")
+        assert isinstance(bt, BitsetPDATables)
+        tables[name] = ConstraintTables.from_bitset(
+            bt, vocab_size=vocab.size, capacity=PDA_CAPACITY
+        )
+        assert tables[name].bitset.capacity == PDA_CAPACITY
+        assert tables[name].stack_size == PDA_CAPACITY.stack
+    counting = CountingStep(model.apply_step)
+    compiled, outs = [], {}
+    for name in ("free", "nested", "free"):
+        outs[name] = _run(model, counting, params, tables[name])
+        compiled.append(_generate._generate_jit._cache_size())
+    assert counting.calls == 2  # one trace: prefill + loop body
+    assert compiled[1:] == compiled[:1] * 2
+    pda = ac.compile_json_schema(schemas["nested"], vocab, whitespace="compact")
+    want = _run(
+        model, model.apply_step, params, ConstraintTables.from_dfas([pda], vocab_size=vocab.size)
+    )
+    got = outs["nested"]
+    np.testing.assert_array_equal(np.asarray(got.tokens), np.asarray(want.tokens))
+    np.testing.assert_array_equal(np.asarray(got.accepted), np.asarray(want.accepted))
+    assert not np.asarray(got.states.error).any()
+
+
+def test_a_grammar_schema_past_the_capacity_is_refused_by_field(setup):
+    vocab = setup[0]
+    bt = ac.compile_json_schema_bitset(PDA_SCHEMAS["nested"], vocab, whitespace="compact")
+    need = bt.tables.cd_state.shape[0]
+    small = dataclasses.replace(PDA_CAPACITY, context_edges=need - 1)
+    with pytest.raises(
+        aj.TableCapacityError,
+        match=rf"context_edges={need:,}, but BitsetCapacity.context_edges is {need - 1:,}",
+    ):
+        ConstraintTables.from_bitset(bt, vocab_size=vocab.size, capacity=small)
+    with pytest.raises(aj.TableCapacityError, match="expected programs >= "):  # the bits' sizes
+        ConstraintTables.from_bitset(
+            bt, vocab_size=vocab.size, capacity=dataclasses.replace(PDA_CAPACITY, programs=1)
+        )
+    assert issubclass(aj.TableCapacityError, aj.RuntimeShapeError)
+
+
+def _rows_equal(got, alone, ids):
+    """Row r of ``got`` equals row r of ``alone[ids[r]]`` (tokens, lengths, accepted)."""
+    for r, i in enumerate(ids):
+        want = alone[i]
+        np.testing.assert_array_equal(np.asarray(got.tokens[r]), np.asarray(want.tokens[r]))
+        assert int(got.lengths[r]) == int(want.lengths[r])
+        assert bool(got.accepted[r]) == bool(want.accepted[r])
+        assert not bool(got.states.error[r])
+
+
+def test_several_bitset_constraints_decode_each_row_as_alone(setup):
+    """`from_bitset` of a sequence (K = 2 bitset schemas with forced runs): rows choose their
+    constraint by id and each decodes exactly as its schema's own tables (greedy and sampled
+    with one key, plain, speculation and fast-forward); two batches of one capacity share one
+    trace; a batch past ``constraints`` is refused by name."""
+    from automata_jax import _generate
+
+    vocab, model, params, tables = setup
+    bts = [ac.compile_json_schema_bitset(SCHEMAS[n], vocab, whitespace="compact") for n in "AB"]
+    cap = dataclasses.replace(CAPACITY, constraints=2)
+    mixed = ConstraintTables.from_bitset(bts, vocab_size=vocab.size, capacity=cap)
+    assert mixed.bitset.capacity == cap and mixed.padded_shape[0] == 2
+    ids = (0, 1, 1, 0)
+    for kw in ({}, {"speculate": True}, {"fast_forward": True}, {"sampler": aj.Temperature(1.0)}):
+        alone = [_run(model, model.apply_step, params, tables[n][0], **kw) for n in "AB"]
+        _rows_equal(_run(model, model.apply_step, params, mixed, ids=ids, **kw), alone, ids)
+    swapped = ConstraintTables.from_bitset(bts[::-1], vocab_size=vocab.size, capacity=cap)
+    counting = CountingStep(model.apply_step)
+    compiled = []
+    for t in (mixed, swapped):
+        _run(model, counting, params, t, ids=ids)
+        compiled.append(_generate._generate_jit._cache_size())
+    assert counting.calls == 2 and compiled[1] == compiled[0]  # one trace for both
+    with pytest.raises(
+        aj.TableCapacityError, match="3 constraints, but BitsetCapacity.constraints is 2"
+    ):
+        ConstraintTables.from_bitset(bts + bts[:1], vocab_size=vocab.size, capacity=cap)
+
+
+def test_bitset_grammar_and_plain_constraints_in_one_batch(setup):
+    """A batch of a bitset schema, a grammar one (`BitsetPDATables`), a plain `TokenDFA`
+    (bitset tables whose edges have no events) and another bitset schema: one stack block
+    for all (class-level mask), each row decodes as its constraint's own tables (greedy and
+    sampled with one key, plain and speculation)."""
+    vocab, model, params, tables = setup
+    bts = [ac.compile_json_schema_bitset(s, vocab, whitespace="compact") for s in (A, FREE, B)]
+    plain = ac.compile_json_schema({"type": "array", "items": BOOL}, vocab, whitespace="compact")
+    mixed = ConstraintTables.from_bitset([bts[0], bts[1], plain, bts[2]], vocab_size=vocab.size)
+    assert mixed.has_stack and mixed.padded_shape[0] == 4
+    own = [
+        tables["A"][0],
+        ConstraintTables.from_bitset(bts[1], vocab_size=vocab.size),
+        ConstraintTables.from_dfas([plain], vocab_size=vocab.size),
+        tables["B"][0],
+    ]
+    ids = (0, 1, 2, 3)
+    for kw in ({}, {"speculate": True}, {"sampler": aj.Temperature(1.0)}):
+        alone = [_run(model, model.apply_step, params, t, **kw) for t in own]
+        _rows_equal(_run(model, model.apply_step, params, mixed, ids=ids, **kw), alone, ids)
+
+
 def test_jaxpr_has_no_host_callbacks(setup):
     _, model, params, tables = setup
     bitset, _ = tables["A"]
@@ -255,7 +372,7 @@ def test_jaxpr_has_no_host_callbacks(setup):
 def test_refusals(setup, llama3_vocab):
     vocab, model, params, tables = setup
     free = ac.compile_json_schema_bitset(FREE, vocab)  # a free value: rules, a stack
-    with pytest.raises(aj.RuntimeShapeError, match="capacity=None"):  # not yet with a stack
+    with pytest.raises(aj.TableCapacityError, match="BitsetCapacity.states is 128"):
         ConstraintTables.from_bitset(free, vocab_size=vocab.size, capacity=CAPACITY)
     union = ac.compile_json_schema_bitset(UNIONS["U3"], vocab)
     assert union.program_alts.shape[1] == 2  # a REQUIRE with alternatives: run, up to a capacity
@@ -267,7 +384,9 @@ def test_refusals(setup, llama3_vocab):
     with pytest.raises(ac.BitsetIneligible, match="declared"):
         ac.compile_json_schema_bitset(B, vocab, property_order="declared")
     bt = ac.compile_json_schema_bitset(A, vocab, whitespace="compact")
-    with pytest.raises(aj.TableCapacityError, match="expected states >= "):
+    with pytest.raises(
+        aj.TableCapacityError, match=r"need states=\d+, but BitsetCapacity.states is 8"
+    ):
         ConstraintTables.from_bitset(
             bt, vocab_size=vocab.size, capacity=aj.BitsetCapacity(states=8, classes=128)
         )

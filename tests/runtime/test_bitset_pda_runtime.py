@@ -73,12 +73,27 @@ def test_device_rule_with_a_stack_matches_the_reference(name, jit, compiled, lla
         _walk(t, tables, llama3_vocab, *fns, f"{name}/{seed}")
 
 
-def test_a_capacity_is_refused_with_a_stack(compiled, llama3_vocab):
-    t, tables = compiled["free_value"]
-    with pytest.raises(aj.RuntimeShapeError, match="capacity"):
-        ConstraintTables.from_bitset(
-            t, vocab_size=llama3_vocab.size, capacity=tables.bitset.capacity
-        )
+def test_a_capacity_with_a_stack_gives_one_pytree(compiled, llama3_vocab):
+    """``tables.bitset.capacity`` holds the stack block's sizes: the schemas' tables built
+    with the largest of them have one pytree structure and shapes, and the masks along random
+    walks are the reference's still."""
+    caps = [tables.bitset.capacity for _, tables in compiled.values()]
+    big = aj.BitsetCapacity(
+        **{f.name: max(getattr(c, f.name) for c in caps) for f in dataclasses.fields(caps[0])}
+    )
+    built = {}
+    for name, (t, tables) in compiled.items():
+        assert tables.bitset.capacity.stack == tables.stack_size > 0
+        again = ConstraintTables.from_bitset(t, vocab_size=llama3_vocab.size, capacity=big)
+        assert again.bitset.capacity == big
+        built[name] = again
+    shapes = {
+        name: (jax.tree.structure(x), [a.shape for a in jax.tree.leaves(x)])
+        for name, x in built.items()
+    }
+    assert len({repr(v) for v in shapes.values()}) == 1
+    t, _ = compiled["union"]
+    _walk(t, built["union"], llama3_vocab, jax.jit(aj.allowed_mask), jax.jit(aj.advance), "cap")
 
 
 def test_context_dependent_edges_that_update_the_bits(compiled, llama3_vocab):
@@ -104,3 +119,45 @@ def test_context_dependent_edges_that_update_the_bits(compiled, llama3_vocab):
     for seed in range(3):
         _walk(synth, tables, llama3_vocab, jax.jit(aj.allowed_mask), advance, f"cd/{seed}", 4, 120)
     assert any(seen)  # some walk took a context-dependent edge
+
+
+def test_several_constraints_match_each_ones_reference(compiled, llama3_vocab):
+    """`from_bitset` of the three grammar schemas (K = 3, padded to 4): along random walks
+    each row's mask, state, stack and bits equal its own schema's reference, jitted."""
+    names = sorted(SCHEMAS)
+    ts = [compiled[n][0] for n in names]
+    tables = ConstraintTables.from_bitset(ts, vocab_size=llama3_vocab.size)
+    assert tables.padded_shape[0] == 4 and int(tables.num_constraints) == 3
+    vocab = llama3_vocab
+    mask_fn, advance_fn = jax.jit(aj.allowed_mask), jax.jit(aj.advance)
+    ids = [0, 1, 2, 1, 0, 2]
+    rng = random.Random("several")
+    state = aj.init_state(tables, jnp.asarray(ids, jnp.int32))
+    ref = [(ts[i].start, (), np.zeros(ts[i].words, np.uint32)) for i in ids]
+    steps = 0
+    for _ in range(40):
+        got = np.asarray(mask_fn(tables, state))
+        tokens = []
+        for r, i in enumerate(ids):
+            if bool(state.done[r]):
+                tokens.append(vocab.eos_ids[0])
+                continue
+            q, stack, bits = ref[r]
+            want = reference_pda_mask(ts[i], q, stack, bits)
+            np.testing.assert_array_equal(got[r], want)
+            allowed = [x for x in np.flatnonzero(want).tolist() if x not in vocab.eos_ids]
+            tokens.append(rng.choice(allowed) if allowed else vocab.eos_ids[0])
+        state = advance_fn(tables, state, jnp.asarray(tokens, jnp.int32))
+        for r, i in enumerate(ids):
+            if tokens[r] in vocab.eos_ids:
+                continue
+            ref[r] = reference_pda_advance(ts[i], *ref[r], tokens[r])
+            steps += 1
+            q, stack, bits = ref[r]
+            assert int(state.state[r]) == q and not bool(state.error[r])
+            depth = int(state.depth[r])
+            assert tuple(np.asarray(state.stack[r, :depth]).tolist()) == tuple(stack)
+            np.testing.assert_array_equal(np.asarray(state.bits[r, : bits.shape[0]]), bits)
+        if bool(np.asarray(state.done).all()):
+            break
+    assert steps >= 40  # the rows walked (not all finished at once)
