@@ -144,8 +144,10 @@ DEFERS_CACHE_WRITE = "defers_cache_write"
 """The attribute a step function declares ``write_cache=False`` with (`defers_cache_write`)."""
 
 
-def defers_cache_write(step_fn, cache) -> bool:
-    """Whether the chunked loops may call ``step_fn(..., write_cache=False)``.
+def defers_cache_write(step_fn, cache, backend: str | None = "cpu") -> bool:
+    """Whether the chunked loops call ``step_fn(..., write_cache=False)``: where the step
+    declares it can, and not on an accelerator (`branch_free` of ``backend``; None: the
+    default backend), where the step writes the cache inside the branches.
 
     Such a step only reads the cache and returns, in its place, the update: a pytree of
     the cache's structure whose leaves of rank >= 2 hold the ``T`` new slots on axis 1
@@ -159,7 +161,7 @@ def defers_cache_write(step_fn, cache) -> bool:
     which a bound method reads from its function, or a callable object's class attribute;
     for a `functools.partial`, its function's). Undeclared: False (the step writes).
     """
-    if cache is None:
+    if cache is None or branch_free(backend):
         return False
     target = step_fn
     while True:

@@ -321,7 +321,7 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
     slots = jnp.arange(w_max, dtype=jnp.int32)
     rows = jnp.arange(b)
     with_logits_at = accepts_logits_at(step_fn)
-    deferred = defers_cache_write(step_fn, cache) and len(calls_of) > 1
+    deferred = defers_cache_write(step_fn, cache, config.backend) and len(calls_of) > 1
     deferring = {} if not deferred else dict(write_cache=False)  # see `switch_calls`
     valid = getattr(cache, "valid", None)
     cache_length = None if valid is None else valid.shape[1]
