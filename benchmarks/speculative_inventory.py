@@ -207,7 +207,13 @@ def main(argv=None) -> int:
     parser.add_argument("--max-new-tokens", type=int, default=48)
     parser.add_argument("--hlo", action="store_true", help="also compile and count the HLO")
     parser.add_argument("--dump", default=None, help="a folder to write the compiled HLO to")
+    parser.add_argument(
+        "--as-backend", default=None,
+        help="trace the loops' static choices for this backend (e.g. gpu), compile here",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.as_backend:  # `generate` reads it for `LoopConfig.backend`
+        jax.default_backend = lambda: args.as_backend
     path = default_gguf_path()
     vocab = ac.Vocabulary.from_gguf(path)
     config, params = load_gguf(path, cache_dir=default_cache_dir())
@@ -220,8 +226,10 @@ def main(argv=None) -> int:
     cids = np.asarray([ids[r] for r in rows], np.int32)
     tables = aj.ConstraintTables.from_dfas(dfas, vocab_size=config.vocab_size)
     twins = aj.bare_twins(vocab.tokens, lowercase_stops=True)
-    keys = aj.draft_keys(tokens, twins, aj.bare_spellings(vocab.tokens, vocab.encode, np.unique(tokens)))
-    print(f"backend {jax.default_backend()}, set {args.set}, batch {args.batch}, "
+    keys = aj.draft_keys(
+        tokens, twins, aj.bare_spellings(vocab.tokens, vocab.encode, np.unique(tokens))
+    )
+    print(f"backend {jax.default_backend()} (compiled on {jax.devices()[0].platform}), set {args.set}, batch {args.batch}, "
           f"forced-run width {tables.forced_tokens.shape[-1]}")  # fmt: skip
     rows_out = []
     for name in args.loops.split(","):
