@@ -118,9 +118,7 @@ def main(argv=None) -> int:
         f"{args.clock} time"
     )
     if args.in_loop:
-        print(
-            f"@: in a while_loop's switch, {args.loop_calls} calls per loop, per call; x 1x1{at}"
-        )
+        print(f"@: in a while_loop's switch, {args.loop_calls} calls per loop, per call; x 1x1{at}")
     print("| call | min ms | median ms | x one-token (min) | x one-token (median) |")
     print("|---|---:|---:|---:|---:|")
     for k, ts in times.items():
