@@ -286,7 +286,7 @@ def ff_loop(config: LoopConfig, start: LoopStart, canonical=None, prev0=None, ha
     slots = jnp.arange(w, dtype=jnp.int32)
     rows = jnp.arange(b)
     with_logits_at = accepts_logits_at(step_fn)
-    deferred = defers_cache_write(step_fn, cache) and len(widths) > 1
+    deferred = defers_cache_write(step_fn, cache, config.backend) and len(widths) > 1
     deferring = {} if not deferred else dict(write_cache=False)  # see `switch_calls`
 
     def run_of(st, q):

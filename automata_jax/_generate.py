@@ -383,6 +383,7 @@ def generate(
         fast_forward=fast_forward,
         speculate=speculate,
         lead=lead,
+        backend=jax.default_backend(),
     )
     inputs = LoopInputs(
         params=params,

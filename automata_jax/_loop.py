@@ -25,6 +25,7 @@ __all__ = [
     "LoopConfig",
     "LoopInputs",
     "LoopStart",
+    "branch_free",
     "cache_room",
     "defers_cache_write",
     "switch_calls",
@@ -46,6 +47,9 @@ class LoopConfig:
       speculate: the resolved `Speculate` policy, or None (off).
       lead: F, the width of the start's forced runs fed with the prompt in the prefill
         (`automata_jax._fast_forward.lead_run`), or 0 (not fed).
+      backend: the platform the loop is compiled for (``jax.default_backend()``, which
+        `generate` passes; None: read at trace time); it picks static choices that cost
+        differently on a host and on an accelerator (`branch_free`).
     """
 
     step_fn: Any
@@ -56,6 +60,12 @@ class LoopConfig:
     fast_forward: Any = None
     speculate: Any = None
     lead: int = 0
+    backend: str | None = None
+
+    @property
+    def branch_free(self) -> bool:
+        """`branch_free` for this loop's backend."""
+        return branch_free(self.backend)
 
     def on_batch(self, tree):
         """``tree`` constrained to the batch sharding (unchanged without one)."""
@@ -102,6 +112,26 @@ class LoopStart:
     lead_len: Int[Array, " B"] | None = None  # its length per row (0: none)
 
 
+ACCELERATORS = ("gpu", "cuda", "rocm", "tpu")
+"""The backends on which the loops avoid branches (`branch_free`)."""
+
+
+def branch_free(backend: str | None = None) -> bool:
+    """Whether the loops compiled for ``backend`` (default: ``jax.default_backend()``) avoid
+    conditionals: True on an accelerator (GPU, TPU), False on the CPU.
+
+    On XLA:GPU a ``lax.cond``/``lax.switch`` (and each trip of a ``while_loop``) reads its
+    predicate back to the host before it launches the branch, so an accelerator computes
+    both sides of a cheap choice and selects (``jnp.where``), and writes the cache *inside*
+    the width switch's branches (measured on an H200: a one-token call in a while loop's
+    switch 0.89x, a 5-wide call with 5 logit slots 0.84x of the same call written after
+    the switch). On the CPU, XLA copies a cache that a branch writes, and skipping a
+    branch's work saves it, so there the loops keep their conditionals and write the
+    cache after the switch (`defers_cache_write`)."""
+    backend = jax.default_backend() if backend is None else backend
+    return backend.lower() in ACCELERATORS
+
+
 def cache_room(cache, cache_length) -> Int[Array, ""]:
     """Cache slots left for the chunked loops' width choice (2**30 without a cache, or
     without a known length)."""
@@ -114,8 +144,10 @@ DEFERS_CACHE_WRITE = "defers_cache_write"
 """The attribute a step function declares ``write_cache=False`` with (`defers_cache_write`)."""
 
 
-def defers_cache_write(step_fn, cache) -> bool:
-    """Whether the chunked loops may call ``step_fn(..., write_cache=False)``.
+def defers_cache_write(step_fn, cache, backend: str | None = "cpu") -> bool:
+    """Whether the chunked loops call ``step_fn(..., write_cache=False)``: where the step
+    declares it can, and not on an accelerator (`branch_free` of ``backend``; None: the
+    default backend), where the step writes the cache inside the branches.
 
     Such a step only reads the cache and returns, in its place, the update: a pytree of
     the cache's structure whose leaves of rank >= 2 hold the ``T`` new slots on axis 1
@@ -129,7 +161,7 @@ def defers_cache_write(step_fn, cache) -> bool:
     which a bound method reads from its function, or a callable object's class attribute;
     for a `functools.partial`, its function's). Undeclared: False (the step writes).
     """
-    if cache is None:
+    if cache is None or branch_free(backend):
         return False
     target = step_fn
     while True:

@@ -58,6 +58,7 @@ otherwise slots left invalid by rewinds (and by fast-forward's padding) would sh
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -320,7 +321,7 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
     slots = jnp.arange(w_max, dtype=jnp.int32)
     rows = jnp.arange(b)
     with_logits_at = accepts_logits_at(step_fn)
-    deferred = defers_cache_write(step_fn, cache) and len(calls_of) > 1
+    deferred = defers_cache_write(step_fn, cache, config.backend) and len(calls_of) > 1
     deferring = {} if not deferred else dict(write_cache=False)  # see `switch_calls`
     valid = getattr(cache, "valid", None)
     cache_length = None if valid is None else valid.shape[1]
@@ -377,28 +378,55 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
         return jax.tree.map(lambda leaf: leaf[idx, rows], tree)
 
     def walk(st, tokens, count):
-        """States after ``tokens[:, :j]`` for j = 0..D (rows stop at ``count``): [D+1, B]."""
+        """States after ``tokens[:, :j]`` for j = 0..D (rows stop at ``count``): [D+1, B].
 
-        def one(s, j):
-            moved = advance(tables, s, tokens[:, j])
-            s = jax.tree.map(lambda new, old: jnp.where(_rows(j < count, new), new, old), moved, s)
-            return s, s
+        On an accelerator (`LoopConfig.branch_free`), unrolled over the static D: on XLA:GPU
+        each trip of a loop reads its predicate back to the host and launches its own
+        kernels; unrolled, XLA fuses the steps. On the CPU, a `lax.scan` (a trip costs
+        little there, and one traced step compiles much faster than D for a pushdown
+        automaton's stack)."""
+        if not config.branch_free:
 
-        _, after = jax.lax.scan(one, st, jnp.arange(tokens.shape[1]))
-        return jax.tree.map(lambda s0, rest: jnp.concatenate([s0[None], rest]), st, after)
+            def one(s, j):
+                moved = advance(tables, s, tokens[:, j])
+                s = jax.tree.map(
+                    lambda new, old: jnp.where(_rows(j < count, new), new, old), moved, s
+                )
+                return s, s
 
-    def in_language(st, drafts, k, with_state=False):
-        """The draft cut at its first token that leaves the language (or is EOS); with
-        ``with_state``, also the state after the cut draft."""
+            _, after = jax.lax.scan(one, st, jnp.arange(tokens.shape[1]))
+            return jax.tree.map(lambda s0, rest: jnp.concatenate([s0[None], rest]), st, after)
+        states = [st]
+        for j in range(tokens.shape[1]):
+            moved = advance(tables, states[-1], tokens[:, j])
+            states.append(
+                jax.tree.map(
+                    lambda new, old, j=j: jnp.where(_rows(j < count, new), new, old),
+                    moved,
+                    states[-1],
+                )
+            )
+        return jax.tree.map(lambda *leaves: jnp.stack(leaves), *states)
+
+    def upto(states, n, length):
+        """``walk(st, tokens, n)`` from ``states = walk(st, tokens, count)`` for ``n <=
+        count`` (int32[B]): state ``min(j, n)`` at each j < ``length`` ([length, B])."""
+        idx = jnp.minimum(jnp.arange(length, dtype=jnp.int32)[:, None], n[None, :])
+        return jax.tree.map(lambda leaf: leaf[idx, rows[None, :]], states)
+
+    def in_language(st, drafts, k):
+        """The draft cut at its first token that leaves the language (or is EOS): (drafts,
+        count [B], the states walked over the uncut draft, [D+1, B])."""
         states = walk(st, drafts, k)
         ok = ~states.done[1:] & ~states.error[1:]  # [D, B]
         k = jnp.minimum(k, jnp.sum(jnp.cumprod(ok.astype(jnp.int32), axis=0), axis=0))
-        return (drafts, k, select(states, k)) if with_state else (drafts, k)
+        return drafts, k, states
 
     def add_structure(drafts, k, at, room):
         """The draft ``drafts[:, :k]`` (ending in state ``at``) and, where ``at`` has a
         structural draft (`ConstraintTables.structure_drafts`) and no forced run, that
-        token after it, within ``room`` slots. Returns (drafts int32[B, D], count [B])."""
+        token after it, within ``room`` slots. Returns (drafts int32[B, D], count [B],
+        where one was added [B], the state after it [B])."""
         kk = jnp.clip(at.constraint, 0, num_k - 1)
         token = tables.structure_drafts[kk, jnp.clip(at.state, 0, num_q - 1)]
         moved = advance(tables, at, jnp.maximum(token, 0))
@@ -409,19 +437,20 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
             drafts = jnp.concatenate([drafts, jnp.zeros((b, d_max - width), jnp.int32)], axis=1)
         pos = jnp.arange(d_max, dtype=jnp.int32)[None, :]
         drafts = jnp.where(ok[:, None] & (pos == k[:, None]), token[:, None], drafts)
-        return drafts, k + ok.astype(jnp.int32)
+        return drafts, k + ok.astype(jnp.int32), ok, moved
 
-    def end_the_copy(st, drafts, k_cut, k_lang, stop, room, lone):
+    def end_the_copy(st, drafts, k_cut, k_lang, stop, room, lone, walked):
         """The draft after a copy that stops: where the lookup's copy starts a new clause
         (``stop``) or has a token the constraint rejects (``k_lang < k_cut``), it goes on
         with the state's exit token (`ConstraintTables.exit_tokens`) and the forced run
         after it, up to ``room`` tokens; then it is cut to the language again. Where
         ``lone`` (bool[B]) and nothing is copied, the draft is that exit and run alone.
-        Elsewhere it is the copy (``k_lang`` tokens). Returns (drafts int32[B, D], count
-        [B])."""
+        Elsewhere it is the copy (``k_lang`` tokens). ``walked``: the states over the copy
+        (``walk(st, drafts, k_cut)``). Returns `in_language`'s (drafts int32[B, D], count
+        [B], states [D+1, B])."""
         ends = (stop < k_cut) | (k_lang < k_cut) | (lone & (k_cut == 0))
-        copied = jnp.minimum(stop, k_lang)  # < K where the copy ends
-        at = select(walk(st, drafts, copied), copied)  # the state where the copy stops
+        copied = jnp.minimum(stop, k_lang)  # < K where the copy ends; <= k_cut
+        at = select(walked, copied)  # the state where the copy stops
         kk = jnp.clip(at.constraint, 0, num_k - 1)
         exit_token = tables.exit_tokens[kk, jnp.clip(at.state, 0, num_q - 1)]
         ok = ends & (at.constraint >= 0) & ~at.done & (exit_token >= 0) & ~forces(at)
@@ -433,14 +462,15 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
         ended = jnp.where(pos == copied[:, None], exit_token[:, None], ended)
         drafts = jnp.where(ok[:, None], ended, copy)
         count = jnp.where(ok, jnp.minimum(copied + 1 + n, jnp.maximum(room, 0)), k_lang)
-        return in_language(st, drafts, count, with_state=use_struct)
+        return in_language(st, drafts, count)
 
     def emit(x, st, written, accepted_rate, buffer, room):
         """The next call's tokens per row: the head (written to the buffer now) + a draft.
 
         Returns (tokens [B, W], head count [B], state after the head, lengths increment
         [B], feed [B] (head + draft, 0 for rows that will not choose again), branch index,
-        buffer, written [B]).
+        buffer, written [B], the states after each prefix of the draft where one is fed
+        ([D+1, B], from the state after the whole head)).
         """
         active = ~st.done & (written < num_steps)
         budget = num_steps - written
@@ -501,7 +531,7 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
         if not spec.structure_copies:  # a head ending with a forced run: no copy after it
             looks = looks & ~(pre | (sampling & (post_n > 0)))
         k_cut = jnp.where(looks, jnp.minimum(k, budget - head_n), 0)
-        drafts, k, *at_end = in_language(full_head, drafts, k_cut, with_state=use_struct)
+        drafts, k, walked = in_language(full_head, drafts, k_cut)
         if use_exits:
             # After a chosen token with no forced run (inside a value), an empty copy
             # may still end the value (`Speculate.lone_exits`).
@@ -509,14 +539,25 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
             if not spec.structure_copies:  # not after a token the row already wrote (`":"`)
                 wrote = jnp.arange(capacity, dtype=jnp.int32)[None, :] < written[:, None]
                 lone = lone & ~jnp.any(wrote & (buffer == x[:, None]), axis=1)
-            drafts, k, *at_end = end_the_copy(
-                full_head, drafts, k_cut, k, stop, budget - head_n, lone
+            drafts, k, walked = end_the_copy(
+                full_head, drafts, k_cut, k, stop, budget - head_n, lone, walked
             )
+        # The states after each prefix of the draft (`walk(full_head, drafts, k)`), from
+        # the walk already made: [D+1, B].
+        walked = upto(walked, k, d_max + 1)
         if use_struct:  # rows whose draft ends where the constraint spells its structure
-            drafts, k = add_structure(
-                drafts, k, at_end[0], jnp.where(active & ~full_head.done, budget - head_n, 0)
+            at_end = select(walked, k)
+            drafts, k_struct, added, moved_on = add_structure(
+                drafts, k, at_end, jnp.where(active & ~full_head.done, budget - head_n, 0)
             )
-        need = ~forces(walk(full_head, drafts, k))  # [D+1, B]: slot j's choice needs logits
+            past = added[None, :] & (jnp.arange(d_max + 1)[:, None] > k[None, :])
+            walked = jax.tree.map(
+                lambda after, base: jnp.where(_rows(past, base), after[None], base),
+                moved_on,
+                walked,
+            )
+            k = k_struct
+        need = ~forces(walked)  # [D+1, B]: slot j's choice needs logits
         need_upto = jnp.cumsum(need.astype(jnp.int32), axis=0).T  # [B, D+1]
 
         # The width: expected saved row calls against the branch's extra cost.
@@ -563,7 +604,7 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
         counted = h - is_eos.astype(jnp.int32)
         written = written + h
         feed = jnp.where(~after_head.done & (written < num_steps), h + d, 0)
-        return tokens, h, on_batch(after_head), counted, feed, choice, buffer, written
+        return tokens, h, on_batch(after_head), counted, feed, choice, buffer, written, walked
 
     def call(tokens, at, feed, positions, cache, choice):
         """Feeds each row's ``feed`` tokens in branch ``choice``; the logits at slots ``at``
@@ -594,15 +635,23 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
         fns = [branch(w, j) for w, j in calls_of]
         return switch_calls(choice, fns, [w for w, _ in calls_of], cache, deferred)
 
-    def fed_drafts(st, tokens, head, feed):
+    def fed_drafts(st, tokens, head, feed, walked):
         """The fed drafts (int32[B, D], count [B]), the states after each prefix of them
         ([D+1, B]), where those force a run, and the logit slots: ``sel`` (int32[B, J]), the
         draft prefixes whose next token needs logits (the first J; the rest repeat the
-        last), and ``rank`` ([D+1, B]), the logit slot of each prefix's choice."""
+        last), and ``rank`` ([D+1, B]), the logit slot of each prefix's choice.
+
+        The states are `emit`'s walk over the draft (``walked``; a row feeds a draft only
+        after its whole head, from the state ``walked[0]``), cut to the fed count: no
+        second walk."""
         d = jnp.maximum(feed - head, 0)
         at_draft = jnp.clip(head[:, None] + jnp.arange(d_max)[None, :], 0, w_max - 1)
         drafts = jnp.take_along_axis(tokens, at_draft, axis=1)  # [B, D]; valid below d
-        states = walk(st, drafts, d)  # [D+1, B]
+        states = jax.tree.map(
+            lambda cut, now: jnp.where(_rows(d > 0, now), cut, now[None]),
+            upto(walked, d, d_max + 1),
+            st,
+        )  # [D+1, B]: walk(st, drafts, d)
         forced = forces(states)
         prefix = jnp.arange(d_max + 1, dtype=jnp.int32)[:, None]
         need = ~forced & (prefix <= d[None, :])
@@ -625,7 +674,10 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
         def first_slot(_):  # no row fed a draft: mask and sample one slot, as fast-forward
             return jnp.broadcast_to(choose(keys[0], st, logits[:, 0]), (d_max + 1, b))
 
-        chosen = jax.lax.cond(jnp.any(d > 0), every_slot, first_slot, None)  # [D+1, B]
+        if config.branch_free:  # no predicate read back: every slot, drafts or not
+            chosen = every_slot(None)  # [D+1, B] (with no draft: first_slot's, at slot 0)
+        else:
+            chosen = jax.lax.cond(jnp.any(d > 0), every_slot, first_slot, None)  # [D+1, B]
         same = (chosen[:d_max] == drafts.T) & (jnp.arange(d_max)[:, None] < d[None, :])
         m = jnp.sum(jnp.cumprod(same.astype(jnp.int32), axis=0), axis=0)
         return chosen[m, rows], m, select(states, m)
@@ -647,13 +699,14 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
 
     def carry_after(x, state, written, rates, buffer, cache, lengths, **rest) -> SpeculativeState:
         """Emits the chosen tokens and the next drafts; the carry that feeds them next."""
-        tokens, head, state, counted, feed, choice, buffer, written = emit(
+        tokens, head, state, counted, feed, choice, buffer, written, walked = emit(
             x, state, written, rates, buffer, room_of(cache)
         )
         return SpeculativeState(
             tokens=tokens,
             head=head,
             state=state,
+            walked=walked,
             feed=feed,
             choice=choice,
             buffer=buffer,
@@ -683,7 +736,9 @@ def spec_loop(config: LoopConfig, start: LoopStart, *, prompt_tokens, prompt_mas
 
     def body(c: SpeculativeState) -> SpeculativeState:
         start = None if c.cache is None else c.cache.end_index
-        drafts, d, states, forced, sel, rank = fed_drafts(c.state, c.tokens, c.head, c.feed)
+        drafts, d, states, forced, sel, rank = fed_drafts(
+            c.state, c.tokens, c.head, c.feed, c.walked
+        )
         at = jnp.maximum(c.head - 1, 0)[:, None] + sel
         logits, cache = call(c.tokens, at, c.feed, c.position, c.cache, c.choice)
         x, m, state = verify(c.step, logits, c.state, drafts, d, states, forced, sel, rank)
@@ -739,9 +794,13 @@ class SpeculativeState(FastForwardState):
       calls: int32[B], model calls whose logits the row used (the prefill too).
       drafted: int32[B], draft tokens fed to the model.
       accepted: int32[B], draft tokens kept.
+      walked: the `ConstraintState` after each prefix of the next call's draft, from the
+        state after the whole head ([D+1, B] leaves; where a row feeds a draft, its first
+        ``feed - head`` prefixes are those of the fed tokens).
     """
 
     head: Int[Array, " B"]
+    walked: Any
     drafted: Int[Array, " B"]
     accepted: Int[Array, " B"]
 

@@ -11,7 +11,7 @@
 #   .whl/             gguf, lark, jsonschema and its dependencies (missing on the image)
 #
 # Usage: bash benchmarks/device/gpu_session.sh OUTDIR [STEPS]   (STEPS: comma list of
-# smoke,costs,spec,bitset,decode; default all). Each step has its own time limit, so one
+# smoke,costs,spec,loopwork,bitset,decode; default all but loopwork). Each step has its own time limit, so one
 # slow step cannot take the others' time.
 set -u
 OUT=${1:?output folder}
@@ -67,6 +67,17 @@ if step spec; then  # records/s: fast-forward alone vs with drafts, real model, 
     --max-new-tokens 48 --repeats 3 --call-costs "$OUT/costs_gpu.json" \
     --loops ff,ff+spec+lcspell,ff+spec_eager+lcspell \
     --output "$OUT/speculative_gpu.json"
+fi
+if step loopwork; then  # issue 22, session 13: the loops' own work per iteration on this GPU
+  # control flow and kernels per decode iteration outside the model (compiled for this GPU)
+  run inventory 150 python3 benchmarks/speculative_inventory.py --hlo
+  costs=(); [ -f "$OUT/costs_gpu.json" ] && costs=(--call-costs "$OUT/costs_gpu.json")
+  # spec_never: the speculative loop with nothing ever drafted, against fast-forward (0.69-0.73x
+  # before session 13's unrolled walks and branch-free verification)
+  run loopwork 300 python3 benchmarks/speculative_bench.py --sets extract,heldout --limit 16 \
+    --max-new-tokens 48 --repeats 3 "${costs[@]}" \
+    --loops ff,ff+spec+lcspell,ff+spec_never+lcspell,ff+spec_eager+lcspell \
+    --output "$OUT/loopwork_gpu.json"
 fi
 if step bitset; then  # the bitset mask against the gather masks, changie, Llama-3
   run bitset 120 python3 benchmarks/bitset_mask_bench.py --schema-file .dev/changie.json

@@ -714,6 +714,59 @@ def test_an_update_written_later_equals_the_cache_written_in_the_step():
 
 
 @pytest.mark.parametrize("speculate", [False, True])
+def test_the_cache_write_placement_follows_the_backend(speculate, monkeypatch):
+    """On the CPU the loops write the cache after their width switch (no whole-cache copy),
+    on an accelerator inside the branches (`automata_jax._loop.branch_free`: measured
+    cheaper on an H200), chosen statically at trace time; outputs are identical."""
+    import re
+
+    import automata_compile as ac
+    import automata_jax as aj
+    from automata_jax._loop import branch_free, defers_cache_write
+
+    model = Gemma3(CFG)
+    cache = model.init_cache(2, 8)
+    assert not branch_free("cpu") and branch_free("gpu") and branch_free("tpu")
+    assert defers_cache_write(model.apply_step, cache, "cpu")
+    assert not defers_cache_write(model.apply_step, cache, "gpu")
+    assert not defers_cache_write(model.apply_step, cache, "tpu")
+    params = model.init_params(jax.random.key(1), std=0.3)
+    pieces = [b"a", b"b", b"ab", b"c", b"ba"] + [None] * (VOCAB - 5)  # 5: EOS
+    vocab = ac.Vocabulary.from_bytes(pieces, eos_ids=[5], special_ids=[5])
+    tables = aj.ConstraintTables.from_dfas(
+        [ac.compile_regex(r"(ab|ba)c(ab|ba)(a|b|c)*", vocab)], vocab_size=VOCAB
+    )
+    tokens, mask = aj.pad_prompts([[1, 2, 3, 4, 1, 2, 3, 4, 2], [3, 4, 1, 2]])
+    outs, copies = [], []
+    for backend in ("cpu", "gpu"):
+        monkeypatch.setattr(jax, "default_backend", lambda backend=backend: backend)
+        fn = jax.jit(
+            lambda p: aj.generate(
+                model.apply_step,
+                p,
+                tokens,
+                tables,
+                jnp.zeros((2,), jnp.int32),
+                sampler=aj.Greedy(),
+                max_new_tokens=16,
+                rng=jax.random.key(0),
+                prompt_mask=mask,
+                cache=model.init_cache,
+                fast_forward=True,
+                speculate=speculate,
+            )  # fmt: skip
+        )
+        text = fn.lower(params).compile().as_text()
+        layer = rf"f32\[2,(\d+),{CFG.num_kv_heads},{CFG.head_dim}\]\{{[^}}]*\}} copy\("
+        copies.append([int(s) for s in re.findall(layer, text) if int(s) > 16])
+        out = fn(params)
+        outs.append((np.asarray(out.tokens), np.asarray(out.lengths)))
+    assert copies[0] == [] and copies[1], copies  # in-branch writes copy the cache on the CPU
+    np.testing.assert_array_equal(outs[0][0], outs[1][0])
+    np.testing.assert_array_equal(outs[0][1], outs[1][1])
+
+
+@pytest.mark.parametrize("speculate", [False, True])
 def test_the_loops_write_the_cache_after_their_switch(speculate):
     """The compiled loop has no copy of a whole layer cache (XLA copied every layer's keys
     and values per call when the step wrote them inside the ``lax.switch`` over call

@@ -3,6 +3,7 @@ the language, exact masks after rewinds, exact sampling distribution, a rewound 
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 from pathlib import Path
@@ -345,6 +346,74 @@ def test_jaxpr_has_no_host_callbacks_and_no_retrace(dfas, params, spec):
     out = _run(params, other, [1, 0], [[2], [5]], 8, fast_forward=True, speculate=spec)
     assert _generate._generate_jit._cache_size() == before
     assert not out.states.error.any()
+
+
+def _control_flow(jaxpr, skip_file, counts=None):
+    """Counts of the control-flow primitives (``while``, ``scan``, ``cond``) in ``jaxpr``
+    and its sub-jaxprs, except those traced from ``skip_file`` (the model's own)."""
+    counts = {"while": 0, "scan": 0, "cond": 0} if counts is None else counts
+    for eqn in getattr(jaxpr, "jaxpr", jaxpr).eqns:
+        tb = eqn.source_info.traceback
+        if tb is not None and any(f.file_name == skip_file for f in tb.frames):
+            continue
+        if eqn.primitive.name in counts:
+            counts[eqn.primitive.name] += 1
+        for param in eqn.params.values():
+            for sub in param if isinstance(param, (list, tuple)) else (param,):
+                if isinstance(sub, (jax.extend.core.ClosedJaxpr, jax.extend.core.Jaxpr)):
+                    _control_flow(sub, skip_file, counts)
+    return counts
+
+
+def _decode_loop(jaxpr):
+    """The (outermost) ``while`` equation of a jaxpr: the decode loop."""
+    for eqn in getattr(jaxpr, "jaxpr", jaxpr).eqns:
+        if eqn.primitive.name == "while":
+            return eqn
+        for param in eqn.params.values():
+            for sub in param if isinstance(param, (list, tuple)) else (param,):
+                if isinstance(sub, (jax.extend.core.ClosedJaxpr, jax.extend.core.Jaxpr)):
+                    found = _decode_loop(sub)
+                    if found is not None:
+                        return found
+    return None
+
+
+@pytest.mark.parametrize("backend", ["cpu", "gpu"])
+@pytest.mark.parametrize("spec", [True, MEASURED])
+def test_the_loop_body_has_no_inner_loops_and_few_branches(
+    dfas, params, spec, backend, monkeypatch
+):
+    """Per iteration, the speculative loop walks its draft twice (reused, not walked again
+    for the exit, the structural draft and the verification), with no inner loop on an
+    accelerator (the walks unrolled over the static draft length: on XLA:GPU each trip of a
+    loop reads its predicate back to the host) and two scans on the CPU; it has two
+    conditionals on the CPU, the width switch and the verification's skip of the slots no
+    row drafted, and one on an accelerator (the switch: the verification computes every
+    slot and selects; `automata_jax._loop.branch_free`); greedy outputs are the same."""
+    monkeypatch.setattr(jax, "default_backend", lambda: backend)
+    tables = ConstraintTables.from_dfas(dfas[:2], vocab_size=V)
+    tokens, mask = aj.pad_prompts([[1, 2, 1, 2, 3], [3, 1, 2]], pad_id=PAD)
+
+    def fn(params):
+        return aj.generate(
+            MODEL.apply_step, params, tokens, tables, jnp.array([0, 1]), sampler=Greedy(),
+            max_new_tokens=8, rng=jax.random.key(0), prompt_mask=mask, cache=MODEL.init_cache,
+            pad_id=PAD, fast_forward=True, speculate=spec,
+        )  # fmt: skip
+
+    loop = _decode_loop(jax.make_jaxpr(fn)(params))
+    model_file = inspect.getsourcefile(type(MODEL))
+    body = _control_flow(loop.params["body_jaxpr"], model_file)
+    # the CPU: two walks (the copy's and the whole draft's) as scans, and the two conds
+    expected = (
+        {"while": 0, "scan": 2, "cond": 2}
+        if backend == "cpu"
+        else {"while": 0, "scan": 0, "cond": 1}
+    )
+    assert body == expected, body
+    off = _run(params, tables, [0, 1], [[1, 2, 1, 2, 3], [3, 1, 2]], 8, fast_forward=True)
+    np.testing.assert_array_equal(jax.jit(fn)(params).tokens, off.tokens)
 
 
 def test_bad_policies_and_caches():
