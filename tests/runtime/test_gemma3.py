@@ -713,15 +713,50 @@ def test_an_update_written_later_equals_the_cache_written_in_the_step():
         position += size - back
 
 
+def _cache_copy_run(step, params, speculate):
+    """Greedy `generate` under a small regex with ``step``: its outputs (tokens, lengths), and
+    the compiled loop's copies of a whole layer cache (their slot counts, past 16)."""
+    import re
+
+    import automata_compile as ac
+    import automata_jax as aj
+
+    model = Gemma3(CFG)
+    pieces = [b"a", b"b", b"ab", b"c", b"ba"] + [None] * (VOCAB - 5)  # 5: EOS
+    vocab = ac.Vocabulary.from_bytes(pieces, eos_ids=[5], special_ids=[5])
+    tables = aj.ConstraintTables.from_dfas(
+        [ac.compile_regex(r"(ab|ba)c(ab|ba)(a|b|c)*", vocab)], vocab_size=VOCAB
+    )
+    tokens, mask = aj.pad_prompts([[1, 2, 3, 4, 1, 2, 3, 4, 2], [3, 4, 1, 2]])
+    fn = jax.jit(
+        lambda p: aj.generate(
+            step,
+            p,
+            tokens,
+            tables,
+            jnp.zeros((2,), jnp.int32),
+            sampler=aj.Greedy(),
+            max_new_tokens=16,
+            rng=jax.random.key(0),
+            prompt_mask=mask,
+            cache=model.init_cache,
+            fast_forward=True,
+            speculate=speculate,
+        )  # fmt: skip
+    )
+    text = fn.lower(params).compile().as_text()
+    layer = rf"f32\[2,(\d+),{CFG.num_kv_heads},{CFG.head_dim}\]\{{[^}}]*\}} copy\("
+    copies = [int(n) for n in re.findall(layer, text) if int(n) > 16]
+    out = fn(params)
+    return (np.asarray(out.tokens), np.asarray(out.lengths)), copies
+
+
 @pytest.mark.parametrize("speculate", [False, True])
 def test_the_cache_write_placement_follows_the_backend(speculate, monkeypatch):
     """On the CPU the loops write the cache after their width switch (no whole-cache copy),
     on an accelerator inside the branches (`automata_jax._loop.branch_free`: measured
     cheaper on an H200), chosen statically at trace time; outputs are identical."""
-    import re
 
-    import automata_compile as ac
-    import automata_jax as aj
     from automata_jax._loop import branch_free, defers_cache_write
 
     model = Gemma3(CFG)
@@ -731,36 +766,12 @@ def test_the_cache_write_placement_follows_the_backend(speculate, monkeypatch):
     assert not defers_cache_write(model.apply_step, cache, "gpu")
     assert not defers_cache_write(model.apply_step, cache, "tpu")
     params = model.init_params(jax.random.key(1), std=0.3)
-    pieces = [b"a", b"b", b"ab", b"c", b"ba"] + [None] * (VOCAB - 5)  # 5: EOS
-    vocab = ac.Vocabulary.from_bytes(pieces, eos_ids=[5], special_ids=[5])
-    tables = aj.ConstraintTables.from_dfas(
-        [ac.compile_regex(r"(ab|ba)c(ab|ba)(a|b|c)*", vocab)], vocab_size=VOCAB
-    )
-    tokens, mask = aj.pad_prompts([[1, 2, 3, 4, 1, 2, 3, 4, 2], [3, 4, 1, 2]])
     outs, copies = [], []
     for backend in ("cpu", "gpu"):
         monkeypatch.setattr(jax, "default_backend", lambda backend=backend: backend)
-        fn = jax.jit(
-            lambda p: aj.generate(
-                model.apply_step,
-                p,
-                tokens,
-                tables,
-                jnp.zeros((2,), jnp.int32),
-                sampler=aj.Greedy(),
-                max_new_tokens=16,
-                rng=jax.random.key(0),
-                prompt_mask=mask,
-                cache=model.init_cache,
-                fast_forward=True,
-                speculate=speculate,
-            )  # fmt: skip
-        )
-        text = fn.lower(params).compile().as_text()
-        layer = rf"f32\[2,(\d+),{CFG.num_kv_heads},{CFG.head_dim}\]\{{[^}}]*\}} copy\("
-        copies.append([int(s) for s in re.findall(layer, text) if int(s) > 16])
-        out = fn(params)
-        outs.append((np.asarray(out.tokens), np.asarray(out.lengths)))
+        out, copied = _cache_copy_run(model.apply_step, params, speculate)
+        outs.append(out)
+        copies.append(copied)
     assert copies[0] == [] and copies[1], copies  # in-branch writes copy the cache on the CPU
     np.testing.assert_array_equal(outs[0][0], outs[1][0])
     np.testing.assert_array_equal(outs[0][1], outs[1][1])
@@ -771,10 +782,7 @@ def test_the_loops_write_the_cache_after_their_switch(speculate):
     """The compiled loop has no copy of a whole layer cache (XLA copied every layer's keys
     and values per call when the step wrote them inside the ``lax.switch`` over call
     widths), and its outputs equal a loop whose step writes inside the branches."""
-    import re
 
-    import automata_compile as ac
-    import automata_jax as aj
     from automata_jax._loop import defers_cache_write
 
     model = Gemma3(CFG)
@@ -792,35 +800,11 @@ def test_the_loops_write_the_cache_after_their_switch(speculate):
             return model.apply_step(*args, **kwargs)
 
     params = model.init_params(jax.random.key(0), std=0.3)
-    pieces = [b"a", b"b", b"ab", b"c", b"ba"] + [None] * (VOCAB - 5)  # 5: EOS
-    vocab = ac.Vocabulary.from_bytes(pieces, eos_ids=[5], special_ids=[5])
-    tables = aj.ConstraintTables.from_dfas(
-        [ac.compile_regex(r"(ab|ba)c(ab|ba)(a|b|c)*", vocab)], vocab_size=VOCAB
-    )
-    tokens, mask = aj.pad_prompts([[1, 2, 3, 4, 1, 2, 3, 4, 2], [3, 4, 1, 2]])
     outs, copies = [], []
     for step in (model.apply_step, WritesInBranch()):
-        fn = jax.jit(
-            lambda p, step=step: aj.generate(
-                step,
-                p,
-                tokens,
-                tables,
-                jnp.zeros((2,), jnp.int32),
-                sampler=aj.Greedy(),
-                max_new_tokens=16,
-                rng=jax.random.key(0),
-                prompt_mask=mask,
-                cache=model.init_cache,
-                fast_forward=True,
-                speculate=speculate,
-            )  # fmt: skip
-        )
-        text = fn.lower(params).compile().as_text()
-        layer = rf"f32\[2,(\d+),{CFG.num_kv_heads},{CFG.head_dim}\]\{{[^}}]*\}} copy\("
-        copies.append([int(s) for s in re.findall(layer, text) if int(s) > 16])
-        out = fn(params)
-        outs.append((np.asarray(out.tokens), np.asarray(out.lengths)))
+        out, copied = _cache_copy_run(step, params, speculate)
+        outs.append(out)
+        copies.append(copied)
     assert copies[0] == [] and copies[1], copies  # whole-cache copies: none now, some before
     np.testing.assert_array_equal(outs[0][0], outs[1][0])
     np.testing.assert_array_equal(outs[0][1], outs[1][1])
