@@ -37,6 +37,7 @@ _EXPORTS = {
     "UnsupportedSchemaError": "_errors",
     "InvalidSchemaError": "_errors",
     "OrderFallbackWarning": "_errors",
+    "SubsetWarning": "_errors",
     "VocabularyError": "_errors",
     "GGUFError": "_errors",
     "IncompatibleVocabularyError": "_errors",

@@ -97,6 +97,14 @@ def _parser() -> argparse.ArgumentParser:
         "(an object past its budget: declared order, with a warning); 'strict_any': any "
         "order or refuse; 'declared': in the schema's order only (a smaller automaton)",
     )
+    js.add_argument(
+        "--subsets",
+        choices=("warn", "refuse"),
+        default="warn",
+        help="'warn' (default): a keyword that cannot be enforced exactly but has a sound "
+        "subset (every accepted text valid) is compiled as that subset, with a warning "
+        "naming it; 'refuse': such a schema is refused instead",
+    )
     gr = sub.add_parser(
         "grammar",
         help="compile a Lark grammar file ('-' reads stdin) or a built-in: json, arithmetic",
@@ -204,6 +212,7 @@ def _compile(args: argparse.Namespace, vocab):
             vocab,
             strict=not args.lenient,
             property_order=args.property_order,
+            subsets=args.subsets,
             max_states=args.max_states,
         )
 

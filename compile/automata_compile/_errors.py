@@ -66,15 +66,26 @@ class UnsupportedSchemaError(AutomataError, ValueError):
         return str(self).replace(self.API_KNOB, knob)
 
 
-class OrderFallbackWarning(UserWarning):
+class SubsetWarning(UserWarning):
+    """A JSON Schema keyword is enforced as a named sound subset of its language: every
+    accepted text is valid, some valid texts are not accepted (the default where exactness
+    must give way; ``subsets="refuse"`` raises `UnsupportedSchemaError` instead).
+    ``keyword``: the schema keyword; ``pointer``: its JSON pointer (``""`` for the root)."""
+
+    def __init__(self, message: str, pointer: str = "", *, keyword: str = ""):
+        super().__init__(message)
+        self.pointer = pointer
+        self.keyword = keyword
+
+
+class OrderFallbackWarning(SubsetWarning):
     """A JSON Schema object is accepted in its declared property order only, where
     ``property_order="any"`` asked for any order but the object (or the schema with it)
     outgrew its automaton budget: a sound subset (every accepted text is valid).
     ``pointer``: the object's JSON pointer (``""`` for the root)."""
 
     def __init__(self, message: str, pointer: str = ""):
-        super().__init__(message)
-        self.pointer = pointer
+        super().__init__(message, pointer, keyword="properties")
 
 
 class InvalidSchemaError(AutomataError, ValueError):

@@ -30,6 +30,7 @@ EXPECTED_ALL = [
     "LeftRecursionError",
     "OrderFallbackWarning",
     "StateBudgetExceededError",
+    "SubsetWarning",
     "TOOL_CALL_FORMATS",
     "TableFormatError",
     "TokenDFA",

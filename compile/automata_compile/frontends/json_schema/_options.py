@@ -115,6 +115,12 @@ Options (all keyword-only):
     ``properties``, the object's pointer, its number of properties). In practice: up to
     4-5 properties with short values, fewer with long bounded strings or free
     ``additionalProperties`` (see BENCHMARKS.md).
+  subsets: ``"warn"`` (default) or ``"refuse"``. Where a keyword cannot be enforced exactly
+    but a sound subset of its language can (every accepted text valid, some valid texts
+    left out), ``"warn"`` compiles the subset and emits one `SubsetWarning` naming the
+    keyword, its JSON pointer and what is left out; ``"refuse"`` raises
+    `UnsupportedSchemaError` there instead, for users who want the exact language or
+    nothing. (Objects past their any-order budget follow ``property_order``.)
 
 Formats enforced exactly: ``date-time``, ``date``, ``time`` (see ``leap_seconds``),
 ``duration``, ``email`` (RFC 5321 mailbox, address literals included), ``ipv4``, ``ipv6``,
@@ -186,6 +192,8 @@ def parse_options(kw) -> _Options:
         raise ValueError(
             f"property_order must be 'any', 'strict_any' or 'declared', got {opts.property_order!r}"
         )
+    if opts.subsets not in ("warn", "refuse"):
+        raise ValueError(f"subsets must be 'warn' or 'refuse', got {opts.subsets!r}")
     if opts.spelling not in ("json", "python"):
         raise ValueError(f"spelling must be 'json' or 'python', got {opts.spelling!r}")
     if opts.recursion not in ("stack", "unroll"):

@@ -7,7 +7,7 @@ import json
 import warnings
 from fractions import Fraction
 
-from automata_compile._errors import InvalidSchemaError, UnsupportedSchemaError
+from automata_compile._errors import InvalidSchemaError, SubsetWarning, UnsupportedSchemaError
 from automata_compile.automata import NEVER
 from automata_compile.automata import fsa as _fsa
 from automata_compile.frontends.json_schema import _content as sf
@@ -108,6 +108,9 @@ class _Options:
     leap_seconds: str = "utc"
     assert_format: bool = True
     property_order: str = "any"
+    # Where a keyword can only be enforced as a sound subset of its language: "warn" takes
+    # the subset with a `SubsetWarning` naming it, "refuse" raises `UnsupportedSchemaError`.
+    subsets: str = "warn"
     recursion: str = "stack"
     # per compile: objects forced to declared order (JSON pointers) after an any-order
     # attempt outgrew a whole-schema budget (part of the language), then the objects built in
@@ -162,6 +165,27 @@ class _Translator(_Keywords):
                 pointer=ptr,
             )
         warnings.warn(f"{keyword!r} at {where} is not enforced: {reason}", stacklevel=4)
+
+    def subset(self, keyword: str, ptr: str, reason: str) -> None:
+        """Enforce ``keyword`` at ``ptr`` as a sound subset of its language: warn by name
+        (``subsets="warn"``, the default), or refuse (``subsets="refuse"``). ``reason`` says
+        what the subset leaves out."""
+        where = _loc(ptr)
+        if self.opts.subsets == "refuse":
+            raise UnsupportedSchemaError(
+                f"{keyword!r} at {where} cannot be enforced exactly: {reason}. The default "
+                "(subsets='warn') accepts a sound subset instead, with a SubsetWarning.",
+                keyword=keyword,
+                pointer=ptr,
+            )
+        warnings.warn(
+            SubsetWarning(
+                f"{keyword!r} at {where} is enforced as a sound subset: {reason}",
+                ptr,
+                keyword=keyword,
+            ),
+            stacklevel=4,
+        )
 
     def invalid(self, ptr: str, msg: str):
         raise InvalidSchemaError(f"{_loc(ptr)}: {msg}", pointer=ptr)

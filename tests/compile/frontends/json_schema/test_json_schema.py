@@ -1050,6 +1050,8 @@ def test_bad_options():
         json_schema_to_regex({}, whitespace="loose")
     with pytest.raises(ValueError, match="max_nesting_depth"):
         json_schema_to_regex({}, max_nesting_depth=-1)
+    with pytest.raises(ValueError, match="subsets must be 'warn' or 'refuse'"):
+        json_schema_to_regex({}, subsets="drop")
     with pytest.raises(TypeError):
         json_schema_to_regex({}, no_such_option=1)
 

@@ -316,6 +316,7 @@ def test_default_falls_back_to_declared_order_with_one_warning(schema, pointer, 
     assert len(fallbacks) == 1, [str(w.message) for w in caught]
     assert "#" + fallbacks[0].pointer == pointer and pointer in str(fallbacks[0])
     assert "declared order only" in str(fallbacks[0])
+    assert isinstance(fallbacks[0], ac.SubsetWarning) and fallbacks[0].keyword == "properties"
     key = "x" if "$defs" in schema else "inner"
     assert accepts(dfa, json.dumps({key: {"p1": True, "p7": False}}))
     assert not accepts(dfa, json.dumps({key: {"p7": False, "p1": True}}))
