@@ -39,7 +39,14 @@ import numpy as np
 from flax import struct
 from jaxtyping import Array, Bool, Int, UInt32
 
-from automata_jax._capacity import DEFAULT_STACK_SIZE, TableCapacity, bucket, needs
+from automata_jax._capacity import (
+    DEFAULT_STACK_SIZE,
+    TableCapacity,
+    bucket,
+    needs,
+    too_large,
+    too_many_constraints,
+)
 from automata_jax._errors import RuntimeShapeError, TableCapacityError
 
 
@@ -722,24 +729,17 @@ def _table_capacity(plains, capacity: BitsetCapacity, has_stack: bool) -> TableC
     Raises:
       TableCapacityError: the batch or one constraint needs more than ``capacity`` (the
         field, both sizes)."""
+    where, cap = "ConstraintTables.from_bitset", "BitsetCapacity"
     if len(plains) > capacity.constraints:
-        raise TableCapacityError(
-            f"ConstraintTables.from_bitset: {len(plains)} constraints, but "
-            f"BitsetCapacity.constraints is {capacity.constraints}; build them with a larger "
-            "BitsetCapacity (a new capacity compiles the decoding loop again)"
-        )
+        raise too_many_constraints(where, len(plains), capacity.constraints, cap)
     for i, d in enumerate(plains):
         need = needs(d)
         names = ("states", "classes", *(STACK_FIELDS[1:] if d.is_pda else ()))
         for name in names:
             have = getattr(capacity, name)
             if need[name] > have:
-                which = "the schema's tables" if len(plains) == 1 else f"constraint #{i}"
-                raise TableCapacityError(
-                    f"ConstraintTables.from_bitset: {which} need {name}={need[name]:,}, "
-                    f"but BitsetCapacity.{name} is {have:,}; build them with a larger "
-                    "BitsetCapacity (a new capacity compiles the decoding loop again)"
-                )
+                which = "the schema" if len(plains) == 1 else f"constraint #{i}"
+                raise too_large(where, which, name, need[name], have, cap)
     stack = {name: getattr(capacity, name) for name in STACK_FIELDS} if has_stack else {}
     return TableCapacity(
         states=capacity.states,

@@ -139,14 +139,35 @@ def needs(d: TokenDFA) -> dict[str, int]:
     return out
 
 
+_LARGER = "build the tables with a larger {} (a new capacity compiles the decoding loop again)"
+
+
+def too_many_constraints(where: str, n: int, have: int, cap: str) -> TableCapacityError:
+    """The error of ``n`` constraints where the capacity ``cap`` (its name as the user
+    spells it, e.g. ``capacity``) holds ``have``."""
+    kind = "BitsetCapacity" if cap == "BitsetCapacity" else "TableCapacity"
+    return TableCapacityError(
+        f"{where}: {n} constraints, but {cap}.constraints is {have}; {_LARGER.format(kind)}"
+    )
+
+
+def too_large(
+    where: str, which: str, name: str, n: int, have: int, cap: str, hint: str = ""
+) -> TableCapacityError:
+    """The error of a constraint (``which``, e.g. ``constraint #1``) that needs ``n`` of the
+    dimension ``name`` where the capacity ``cap`` holds ``have``."""
+    kind = "BitsetCapacity" if cap == "BitsetCapacity" else "TableCapacity"
+    return TableCapacityError(
+        f"{where}: {which} needs {name}={n:,}, but {cap}.{name} is {have:,}; "
+        f"{_LARGER.format(kind)}{hint}"
+    )
+
+
 def check_fits(dfas: Sequence[TokenDFA], cap: TableCapacity) -> None:
     """Raises `TableCapacityError` unless every DFA (and their number) fits ``cap``."""
+    where = "ConstraintTables.from_dfas"
     if len(dfas) > cap.constraints:
-        raise TableCapacityError(
-            f"ConstraintTables.from_dfas: {len(dfas)} constraints, but capacity.constraints "
-            f"is {cap.constraints}; build the tables with a larger TableCapacity (a new "
-            "capacity compiles the decoding loop again)"
-        )
+        raise too_many_constraints(where, len(dfas), cap.constraints, "capacity")
     for i, d in enumerate(dfas):
         if d.is_pda and not cap.stack:
             raise TableCapacityError(
@@ -161,12 +182,9 @@ def check_fits(dfas: Sequence[TokenDFA], cap: TableCapacity) -> None:
         for name, n in need.items():
             have = getattr(cap, name)
             if n > have:
-                raise TableCapacityError(
-                    f"ConstraintTables.from_dfas: constraint #{i} ({d.spec_kind} "
-                    f"{d.spec[:40]!r}) needs {name}={n:,}, but capacity.{name} is {have:,}; "
-                    "build the tables with a larger TableCapacity (a new capacity compiles "
-                    "the decoding loop again) or simplify the constraint"
-                )
+                which = f"constraint #{i} ({d.spec_kind} {d.spec[:40]!r})"
+                hint = " or simplify the constraint"
+                raise too_large(where, which, name, n, have, "capacity", hint)
 
 
 def bucket(n: int, minimum: int = 8) -> int:

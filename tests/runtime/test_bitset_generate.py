@@ -385,7 +385,7 @@ def test_refusals(setup, llama3_vocab):
         ac.compile_json_schema_bitset(B, vocab, property_order="declared")
     bt = ac.compile_json_schema_bitset(A, vocab, whitespace="compact")
     with pytest.raises(
-        aj.TableCapacityError, match=r"need states=\d+, but BitsetCapacity.states is 8"
+        aj.TableCapacityError, match=r"needs states=\d+, but BitsetCapacity.states is 8"
     ):
         ConstraintTables.from_bitset(
             bt, vocab_size=vocab.size, capacity=aj.BitsetCapacity(states=8, classes=128)
