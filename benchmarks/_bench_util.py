@@ -104,3 +104,21 @@ def write_md_section(mark: str, text: str) -> None:
     else:
         new = old.rstrip("\n") + "\n\n" + section + "\n"
     BENCHMARKS_MD.write_text(new)
+
+
+def median_call_s(fn, *args, reps: int = 200) -> float:
+    """Median seconds of ``fn(*args)`` over ``reps`` calls after one warm-up, each waited for
+    (jax dispatches asynchronously): a jitted function's per-call time. jax is imported here
+    so that compile-only benchmarks can use this module without it."""
+    import statistics
+    import time
+
+    import jax
+
+    jax.block_until_ready(fn(*args))
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)

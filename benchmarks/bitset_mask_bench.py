@@ -17,9 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import statistics
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -29,7 +27,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import schema_corpus_bench as scb  # noqa: E402
-from _bench_util import machine  # noqa: E402
+from _bench_util import machine, median_call_s  # noqa: E402
 
 import automata_compile as ac  # noqa: E402
 import automata_jax as aj  # noqa: E402
@@ -38,14 +36,8 @@ from automata_compile.tokens import reference_advance, reference_mask  # noqa: E
 from automata_jax._bitset import BitsetDeviceTables, bitset_advance, bitset_mask  # noqa: E402
 
 
-def _median_us(fn, *args, n=200) -> float:
-    jax.block_until_ready(fn(*args))
-    xs = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        xs.append(time.perf_counter() - t0)
-    return statistics.median(xs) * 1e6
+def _median_us(fn, *args) -> float:
+    return median_call_s(fn, *args) * 1e6
 
 
 def main(argv=None) -> int:

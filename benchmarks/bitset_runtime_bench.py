@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import os
 import random
-import statistics
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -25,20 +23,15 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import schema_corpus_bench as scb  # noqa: E402
+from _bench_util import median_call_s  # noqa: E402
 
 import automata_compile as ac  # noqa: E402
 import automata_jax as aj  # noqa: E402
 from automata_compile.pipeline._bitset import compile_json_schema_bitset  # noqa: E402
 
 
-def _median_us(fn, *args, n=200) -> float:
-    jax.block_until_ready(fn(*args))
-    xs = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        xs.append(time.perf_counter() - t0)
-    return statistics.median(xs) * 1e6
+def _median_us(fn, *args) -> float:
+    return median_call_s(fn, *args) * 1e6
 
 
 def _walked(tables, ids, mask, adv, steps=30):

@@ -11,9 +11,7 @@ side, on a BFCL schema compiled for the Gemma-3 vocabulary, with prompts ending 
 
 from __future__ import annotations
 
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import jax
@@ -22,6 +20,7 @@ import jax.numpy as jnp
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _bfcl  # noqa: E402
+from _bench_util import median_call_s  # noqa: E402
 
 import automata_compile as ac  # noqa: E402
 import automata_jax as aj  # noqa: E402
@@ -31,13 +30,7 @@ TOKENIZER = Path(__file__).resolve().parents[2] / "shared/tokenizers/gemma3/toke
 
 
 def _median_ms(fn, *args, reps=15):
-    jax.block_until_ready(fn(*args))
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(1e3 * (time.perf_counter() - t0))
-    return statistics.median(times)
+    return 1e3 * median_call_s(fn, *args, reps=reps)
 
 
 def main():
