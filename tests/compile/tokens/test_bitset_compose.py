@@ -28,6 +28,8 @@ from automata_compile.pipeline._bitset import compile_json_schema_bitset
 from automata_compile.tokens import reference_advance, reference_mask
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from bitset_oracles import DFAPair, compare, instances, random_walks  # noqa: E402
+from bitset_oracles import text as json_text  # noqa: E402
 from bitset_schemas import BOOL, DISJUNCTIVE, ENUM, UNION_A, UNION_B, UNION_C, object_schemas  # noqa: E402
 from bitset_schemas import INT99 as INT  # noqa: E402
 
@@ -128,12 +130,6 @@ SCHEMAS = {
 }
 
 
-def _old_mask(dfa, state, vocab):
-    m = dfa.next_state[state, dfa.token_class] >= 0
-    m[list(vocab.eos_ids)] = bool(dfa.accepting[state])
-    return m
-
-
 @pytest.fixture(scope="module")
 def compiled(llama3_vocab):
     out = {}
@@ -147,100 +143,13 @@ def compiled(llama3_vocab):
     return out
 
 
-def _compare(old, new, vocab, tokens):
-    """Walks ``tokens`` in both, comparing the allowed sets before each token and at the
-    end; returns whether every token was allowed (and EOS at the end)."""
-    so, sn = old.start, new.start
-    bits = np.zeros(new.words, np.uint32)
-    for i, tok in enumerate(tokens + [None]):
-        mo = _old_mask(old, so, vocab)
-        mn = reference_mask(new, sn, bits)
-        if not np.array_equal(mo, mn):
-            diff = np.flatnonzero(mo != mn)[:5]
-            raise AssertionError(
-                f"after {vocab.decode(tokens[:i])!r}: masks differ at "
-                f"{[(vocab.tokens[t], bool(mo[t])) for t in diff]}"
-            )
-        if tok is None:
-            return bool(mo[vocab.eos_ids[0]])
-        if not mo[tok]:
-            return False
-        so = int(old.next_state[so, old.token_class[tok]])
-        sn, bits = reference_advance(new, sn, bits, tok)
-
-
-def _random_walks(old, new, vocab, rng, *, walks, steps, stop=None, short=0.8, label=""):
-    """``walks`` random walks of up to ``steps`` tokens, the allowed sets of ``old`` (the
-    exact any-order token DFA) and ``new`` (the reference rule) equal before each token.
-    A walk ends where only EOS is allowed, or (``stop``) at random where EOS is; it picks
-    tokens of <= 2 bytes with probability ``short``: they reach key prefixes and punctuation."""
-    eos = vocab.eos_ids
-    for _ in range(walks):
-        so, sn = old.start, new.start
-        bits = np.zeros(new.words, np.uint32)
-        walked: list[int] = []
-        for _ in range(steps):
-            mo = _old_mask(old, so, vocab)
-            mn = reference_mask(new, sn, bits)
-            assert np.array_equal(mo, mn), (
-                f"{label} after {vocab.decode(walked)!r}: {np.flatnonzero(mo != mn)[:5]}"
-            )
-            allowed = [t for t in np.flatnonzero(mo).tolist() if t not in eos]
-            if not allowed or (stop is not None and mo[eos[0]] and rng.random() < stop):
-                break
-            small = [t for t in allowed if len(vocab.tokens[t]) <= 2]
-            tok = rng.choice(small if small and rng.random() < short else allowed)
-            walked.append(tok)
-            so = int(old.next_state[so, old.token_class[tok]])
-            sn, bits = reference_advance(new, sn, bits, tok)
-
-
 @pytest.mark.parametrize("name", sorted(SCHEMAS))
 def test_random_walks_allow_the_same_tokens(name, compiled, llama3_vocab):
     old, new = compiled[name]
     rng = random.Random(name)
-    _random_walks(old, new, llama3_vocab, rng, walks=12, steps=80, stop=0.3, label=name)
-
-
-def _value(schema):
-    if "enum" in schema:
-        return st.sampled_from(schema["enum"])
-    t = schema["type"]
-    if t == "integer":
-        return st.integers(schema["minimum"], schema["maximum"])
-    if t == "boolean":
-        return st.booleans()
-    if t == "array":
-        return st.lists(_value(schema["items"]), max_size=schema["maxItems"])
-    return _object(schema)
-
-
-def _object(schema):
-    props = schema["properties"]
-    req = set(schema.get("required", ()))
-    extra = schema.get("additionalProperties")
-
-    @st.composite
-    def build(draw):
-        keys = [k for k in props if k in req or draw(st.booleans())]
-        if draw(st.integers(0, 5)) == 0 and req:  # sometimes drop a required key: invalid
-            keys.remove(draw(st.sampled_from(sorted(req))))
-        pairs = [(k, draw(_value(props[k]))) for k in keys]
-        if extra:
-            for n in draw(st.lists(st.sampled_from(["zz", "a2", "q"]), max_size=2, unique=True)):
-                pairs.append((n, draw(st.booleans())))
-        order = draw(st.permutations(range(len(pairs))))
-        return [pairs[i] for i in order]
-
-    return build()
-
-
-def _text(pairs_or_value):
-    if isinstance(pairs_or_value, list) and all(isinstance(x, tuple) for x in pairs_or_value):
-        return "{" + ", ".join(f"{json.dumps(k)}: {_text(v)}" for k, v in pairs_or_value) + "}"
-    if isinstance(pairs_or_value, list):
-        return "[" + ", ".join(_text(v) for v in pairs_or_value) + "]"
-    return json.dumps(pairs_or_value)
+    random_walks(
+        DFAPair(old, new, llama3_vocab), llama3_vocab, rng, walks=12, steps=80, stop=0.3, label=name
+    )
 
 
 @pytest.mark.parametrize(
@@ -251,20 +160,20 @@ def test_instances_in_any_order(name, compiled, llama3_vocab):
     schema = SCHEMAS[name]
 
     @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
-    @given(_object(schema), st.booleans())
+    @given(instances(schema), st.booleans())
     def check(pairs, dup):
-        text = _text(pairs)
+        text = json_text(pairs)
         declared = [(k, v) for k, v in pairs if k in schema["properties"]]
         dup = dup and bool(declared)
         if dup:  # a declared key written twice: refused (other keys may repeat)
             k, v = declared[0]
-            text = text[:-1] + f", {json.dumps(k)}: {_text(v)}" + "}"
+            text = text[:-1] + f", {json.dumps(k)}: {json_text(v)}" + "}"
         try:
             data = json.loads(text)
             valid = not dup and jsonschema.Draft202012Validator(schema).is_valid(data)
         except ValueError:
             valid = False
-        accepted = _compare(old, new, llama3_vocab, llama3_vocab.encode(text))
+        accepted = compare(DFAPair(old, new, llama3_vocab), llama3_vocab, llama3_vocab.encode(text))
         assert accepted == valid, (text, valid)
 
     check()
@@ -295,7 +204,14 @@ def test_whitespace_options(name, whitespace, llama3_vocab):
     old = ac.compile_json_schema(schema, llama3_vocab, whitespace=whitespace, max_whitespace=2)
     new = compile_json_schema_bitset(schema, llama3_vocab, whitespace=whitespace, max_whitespace=2)
     rng = random.Random(whitespace + name)
-    _random_walks(old, new, llama3_vocab, rng, walks=8, steps=60, label=f"{name}/{whitespace}")
+    random_walks(
+        DFAPair(old, new, llama3_vocab),
+        llama3_vocab,
+        rng,
+        walks=8,
+        steps=60,
+        label=f"{name}/{whitespace}",
+    )
 
 
 @pytest.mark.parametrize("name", sorted(DISJUNCTIVE))
@@ -309,7 +225,9 @@ def test_unions_closing_on_different_required_sets(name, llama3_vocab):
     new = compile_json_schema_bitset(schema, llama3_vocab)
     assert new.program_alts.shape[1] >= 2  # some program holds a choice
     rng = random.Random(name)
-    _random_walks(old, new, llama3_vocab, rng, walks=12, steps=60, stop=0.2, label=name)
+    random_walks(
+        DFAPair(old, new, llama3_vocab), llama3_vocab, rng, walks=12, steps=60, stop=0.2, label=name
+    )
 
 
 def test_a_union_whose_events_conflict_is_spelled_by_the_counting_automaton(llama3_vocab):
@@ -330,7 +248,15 @@ def test_a_union_whose_events_conflict_is_spelled_by_the_counting_automaton(llam
     assert new.counted_objects == ("/properties/u/anyOf/0", "/properties/u/anyOf/1")
     assert new.num_bits > 0  # the others keep their bits
     rng = random.Random("counted")
-    _random_walks(old, new, llama3_vocab, rng, walks=12, steps=60, stop=0.2, label="counted")
+    random_walks(
+        DFAPair(old, new, llama3_vocab),
+        llama3_vocab,
+        rng,
+        walks=12,
+        steps=60,
+        stop=0.2,
+        label="counted",
+    )
 
 
 def test_counted_objects_past_the_budget_fall_back_as_by_default(llama3_vocab):
@@ -352,11 +278,19 @@ def test_counted_objects_past_the_budget_fall_back_as_by_default(llama3_vocab):
         new = compile_json_schema_bitset(schema, llama3_vocab)
     assert new.counted_objects and new.num_bits == 5  # the root and NESTED keep their bits
     rng = random.Random("budget")
-    _random_walks(old, new, llama3_vocab, rng, walks=4, steps=40, stop=0.2, label="budget")
+    random_walks(
+        DFAPair(old, new, llama3_vocab),
+        llama3_vocab,
+        rng,
+        walks=4,
+        steps=40,
+        stop=0.2,
+        label="budget",
+    )
 
 
 def _union_instance(members):
-    return st.sampled_from(members).flatmap(_object)
+    return st.sampled_from(members).flatmap(instances)
 
 
 @pytest.mark.parametrize("members", [[UNION_A, UNION_B], [UNION_A, UNION_B, UNION_C]])
@@ -370,9 +304,12 @@ def test_union_instances_in_any_order(members, llama3_vocab):
     @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
     @given(_union_instance(members))
     def check(pairs):
-        text = _text(pairs)
+        text = json_text(pairs)
         valid = jsonschema.Draft202012Validator(schema).is_valid(json.loads(text))
-        assert _compare(old, new, llama3_vocab, llama3_vocab.encode(text)) == valid, text
+        assert (
+            compare(DFAPair(old, new, llama3_vocab), llama3_vocab, llama3_vocab.encode(text))
+            == valid
+        ), text
 
     check()
 
@@ -397,8 +334,10 @@ def test_generated_schemas_allow_the_same_tokens(llama3_vocab, schema, seed):
         return
     event("compared")
     rng = random.Random(seed)
-    _random_walks(old, new, llama3_vocab, rng, walks=3, steps=40, stop=0.2, short=0.85,
-                  label=str(schema))  # fmt: skip
+    pair = DFAPair(old, new, llama3_vocab)
+    random_walks(
+        pair, llama3_vocab, rng, walks=3, steps=40, stop=0.2, short=0.85, label=str(schema)
+    )
 
 
 BIG = {
@@ -432,13 +371,13 @@ def test_an_object_past_the_old_budget_is_exact_in_any_order(big, llama3_vocab):
     assert big.num_bits == 14 and big.next_state.shape[0] < 1000
 
     @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
-    @given(_object(BIG), st.booleans())
+    @given(instances(BIG), st.booleans())
     def check(pairs, dup):
-        text = _text(pairs)
+        text = json_text(pairs)
         dup = dup and bool(pairs)
         if dup:
             k, v = pairs[-1]
-            text = text[:-1] + f", {json.dumps(k)}: {_text(v)}" + "}"
+            text = text[:-1] + f", {json.dumps(k)}: {json_text(v)}" + "}"
         valid = not dup and jsonschema.Draft202012Validator(BIG).is_valid(json.loads(text))
         assert _accepts(big, llama3_vocab, llama3_vocab.encode(text)) == valid, text
 

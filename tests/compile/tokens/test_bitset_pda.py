@@ -18,7 +18,6 @@ import warnings
 from pathlib import Path
 
 import jsonschema
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -26,9 +25,11 @@ from hypothesis import strategies as st
 import automata_compile as ac
 from automata_compile.frontends.json_schema import BitsetIneligible
 from automata_compile.pipeline._bitset import compile_json_schema_bitset
-from automata_compile.tokens import BitsetPDATables, reference_pda_advance, reference_pda_mask
+from automata_compile.tokens import BitsetPDATables
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from bitset_oracles import PDAPair, compare, instances, random_walks  # noqa: E402
+from bitset_oracles import text as json_text  # noqa: E402
 from bitset_schemas import BOOL, FREE, PDA_SCHEMAS, object_schemas  # noqa: E402
 from bitset_schemas import INT99 as INT  # noqa: E402
 
@@ -70,108 +71,20 @@ def compiled(llama3_vocab):
     return out
 
 
-def _compare(old, new, vocab, tokens) -> bool:
-    """Walks ``tokens`` in both, comparing the allowed sets before each token and at the
-    end; returns whether every token was allowed (and EOS at the end)."""
-    so, stack_o = old.start, ()
-    sn, stack_n, bits = new.start, (), np.zeros(new.words, np.uint32)
-    for i, tok in enumerate(tokens + [None]):
-        mo = old.allowed(so, stack_o)
-        mn = reference_pda_mask(new, sn, stack_n, bits)
-        if not np.array_equal(mo, mn):
-            diff = np.flatnonzero(mo != mn)[:5]
-            raise AssertionError(
-                f"after {vocab.decode(tokens[:i])!r}: masks differ at "
-                f"{[(vocab.tokens[t], bool(mo[t])) for t in diff]}"
-            )
-        if tok is None:
-            return bool(mo[vocab.eos_ids[0]])
-        if not mo[tok]:
-            return False
-        so, stack_o = old.advance_config(so, stack_o, tok)
-        sn, stack_n, bits = reference_pda_advance(new, sn, stack_n, bits, tok)
-
-
-def _random_walks(old, new, vocab, rng, *, walks, steps, stop=0.2, short=0.8, label=""):
-    eos = vocab.eos_ids
-    for _ in range(walks):
-        so, stack_o = old.start, ()
-        sn, stack_n, bits = new.start, (), np.zeros(new.words, np.uint32)
-        walked: list[int] = []
-        for _ in range(steps):
-            mo = old.allowed(so, stack_o)
-            mn = reference_pda_mask(new, sn, stack_n, bits)
-            assert np.array_equal(mo, mn), (
-                f"{label} after {vocab.decode(walked)!r}: {np.flatnonzero(mo != mn)[:5]}"
-            )
-            allowed = [t for t in np.flatnonzero(mo).tolist() if t not in eos]
-            if not allowed or (mo[eos[0]] and rng.random() < stop):
-                break
-            small = [t for t in allowed if len(vocab.tokens[t]) <= 2]
-            tok = rng.choice(small if small and rng.random() < short else allowed)
-            walked.append(tok)
-            so, stack_o = old.advance_config(so, stack_o, tok)
-            sn, stack_n, bits = reference_pda_advance(new, sn, stack_n, bits, tok)
-
-
 @pytest.mark.parametrize("name", sorted(SCHEMAS))
 def test_random_walks_allow_the_same_tokens(name, compiled, llama3_vocab):
     old, new = compiled[name]
     assert isinstance(new, BitsetPDATables) and new.tables.is_pda
     assert new.programs.shape[0] > 1  # some edge holds events
-    _random_walks(old, new, llama3_vocab, random.Random(name), walks=12, steps=70, label=name)
-
-
-_JSON = st.recursive(
-    st.none() | st.booleans() | st.integers(-5, 500) | st.text('ab"\\}{,', max_size=3),
-    lambda inner: (
-        st.lists(inner, max_size=2)
-        | st.dictionaries(st.sampled_from(["a", "b", "k", "}"]), inner, max_size=2)
-    ),
-    max_leaves=4,
-)
-
-
-def _value(schema):
-    if not schema:
-        return _JSON
-    t = schema["type"]
-    if t == "integer":
-        return st.integers(schema.get("minimum", -50), schema.get("maximum", 5000))
-    if t == "boolean":
-        return st.booleans()
-    if t == "array":
-        return st.lists(_value(schema["items"]), max_size=schema["maxItems"])
-    return _object(schema)
-
-
-def _object(schema):
-    props = schema["properties"]
-    req = set(schema.get("required", ()))
-    extra = schema.get("additionalProperties", True)
-
-    @st.composite
-    def build(draw):
-        keys = [k for k in props if k in req or draw(st.booleans())]
-        if draw(st.integers(0, 5)) == 0 and req:  # sometimes drop a required key: invalid
-            keys.remove(draw(st.sampled_from(sorted(req))))
-        pairs = [(k, draw(_value(props[k]))) for k in keys]
-        if extra:
-            names = [n for n in ("zz", "a2", "q") if n not in props]  # duplicates: refused
-            for n in draw(st.lists(st.sampled_from(names), max_size=2, unique=True)):
-                pairs.append((n, draw(_JSON)))
-        order = draw(st.permutations(range(len(pairs))))
-        return [pairs[i] for i in order]
-
-    return build()
-
-
-def _text(x):
-    if isinstance(x, list) and x and all(isinstance(p, tuple) for p in x):
-        return "{" + ", ".join(f"{json.dumps(k)}: {_text(v)}" for k, v in x) + "}"
-    if isinstance(x, list):
-        return "[" + ", ".join(_text(v) for v in x) + "]"
-    return json.dumps(x)
+    random_walks(
+        PDAPair(old, new, llama3_vocab),
+        llama3_vocab,
+        random.Random(name),
+        stop=0.2,
+        walks=12,
+        steps=70,
+        label=name,
+    )
 
 
 @pytest.mark.parametrize("name", ["free_value", "nested", "rest_free", "array_of_objects"])
@@ -180,11 +93,14 @@ def test_instances_in_any_order(name, compiled, llama3_vocab):
     schema = SCHEMAS[name]
 
     @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
-    @given(_value(schema))
+    @given(instances(schema))
     def check(value):
-        text = _text(value)
+        text = json_text(value)
         valid = jsonschema.Draft202012Validator(schema).is_valid(json.loads(text))
-        assert _compare(old, new, llama3_vocab, llama3_vocab.encode(text)) == valid, text
+        assert (
+            compare(PDAPair(old, new, llama3_vocab), llama3_vocab, llama3_vocab.encode(text))
+            == valid
+        ), text
 
     check()
 
@@ -211,7 +127,15 @@ def test_an_object_inside_a_recursive_rule_is_counted(llama3_vocab):
         new = compile_json_schema_bitset(tree, llama3_vocab)
     assert old.is_pda and isinstance(new, BitsetPDATables)
     assert new.counted_objects and new.num_bits >= 3
-    _random_walks(old, new, llama3_vocab, random.Random("tree"), walks=10, steps=70, label="tree")
+    random_walks(
+        PDAPair(old, new, llama3_vocab),
+        llama3_vocab,
+        random.Random("tree"),
+        stop=0.2,
+        walks=10,
+        steps=70,
+        label="tree",
+    )
 
 
 GENERATED = int(os.environ.get("BITSET_GENERATED_EXAMPLES", "6"))
@@ -238,7 +162,16 @@ def test_generated_schemas_allow_the_same_tokens(llama3_vocab, schema, seed):
     rng = random.Random(seed)
     if not old.is_pda:
         return  # the DFA path: tests/compile/tokens/test_bitset_compose.py
-    _random_walks(old, new, llama3_vocab, rng, walks=3, steps=40, short=0.85, label=str(schema))
+    random_walks(
+        PDAPair(old, new, llama3_vocab),
+        llama3_vocab,
+        rng,
+        stop=0.2,
+        walks=3,
+        steps=40,
+        short=0.85,
+        label=str(schema),
+    )
 
 
 @pytest.mark.parametrize("whitespace", ["compact", "pretty"])
@@ -247,7 +180,15 @@ def test_whitespace_options(whitespace, llama3_vocab):
     old = ac.compile_json_schema(schema, llama3_vocab, whitespace=whitespace, max_whitespace=2)
     new = compile_json_schema_bitset(schema, llama3_vocab, whitespace=whitespace, max_whitespace=2)
     rng = random.Random(whitespace)
-    _random_walks(old, new, llama3_vocab, rng, walks=6, steps=60, label=f"nested/{whitespace}")
+    random_walks(
+        PDAPair(old, new, llama3_vocab),
+        llama3_vocab,
+        rng,
+        stop=0.2,
+        walks=6,
+        steps=60,
+        label=f"nested/{whitespace}",
+    )
 
 
 def test_union_instances_in_any_order(compiled, llama3_vocab):
@@ -258,10 +199,13 @@ def test_union_instances_in_any_order(compiled, llama3_vocab):
     assert new.program_alts.shape[1] >= 2
 
     @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
-    @given(st.sampled_from(schema["anyOf"]).flatmap(_object))
+    @given(st.sampled_from(schema["anyOf"]).flatmap(instances))
     def check(pairs):
-        text = _text(pairs)
+        text = json_text(pairs)
         valid = jsonschema.Draft202012Validator(schema).is_valid(json.loads(text))
-        assert _compare(old, new, llama3_vocab, llama3_vocab.encode(text)) == valid, text
+        assert (
+            compare(PDAPair(old, new, llama3_vocab), llama3_vocab, llama3_vocab.encode(text))
+            == valid
+        ), text
 
     check()
