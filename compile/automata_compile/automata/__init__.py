@@ -29,6 +29,7 @@ from automata_compile.automata._ir import (
     Terminal,
     children,
     fingerprint,
+    map_terminals,
 )
 from automata_compile.automata._kmp import kmp_moves
 
@@ -58,6 +59,7 @@ __all__ = [
     "charsets",
     "check_time",
     "children",
+    "map_terminals",
     "dfa_ops",
     "fingerprint",
     "fsa",

@@ -135,6 +135,47 @@ def children(node) -> tuple:
     return ()
 
 
+def _plain_seq(*items):
+    return Seq(tuple(items))
+
+
+def _plain_alt(*options):
+    return Alt(tuple(options))
+
+
+def map_terminals(node, leaf, memo: dict, *, seq=_plain_seq, alt=_plain_alt, rep=Repeat):
+    """``node`` with every `Terminal` (an `Event` too) ``t`` replaced by ``leaf(t)``, inside
+    `Automaton` labels as well, rebuilt bottom up with ``seq(*items)`` / ``alt(*options)`` /
+    ``rep(item, min, max)`` (the plain nodes by default; simplifying constructors such as
+    `_content.seq` drop what ``leaf`` made empty). A subtree shared in the tree is rebuilt
+    once (``memo``, by id; keep one memo per ``leaf``)."""
+
+    def walk(node):
+        hit = memo.get(id(node))
+        if hit is not None:
+            return hit[1]
+        if isinstance(node, Terminal):
+            out = leaf(node)
+        elif isinstance(node, Seq):
+            out = seq(*(walk(x) for x in node.items))
+        elif isinstance(node, Alt):
+            out = alt(*(walk(x) for x in node.options))
+        elif isinstance(node, Repeat):
+            out = rep(walk(node.item), node.min, node.max)
+        elif isinstance(node, Automaton):
+            edges = tuple(
+                tuple((x if isinstance(x, tuple) else walk(x), r) for x, r in out)
+                for out in node.edges
+            )
+            out = Automaton(edges=edges, start=node.start, finals=node.finals)
+        else:
+            out = node
+        memo[id(node)] = (node, out)  # the node kept alive, so that its id is not reused
+        return out
+
+    return walk(node)
+
+
 def _children(node) -> tuple:
     if isinstance(node, Automaton):
         return tuple(x for out in node.edges for x, _ in out if not isinstance(x, tuple))

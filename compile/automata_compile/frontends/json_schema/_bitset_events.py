@@ -9,7 +9,7 @@ written: ``SET`` after a declared key's closing quote, ``CLEAR`` after ``{``, ``
 
 from __future__ import annotations
 
-from automata_compile.automata import Alt, Automaton, Event, Repeat, Seq, children
+from automata_compile.automata import Automaton, Event, children, map_terminals
 
 SET, CLEAR, REQUIRE = 0, 1, 2
 
@@ -119,29 +119,8 @@ def events_in(nodes, first: bool = False) -> set:
 def shift_events(node, offset: int, memo: dict | None = None):
     """``node`` with every ``Event(e)`` renumbered to ``Event(e + offset)`` (in a grammar's
     root the columns ``256 + j`` below ``offset`` are rule calls)."""
-    if memo is None:
-        memo = {}
-    hit = memo.get(id(node))
-    if hit is not None:
-        return hit[1]
-    if isinstance(node, Event):
-        out = Event(node.index + offset)
-    elif isinstance(node, Seq):
-        out = Seq(tuple(shift_events(x, offset, memo) for x in node.items))
-    elif isinstance(node, Alt):
-        out = Alt(tuple(shift_events(x, offset, memo) for x in node.options))
-    elif isinstance(node, Repeat):
-        out = Repeat(shift_events(node.item, offset, memo), node.min, node.max)
-    elif isinstance(node, Automaton):
-        edges = tuple(
-            tuple(
-                (label if isinstance(label, tuple) else shift_events(label, offset, memo), r)
-                for label, r in out
-            )
-            for out in node.edges
-        )
-        out = Automaton(edges=edges, start=node.start, finals=node.finals)
-    else:
-        out = node
-    memo[id(node)] = (node, out)
-    return out
+
+    def leaf(t):
+        return Event(t.index + offset) if isinstance(t, Event) else t
+
+    return map_terminals(node, leaf, {} if memo is None else memo)

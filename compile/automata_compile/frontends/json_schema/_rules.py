@@ -27,6 +27,7 @@ from automata_compile.automata import (
     Repeat,
     Seq,
     Terminal,
+    map_terminals,
 )
 from automata_compile.frontends.json_schema import _content as sf
 from automata_compile.frontends.json_schema._resolver import _loc
@@ -190,30 +191,11 @@ def _nonempty_node(node, live: set, memo: dict) -> bool:
 
 def _rewrite(node, remap: dict, memo: dict):
     """``node`` with ``Terminal(j)`` renumbered to ``remap[j]`` (NEVER where None)."""
-    hit = memo.get(id(node))
-    if hit is not None:
-        return hit[1]
-    if isinstance(node, Event):
-        out = node
-    elif isinstance(node, Terminal):
-        j = remap[node.index]
-        out = NEVER if j is None else Terminal(j)
-    elif isinstance(node, Seq):
-        out = sf.seq(*(_rewrite(x, remap, memo) for x in node.items))
-    elif isinstance(node, Alt):
-        out = sf.alt(*(_rewrite(x, remap, memo) for x in node.options))
-    elif isinstance(node, Repeat):
-        out = sf.rep(_rewrite(node.item, remap, memo), node.min, node.max)
-    elif isinstance(node, Automaton):
-        edges = tuple(
-            tuple(
-                (label if isinstance(label, tuple) else _rewrite(label, remap, memo), r)
-                for label, r in out
-            )
-            for out in node.edges
-        )
-        out = Automaton(edges=edges, start=node.start, finals=node.finals)
-    else:
-        out = node
-    memo[id(node)] = (node, out)
-    return out
+
+    def leaf(t):
+        if isinstance(t, Event):
+            return t
+        j = remap[t.index]
+        return NEVER if j is None else Terminal(j)
+
+    return map_terminals(node, leaf, memo, seq=sf.seq, alt=sf.alt, rep=sf.rep)

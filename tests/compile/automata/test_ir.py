@@ -1,0 +1,61 @@
+"""The IR's own operations (`automata._ir`): `map_terminals`, the one rebuild that renumbers
+rule calls (`json_schema._rules._rewrite`) and bitset events (`shift_events`)."""
+
+from __future__ import annotations
+
+from automata_compile.automata._ir import (
+    NEVER,
+    Alt,
+    Automaton,
+    Chars,
+    Event,
+    Repeat,
+    Seq,
+    Terminal,
+    map_terminals,
+)
+from automata_compile.frontends.json_schema import _content as sf
+
+A = Chars(((97, 97),))
+
+
+def _tree():
+    shared = Seq((A, Terminal(1)))
+    machine = Automaton(edges=(((((98, 98),), 1), (Event(2), 1)), ()), start=0, finals={1})
+    return shared, Alt((shared, Repeat(shared, 0, None), machine, Event(0)))
+
+
+def test_every_terminal_is_mapped_inside_automata_too():
+    _, tree = _tree()
+    out = map_terminals(tree, lambda t: type(t)(t.index + 10), {})
+    shared, star, machine, event = out.options
+    assert shared == Seq((A, Terminal(11))) and star == Repeat(shared, 0, None)
+    assert event == Event(10) and type(event) is Event
+    assert machine.edges == (((((98, 98),), 1), (Event(12), 1)), ()) and machine.finals == {1}
+
+
+def test_a_shared_subtree_is_rebuilt_once():
+    calls = []
+
+    def leaf(t):
+        calls.append(t)
+        return Terminal(t.index + 1)
+
+    _, tree = _tree()
+    out = map_terminals(tree, leaf, {})
+    assert out.options[0] is out.options[1].item  # one rebuilt copy, shared as before
+    assert calls.count(Terminal(1)) == 1
+
+
+def test_simplifying_constructors_drop_what_the_leaf_empties():
+    shared = Seq((A, Terminal(1)))
+    tree = Alt((shared, Seq((Repeat(shared, 1, None), Terminal(2))), Event(0)))
+
+    def leaf(t):
+        return NEVER if t == Terminal(1) else t
+
+    # the branches through the emptied terminal are gone (a star of it would be the empty
+    # string; here it must repeat at least once)
+    assert map_terminals(tree, leaf, {}, seq=sf.seq, alt=sf.alt, rep=sf.rep) == Event(0)
+    plain = map_terminals(tree, leaf, {})  # the plain nodes keep the NEVER inside
+    assert plain.options[0] == Seq((A, NEVER)) and plain.options[2] == Event(0)
