@@ -1,0 +1,128 @@
+"""``format: regex`` as a sound regular subset of regex syntax (an ECMA-262 pattern).
+
+The language of valid regexes is not regular (parentheses nest without bound, a named
+group may not repeat a name, ``{n,m}`` needs ``n <= m``), so the format is enforced as a
+subset every string of which is a valid pattern for ECMA-262, with and without the ``u``
+flag, and for Python's ``re`` (what `jsonschema`'s format checker compiles), and which
+keeps what people write: literals, escapes, ``.``, classes with ordered ranges, anchors,
+``\\b``, groups, alternation and quantifiers, lazy or not. `REGEX_LEFT_OUT` lists the rest.
+"""
+
+from __future__ import annotations
+
+from automata_compile.frontends.json_schema._content import alt, char, opt, seq, star
+from automata_compile.frontends.json_schema._ecma import parse_ecma
+
+# Group nesting bound: parentheses at most this deep (a regular language needs a bound).
+MAX_GROUP_DEPTH = 3
+
+REGEX_LEFT_OUT = (
+    "only a regular subset valid for both ECMA-262 (with and without the u flag) and "
+    "Python's re is generated: groups nest at most 3 deep; no named groups "
+    "(Python's re has no (?<name>...)), backreferences, lookaround, \\c, \\p, \\0, \\u{...} "
+    "or flags groups; literal ']', '{', '}' must be escaped; quantifiers {n}, {n,} have at "
+    "most 4 digits and {n,m} needs n and m without leading zeros, m of at most 4 digits "
+    "and either fewer digits in n or both of at most 2 digits; quantifiers apply to no "
+    "anchor or \\b/\\B; class ranges only between two digits, two lower-case or two "
+    "upper-case ASCII letters, or \\xHH/\\uHHHH escapes that differ first after a prefix "
+    "of zeros; classes hold no unescaped '[', '^' (after the first position), '&', '~' "
+    "or '|', and '-' only first, last or escaped; literal characters are printable "
+    "ASCII or non-ASCII (no control characters, which may be written as escapes)"
+)
+
+_HEX_DIGITS = "0123456789ABCDEF"
+
+# tab, line feed, carriage return, printable ASCII but the syntax characters
+# ^ $ \ . * + ? ( ) [ ] { } |, and non-ASCII
+_LITERAL = r"[\t\n\r -#%-',\-/->@-Z_-z~\u{A0}-\u{D7FF}\u{E000}-\u{10FFFF}]"
+# unescaped inside a class: also '.', '$', '*', '+', '?', '(', ')', '{', '}' and '^' (not
+# first); never '\\', ']', '[', and '-' only first or last. '&', '~' and '|' are
+# `_CLASS_SPECIAL`: never doubled (Python warns on '&&', '~~', '||', future set operations).
+_CLASS_CHAR = r"[\t\n\r -%'-,./-Z\^_-{}\u{A0}-\u{D7FF}\u{E000}-\u{10FFFF}]"
+_CLASS_CHAR_NOT_CARET = r"[\t\n\r -%'-,./-Z_-{}\u{A0}-\u{D7FF}\u{E000}-\u{10FFFF}]"
+_CLASS_SPECIAL = "[&~|]"
+_HEX = "[0-9A-Fa-f]"
+_CHAR_ESCAPES = rf"\\(?:[nrtfv]|x{_HEX}{{2}}|u{_HEX}{{4}})"
+_SET_ESCAPES = r"\\[dDwWsS]"
+# identity escapes valid in both modes: the syntax characters and '/' (and '-' in a class)
+_IDENTITY = r"\\[\^$\\.*+?()\[\]{}|/]"
+_CLASS_IDENTITY = r"\\[\^$\\.*+?()\[\]{}|/\-]"
+
+
+def _at_least(digit: int) -> str:
+    """A class of the hex digits (either case) whose value is at least ``digit``."""
+    ds = _HEX_DIGITS[digit:]
+    return "[" + "".join(sorted(set(ds + ds.lower()))) + "]"
+
+
+def _hex_digit(digit: int) -> str:
+    d = _HEX_DIGITS[digit]
+    return f"[{d}{d.lower()}]" if d.isalpha() else d
+
+
+def _ordered_ranges() -> str:
+    """Class ranges ``x-y`` with ``x < y`` provably: digit, lower-case or upper-case pairs,
+    and ``\\xHH``/``\\uHHHH`` pairs whose first differing hex digit follows only zeros."""
+    alts = []
+    for letters in ("0123456789", "abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ"):
+        for c in letters:
+            alts.append(f"{c}-[{c}-{letters[-1]}]")
+    for lead, width in (("x", 2), ("u", 4)):
+        for zeros in range(width):
+            for d in range(15):
+                rest = f"{_HEX}{{{width - zeros - 1}}}" if width - zeros - 1 else ""
+                bigger = _at_least(d + 1)
+                alts.append(
+                    rf"\\{lead}0{{{zeros}}}{_hex_digit(d)}{rest}-\\{lead}0{{{zeros}}}{bigger}{rest}"
+                    if zeros
+                    else rf"\\{lead}{_hex_digit(d)}{rest}-\\{lead}{bigger}{rest}"
+                )
+    return "(?:" + "|".join(alts) + ")"
+
+
+def _ordered_counts() -> str:
+    """``n,m`` with ``n <= m`` provably: canonical decimals, ``m`` of at most 4 digits,
+    ``n`` of fewer digits than ``m``, or both of one or two digits."""
+    num = {1: "[0-9]", 2: "[1-9][0-9]", 3: "[1-9][0-9]{2}", 4: "[1-9][0-9]{3}"}
+    alts = [f"{num[a]},{num[b]}" for b in range(2, 5) for a in range(1, b)]
+    alts += [f"{d},[{d}-9]" for d in range(10)]
+    for a in range(1, 10):
+        for b in range(10):
+            later = f"|[{a + 1}-9][0-9]" if a < 9 else ""
+            alts.append(f"{a}{b},(?:{a}[{b}-9]{later})")
+    return "(?:" + "|".join(alts) + ")"
+
+
+def _class() -> str:
+    escapes = rf"{_CLASS_IDENTITY}|{_SET_ESCAPES}|{_CHAR_ESCAPES}|{_ordered_ranges()}"
+    item = rf"(?:{_CLASS_CHAR}|{escapes})"
+    not_caret = rf"(?:{_CLASS_CHAR_NOT_CARET}|{escapes})"
+
+    def items(first: str) -> str:
+        """A nonempty item sequence starting with ``first``, no special character doubled."""
+        plain = rf"(?:{item}|{_CLASS_SPECIAL}{item})"
+        return rf"(?:(?:{first}|{_CLASS_SPECIAL}{item}){plain}*{_CLASS_SPECIAL}?|{_CLASS_SPECIAL})"
+
+    return rf"\[\^?(?:-(?:{items(item)}-?)?|{items(not_caret)}-?)\]"
+
+
+def _quantifier() -> str:
+    count = "(?:0|[1-9][0-9]{0,3})"
+    return rf"(?:(?:[?*+]|\{{{count},?\}}|\{{{_ordered_counts()}\}})\??)"
+
+
+def regex_subset():
+    """The subset as a content language (IR over the format string's characters).
+
+    Built from ECMA patterns of its pieces, each parsed once: the atoms (with a class
+    several kilobytes long) are shared by every nesting depth."""
+    atom = parse_ecma(rf"{_LITERAL}|{_IDENTITY}|{_SET_ESCAPES}|{_CHAR_ESCAPES}|\.|{_class()}")
+    assertion = parse_ecma(r"\^|\$|\\[bB]")
+    quantifier = opt(parse_ecma(_quantifier()))
+    bar, open_, close = char("|"), parse_ecma(r"\((?:\?:)?"), char(")")
+    alternation = None
+    for depth in range(MAX_GROUP_DEPTH + 1):
+        unit = atom if depth == 0 else alt(atom, seq(open_, alternation, close))
+        term = alt(seq(unit, quantifier), assertion)
+        alternation = star(alt(term, bar))  # term* ('|' term*)*: terms and bars in any order
+    return alternation
