@@ -178,7 +178,7 @@ from __future__ import annotations
 from automata_compile.frontends.json_schema._numbers import MIN_DIGITS
 from automata_compile.frontends.json_schema._translator import _Options
 
-_INTERNAL = ("declared_at", "any_ordered", "order_warned", "bitset")
+_INTERNAL = ("declared_at", "any_ordered", "order_warned", "subset_warned", "bitset")
 
 
 def parse_options(kw) -> _Options:
