@@ -26,8 +26,9 @@ REGEX_LEFT_OUT = (
     "and \\b, \\B take no quantifier; class ranges only within the digits or the ASCII "
     "letters of one case, from 0, 1, a or A or up to 9, z or Z (not c-k, nor between "
     "escapes such as \\x00-\\x1F); in a class no "
-    "unescaped '[' and no '^' as first member, '-' only first, last or escaped, and '&', "
-    "'~', '|' never doubled"
+    "unescaped '[' and no '^' as first member, '-' only first, last or escaped, and no two "
+    "of '&', '~', '|' side by side (Python warns of future set operations on '&&', '~~', "
+    "'||')"
 )
 
 # tab, line feed, carriage return, printable ASCII but the syntax characters
@@ -35,7 +36,7 @@ REGEX_LEFT_OUT = (
 _LITERAL = r"[\t\n\r -#%-',\-/->@-Z_-z~\u{A0}-\u{D7FF}\u{E000}-\u{10FFFF}]"
 # unescaped inside a class: also '.', '$', '*', '+', '?', '(', ')', '{', '}' and '^' (not
 # first); never '\\', ']', '[', and '-' only first or last. '&', '~' and '|' are
-# `_CLASS_SPECIAL`: never doubled (Python warns on '&&', '~~', '||', future set operations).
+# `_CLASS_SPECIAL`: never side by side (Python warns on '&&', '~~', '||': set operations).
 _CLASS_CHAR = r"[\t\n\r -%'-,./-Z\^_-{}\u{A0}-\u{D7FF}\u{E000}-\u{10FFFF}]"
 _CLASS_CHAR_NOT_CARET = r"[\t\n\r -%'-,./-Z_-{}\u{A0}-\u{D7FF}\u{E000}-\u{10FFFF}]"
 _CLASS_SPECIAL = "[&~|]"
@@ -83,7 +84,8 @@ def _class() -> str:
     not_caret = rf"(?:{_CLASS_CHAR_NOT_CARET}|{escapes})"
 
     def items(first: str) -> str:
-        """A nonempty item sequence starting with ``first``, no special character doubled."""
+        """A nonempty item sequence starting with ``first``, no two special characters
+        side by side."""
         plain = rf"(?:{item}|{_CLASS_SPECIAL}{item})"
         return rf"(?:(?:{first}|{_CLASS_SPECIAL}{item}){plain}*{_CLASS_SPECIAL}?|{_CLASS_SPECIAL})"
 
