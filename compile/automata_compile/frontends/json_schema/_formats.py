@@ -1,7 +1,7 @@
 """``format`` values as content languages (ECMA-262 regexes of the RFC grammars).
 
 Each exact format is a regex over decoded characters, parsed by `_ecma`; formats that
-cannot be exact (`FORMAT_LIMITS`) give their documented subset or are refused.
+cannot be exact (`FORMAT_LIMITS`) give a documented sound subset (``regex``: `_regex_format`).
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import functools
 
 from automata_compile.frontends.json_schema._content import has_anchor
 from automata_compile.frontends.json_schema._ecma import parse_ecma
+from automata_compile.frontends.json_schema._regex_format import REGEX_LEFT_OUT, regex_subset
 
 _DEC_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])"
 _IPV4 = rf"{_DEC_OCTET}(?:\.{_DEC_OCTET}){{3}}"
@@ -143,14 +144,26 @@ _FORMATS_EXACT = {
     "uri-template": _URI_TEMPLATE,
 }
 
-# formats that `format_language` cannot produce exactly, with the reason (strict mode refuses)
+_HOSTNAME_LEFT_OUT = (
+    "only host names without '--' in positions 3-4 (so no Punycode A-labels 'xn--...', "
+    "whose validation is not regular in practice), with labels of at most 63 characters, "
+    "either 1-3 labels or 4-8 labels of at most 30 characters, are generated"
+)
+
+# Formats that `format_language` cannot produce exactly: each gives a sound subset (every
+# generated string valid), compiled by default with a SubsetWarning saying what it leaves
+# out (this text); ``subsets="refuse"`` refuses them.
 FORMAT_LIMITS = {
-    "hostname": "Punycode A-labels ('xn--...') need IDNA validation, which is not regular in "
-    "practice; only host names without '--' in positions 3-4, with labels of at most 63 "
-    "characters, either 1-3 labels or 4-8 labels of at most 30 characters, are generated",
-    "idn-hostname": "internationalized host names need IDNA validation",
-    "idn-email": "internationalized e-mail addresses need IDNA validation",
-    "regex": "the language of valid ECMA-262 regexes is not regular",
+    "hostname": _HOSTNAME_LEFT_OUT,
+    # RFC 5890 2.3.2.1: an NR-LDH label (LDH, not '--' in positions 3-4) is IDNA-valid, and
+    # the subset's labels all are; its total length is within 253 as for hostname.
+    "idn-hostname": "internationalized labels (U-labels, A-labels) need IDNA validation: "
+    "only ASCII host names are generated, and of those " + _HOSTNAME_LEFT_OUT,
+    # RFC 6531 extends RFC 5321's Mailbox (UTF-8 in local part and domain): every
+    # RFC 5321 mailbox is an RFC 6531 one.
+    "idn-email": "internationalized addresses (UTF-8 local parts, U-label domains) need IDNA "
+    "validation: only the ASCII addresses of format 'email' (RFC 5321) are generated",
+    "regex": "the language of valid regexes is not regular: " + REGEX_LEFT_OUT,
 }
 
 
@@ -191,8 +204,12 @@ def format_language(name: str, leap_seconds: str = "utc"):
         pattern = t if name == "time" else rf"{_DATE}[Tt]{t}"
     elif name in _FORMATS_EXACT:
         pattern = _FORMATS_EXACT[name]
-    elif name == "hostname":
+    elif name in ("hostname", "idn-hostname"):
         pattern = _HOSTNAME_SUBSET
+    elif name == "idn-email":
+        pattern = _EMAIL
+    elif name == "regex":
+        return regex_subset()
     else:
         return None
     return _parse_plain(pattern)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from fractions import Fraction
 
 from automata_compile.frontends.json_schema import _content as sf
@@ -12,7 +11,7 @@ from automata_compile.frontends.json_schema._content import (
     alt,
     rep,
 )
-from automata_compile.frontends.json_schema._resolver import _loc, _ptr_join
+from automata_compile.frontends.json_schema._resolver import _ptr_join
 from automata_compile.frontends.json_schema._type_algebra import (
     _meet,
 )
@@ -106,13 +105,7 @@ class _Keywords:
                 self.invalid(p, "format must be a string")
             lang = _formats.format_language(f, self.opts.leap_seconds)
             if f in _formats.FORMAT_LIMITS:
-                if f == "hostname" and not self.opts.strict:
-                    warnings.warn(
-                        f"'format' at {_loc(p)}: {_formats.FORMAT_LIMITS[f]}", stacklevel=3
-                    )
-                else:
-                    self.refuse("format", p, f"format {f!r}: {_formats.FORMAT_LIMITS[f]}")
-                    lang = None
+                self.subset("format", p, f"format {f!r}: {_formats.FORMAT_LIMITS[f]}")
             if lang is not None:
                 langs.append(("format", lang))
         if not langs:

@@ -89,8 +89,7 @@ Options (all keyword-only):
     structure then has to end).
   strict: ``True`` (default) raises `UnsupportedSchemaError` for anything that cannot be
     enforced exactly; ``False`` drops it (accepting more) with a `warnings.warn` naming
-    what is not enforced and where (``format: hostname`` is then enforced as its subset,
-    see `_formats.FORMAT_LIMITS`, rather than dropped).
+    what is not enforced and where. (Sound subsets follow ``subsets``, not ``strict``.)
   string_escapes: ``"standard"`` (default), ``"any"`` or ``"minimal"``; see
     `encode_json_string`.
   leap_seconds: for ``time``/``date-time``: ``"utc"`` (default) accepts second 60 only as
@@ -126,6 +125,12 @@ Formats enforced exactly: ``date-time``, ``date``, ``time`` (see ``leap_seconds`
 ``duration``, ``email`` (RFC 5321 mailbox, address literals included), ``ipv4``, ``ipv6``,
 ``uri``, ``uri-reference``, ``iri``, ``iri-reference``, ``uri-template``, ``uuid``,
 ``json-pointer``, ``relative-json-pointer``.
+Formats enforced as named sound subsets (option ``subsets``; what each leaves out is
+`_formats.FORMAT_LIMITS`' text, the `SubsetWarning` message): ``hostname`` (no Punycode
+A-labels ``xn--``, at most 253 characters provably), ``idn-hostname`` (its ASCII names, the
+same subset), ``idn-email`` (the ``email`` language) and ``regex`` (`_regex_format`: valid
+for ECMA-262 with and without the ``u`` flag and for Python's ``re``; groups nest at most 3
+deep; no named groups, backreferences or lookaround).
 
 References: local ``$ref`` (JSON pointers, ``$anchor``, embedded ``$id`` resources,
 ``$defs``/``definitions``), and ``$dynamicRef``/``$dynamicAnchor`` resolved along the
@@ -139,10 +144,9 @@ combinations of its branches where the schema uses them.
 Refused in strict mode (`UnsupportedSchemaError`, with ``keyword`` and ``pointer``):
 ``uniqueItems: true`` (unless at most one item), remote ``$ref``/``$dynamicRef`` (documents
 outside the schema), ``$recursiveRef``, unknown ``$schema`` meta-schemas, ECMA patterns
-with backreferences, lookaround or ``\\b``, ``format`` values without an exact regex
-(``hostname`` because of Punycode A-labels, ``idn-hostname``, ``idn-email``, ``regex``),
-``not``/``if``/``oneOf`` whose complement is not expressible (e.g. objects that must have
-some undeclared property), ``unevaluated*`` under an ``anyOf`` of more than four annotated
+with backreferences, lookaround or ``\\b``, ``format`` values enforced as subsets (above)
+with ``subsets="refuse"``, ``not``/``if``/``oneOf`` whose complement is not expressible
+(e.g. objects that must have some undeclared property), ``unevaluated*`` under an ``anyOf`` of more than four annotated
 branches, and constraints whose automaton outgrows a budget (``multipleOf`` whose
 remainder automaton needs more than 400 states, string intersections or complements past
 20,000 states, objects in any property order past their budget; a byte automaton past
@@ -174,7 +178,7 @@ from __future__ import annotations
 from automata_compile.frontends.json_schema._numbers import MIN_DIGITS
 from automata_compile.frontends.json_schema._translator import _Options
 
-_INTERNAL = ("declared_at", "any_ordered", "order_warned", "bitset")
+_INTERNAL = ("declared_at", "any_ordered", "order_warned", "subset_warned", "bitset")
 
 
 def parse_options(kw) -> _Options:

@@ -118,6 +118,9 @@ class _Options:
     declared_at: frozenset = frozenset()
     any_ordered: list = dataclasses.field(default_factory=list, compare=False)
     order_warned: set = dataclasses.field(default_factory=set, compare=False)
+    # (keyword, pointer) of the sound subsets already warned about: one SubsetWarning each
+    # per compile, however often the schema is translated (a retry, a shared $defs entry)
+    subset_warned: set = dataclasses.field(default_factory=set, compare=False)
     # A `_bitset_events.BitsetEvents` (hashed by identity): any-order objects spelled as a loop
     # with bitset events (docs/any_order_bitset.md); None (the default): the counting automaton.
     bitset: object = None
@@ -178,6 +181,9 @@ class _Translator(_Keywords):
                 keyword=keyword,
                 pointer=ptr,
             )
+        if (keyword, ptr) in self.opts.subset_warned:
+            return
+        self.opts.subset_warned.add((keyword, ptr))
         warnings.warn(
             SubsetWarning(
                 f"{keyword!r} at {where} is enforced as a sound subset: {reason}",
