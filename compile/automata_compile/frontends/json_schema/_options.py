@@ -136,8 +136,16 @@ keywords apply). ``unevaluatedProperties``/``unevaluatedItems`` are exact: each 
 array alternative carries what was evaluated, and ``anyOf`` is split into exclusive
 combinations of its branches where the schema uses them.
 
+``uniqueItems: true`` is exact where the items' values are finite (``enum``/``const`` of
+scalars, booleans, null, bounded integers; any order while the sets of values fit 4,096
+counting states and 20,000 byte-automaton states); past that budget the values are accepted
+in one fixed order, and over an infinite item language at most one item is accepted: both
+sound subsets, named by a `SubsetWarning` (``subsets="refuse"`` raises instead).
+
 Refused in strict mode (`UnsupportedSchemaError`, with ``keyword`` and ``pointer``):
-``uniqueItems: true`` (unless at most one item), remote ``$ref``/``$dynamicRef`` (documents
+``uniqueItems: true`` over an infinite item language with ``minItems`` >= 2 (the subset of at
+most one item is empty there), the complement of ``uniqueItems`` (in ``not``, ``oneOf``,
+``if``), remote ``$ref``/``$dynamicRef`` (documents
 outside the schema), ``$recursiveRef``, unknown ``$schema`` meta-schemas, ECMA patterns
 with backreferences, lookaround or ``\\b``, ``format`` values without an exact regex
 (``hostname`` because of Punycode A-labels, ``idn-hostname``, ``idn-email``, ``regex``),
@@ -174,7 +182,7 @@ from __future__ import annotations
 from automata_compile.frontends.json_schema._numbers import MIN_DIGITS
 from automata_compile.frontends.json_schema._translator import _Options
 
-_INTERNAL = ("declared_at", "any_ordered", "order_warned", "bitset")
+_INTERNAL = ("declared_at", "any_ordered", "order_warned", "subset_warned", "bitset")
 
 
 def parse_options(kw) -> _Options:

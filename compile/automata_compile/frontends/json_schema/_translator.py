@@ -118,6 +118,7 @@ class _Options:
     declared_at: frozenset = frozenset()
     any_ordered: list = dataclasses.field(default_factory=list, compare=False)
     order_warned: set = dataclasses.field(default_factory=set, compare=False)
+    subset_warned: set = dataclasses.field(default_factory=set, compare=False)  # pointers
     # A `_bitset_events.BitsetEvents` (hashed by identity): any-order objects spelled as a loop
     # with bitset events (docs/any_order_bitset.md); None (the default): the counting automaton.
     bitset: object = None
