@@ -241,8 +241,10 @@ def _words(node, limit: int):
         ws = _words(node.item, limit)
         if ws is None:
             return None
-        if ws <= {""}:
-            return ws if node.min == 0 or ws else set()
+        if not ws:  # the item has no string: only zero repetitions
+            return {""} if node.min == 0 else set()
+        if ws == {""}:
+            return ws
         if node.max is None:
             return None
         return _words(
