@@ -18,7 +18,7 @@ from automata_compile.automata import NEVER, Automaton
 from automata_compile.automata import byte_dfa as _byte_dfa
 from automata_compile.automata import char_dfa as _char_dfa
 from automata_compile.frontends.json_schema import _content as sf
-from automata_compile.frontends.json_schema import _floors, _strings, _unique
+from automata_compile.frontends.json_schema import _floors, _strings
 from automata_compile.frontends.json_schema._bitset_events import (
     CLEAR,
     REQUIRE,
@@ -226,6 +226,8 @@ class _Emitter:
 
     def array(self, a: _Arr):
         if a.unique is not None:
+            from automata_compile.frontends.json_schema import _unique  # it builds on this module
+
             node = None if a.max is not None and a.max <= 1 else _unique.unique_array(self, a)
             return self.array(a.replace(unique=None)) if node is None else node
         if a.contains:

@@ -138,7 +138,8 @@ combinations of its branches where the schema uses them.
 
 ``uniqueItems: true`` is exact where the items' values are finite (``enum``/``const`` of
 scalars, booleans, null, bounded integers; any order while the sets of values fit 4,096
-counting states and 20,000 byte-automaton states); past that budget the values are accepted
+counting states and 20,000 byte-automaton states, counted in the schema's any-order total of
+40,000 with the objects); past that budget the values are accepted
 in one fixed order, and over an infinite item language at most one item is accepted: both
 sound subsets, named by a `SubsetWarning` (``subsets="refuse"`` raises instead).
 

@@ -19,6 +19,7 @@ from fractions import Fraction
 
 from automata_compile.automata import Alt, Automaton, Chars, Repeat, Seq
 from automata_compile.frontends.json_schema import _content as sf
+from automata_compile.frontends.json_schema._emitter import MAX_SCHEMA_ORDER_STATES, _Counting
 from automata_compile.frontends.json_schema._type_algebra import _is_empty, _meet
 from automata_compile.frontends.json_schema._types import _T, _Arr, _Num, _top
 
@@ -53,7 +54,8 @@ def unique_array(em, a: _Arr):
         for c, cmin, cmax, first, _ in a.contains
     ]
     cap = len(keys) if a.max is None else min(a.max, len(keys))
-    if _exact_fits(em, labels, cap):
+    why = _exact_fits(em, labels, cap)
+    if why is None:
         return em.wrap("[", _exact(em, a, labels, allowed, members), "]", a.min == 0)
     states = len(keys) * (max(k, a.min, 1) + 1 if a.max is None or a.max >= len(keys) else cap + 1)
     if states > MAX_CANONICAL_STATES:
@@ -66,8 +68,7 @@ def unique_array(em, a: _Arr):
     em.subset(
         "uniqueItems",
         ptr,
-        f"{len(keys):,} distinct item values are too many to accept in any order (more than "
-        f"{MAX_UNIQUE_SETS:,} sets of values or {MAX_UNIQUE_STATES:,} automaton states): "
+        f"{len(keys):,} distinct item values are too many to accept in any order ({why}): "
         "items accepted in one fixed order only (null, false, true, numbers ascending, "
         "strings in code-point order), so every set of distinct items keeps one spelling",
     )
@@ -93,21 +94,29 @@ def _one_item(em, a: _Arr, ptr: str):
     return em.array(a.replace(max=1, unique=None))
 
 
-def _exact_fits(em, labels, cap: int) -> bool:
-    """Whether any order fits its budget: the sets of at most ``cap`` of the n values, and
-    each value's label copied once per set without it that has room for one more."""
+def _exact_fits(em, labels, cap: int) -> str | None:
+    """None where any order fits its budget (then its states are charged), else why not:
+    the sets of at most ``cap`` of the n values, and each value's label copied once per set
+    without it that has room for one more; the states that adds count towards the schema's
+    any-order total too (objects share it, `_emitter.MAX_SCHEMA_ORDER_STATES`)."""
     n = len(labels)
     if sum(math.comb(n, j) for j in range(cap + 1)) > MAX_UNIQUE_SETS:
-        return False
+        return f"more than {MAX_UNIQUE_SETS:,} sets of values"
     copies = sum(math.comb(n - 1, j) for j in range(cap))
     extra = (copies - 1) * sum(em.label_size(x) for x in labels)
-    return extra <= MAX_UNIQUE_STATES
+    if extra > MAX_UNIQUE_STATES:
+        return f"{MAX_UNIQUE_STATES:,} automaton states more than one copy of each value"
+    if em.order_states + extra > MAX_SCHEMA_ORDER_STATES:
+        return (
+            f"the schema's arrays and objects in any order would add more than "
+            f"{MAX_SCHEMA_ORDER_STATES:,} automaton states"
+        )
+    em.order_states += extra
+    return None
 
 
 def _exact(em, a: _Arr, labels, allowed, members):
     """Any order: a counting automaton over (values used, contains counts)."""
-    from automata_compile.frontends.json_schema._emitter import _Counting
-
     k = len(a.prefix)
     g = _Counting((frozenset(), (0,) * len(members)))
     while g.todo:
@@ -129,8 +138,6 @@ def _exact(em, a: _Arr, labels, allowed, members):
 def _canonical(em, a: _Arr, labels, allowed, members):
     """One fixed order: states (next value allowed, items so far, contains counts); each
     value is written (then the next) or skipped, so the labels are copied once per count."""
-    from automata_compile.frontends.json_schema._emitter import _Counting
-
     k, n = len(a.prefix), len(labels)
     bounded = a.max is not None and a.max < n
     cap = a.max if bounded else max(k, a.min, 1)

@@ -148,6 +148,24 @@ def test_many_values_are_accepted_in_canonical_order():
     assert not accepts(dfa, ["v03", "v03"]) and accepts(dfa, [])
 
 
+def test_any_order_arrays_share_the_schema_budget():
+    """Exact arrays charge the schema's any-order total: past it, the next ones (in the
+    order they are built) take the fixed order, each named."""
+    values = [f"value-{c}" for c in "abcdefgh"]
+    items = [{"enum": [v + str(i) for v in values]} for i in range(4)]
+    schema = {
+        "properties": {
+            f"p{i}": {"type": "array", "items": x, "uniqueItems": True} for i, x in enumerate(items)
+        }
+    }
+    dfa, messages = compiled(schema, property_order="declared")
+    pointers = [w.pointer for w in subset_warnings(messages)]
+    assert pointers == ["/properties/p3/uniqueItems"], pointers
+    assert "schema's arrays and objects in any order" in str(subset_warnings(messages)[0])
+    assert accepts(dfa, {"p0": ["value-c0", "value-a0"], "p3": ["value-a3", "value-c3"]})
+    assert not accepts(dfa, {"p3": ["value-c3", "value-a3"]})
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.lists(st.sampled_from(list(range(40)) + [1.0, "a"]), max_size=6))
 def test_canonical_order_is_sound_and_complete_over_sets(value):
@@ -163,6 +181,26 @@ def test_canonical_order_is_sound_and_complete_over_sets(value):
         assert valid(schema, value)
     if valid(schema, value):
         assert accepts(dfa, sorted(value))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(st.sampled_from([0, 1, 2, 5, 7, 39, 5.0, "a"]), max_size=5))
+def test_canonical_order_with_prefix_and_contains_is_sound(value):
+    """With prefixItems and contains the fixed order is still sound (only arrays whose
+    sorted spelling fits the prefix keep one, which the warning's "one fixed order" says)."""
+    schema = {
+        "type": "array",
+        "prefixItems": [{"enum": [0, 1, 2]}],
+        "items": {"type": "integer", "minimum": 0, "maximum": 39},
+        "contains": {"const": 5},
+        "maxContains": 1,
+        "uniqueItems": True,
+    }
+    dfa, messages = compiled(schema)
+    assert [w.keyword for w in subset_warnings(messages)] == ["uniqueItems"]
+    if accepts(dfa, value):
+        assert valid(schema, value)
+    assert accepts(dfa, [1, 5, 7]) and not accepts(dfa, [1, 7, 5]) and not accepts(dfa, [1, 7])
 
 
 def test_infinite_items_accept_at_most_one():
