@@ -100,7 +100,8 @@ class _Emitter:
         self.dfa_sizes: dict = {}
         self.minimal_ids: set = set()  # ids of `_minimal`'s minimal automata (kept in .minimal)
         self.floors: dict = {}  # `_floors.shortest`'s memo
-        self.order_states = 0  # estimated states any order added, over the schema's objects
+        # estimated states any order added, over the schema's objects and uniqueItems arrays
+        self.order_states = 0
 
     def subset(self, keyword: str, ptr: str, reason: str) -> None:
         """`_Translator.subset` (warn, or refuse with ``subsets="refuse"``), once per pointer

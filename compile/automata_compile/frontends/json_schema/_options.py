@@ -161,7 +161,8 @@ that needs grammar rules (unless ``recursion="unroll"``; the message names the r
 for one whose IR holds an automaton node, which it cannot print: ``pattern``/``format`` with
 ``minLength``/``maxLength`` or with each other, ``allOf`` of patterns, ``not``,
 ``propertyNames``, ``patternProperties`` overlaps, ``multipleOf``, counted ``contains``,
-``minProperties``/``maxProperties`` and objects in any property order (two or more declared
+``minProperties``/``maxProperties``, ``uniqueItems`` over finite item values (a counting
+automaton) and objects in any property order (two or more declared
 properties, or one beside other allowed properties: pass ``property_order="declared"``
 for a regex); `compile_json_schema` accepts them.
 Bad schemas raise `InvalidSchemaError` with the JSON pointer: non-schema values,
