@@ -11,12 +11,17 @@ The group is
   each instance serialized four ways (``json.dumps`` default and compact separators,
   ``ensure_ascii`` True and False), or when the translation raises `InvalidSchemaError`
   and every instance of the group is invalid (an unsatisfiable schema);
+* **subset** when the compile warns that a keyword is enforced as a sound subset of its
+  language (a `SubsetWarning` other than an object's declared-order fallback, which
+  `key_orders` judges exactly) and the DFA accepts no invalid instance (it may reject
+  valid ones: how many is in the detail);
 * **refused** when the translation raises `UnsupportedSchemaError` (the keyword is tallied);
 * **wrong** otherwise (a valid instance rejected, an invalid one accepted, or an
   `InvalidSchemaError` for a schema that some instance satisfies).
 
-Usage: ``python tools/schema_coverage.py [--suite DIR] [--out COVERAGE.md]``. Without
-``--out`` it prints the report. The suite is looked for in ``../shared/data/json-schema-test-suite``
+Usage: ``python tools/schema_coverage.py [--suite DIR] [--only FILE ...] [--out COVERAGE.md]``.
+Without ``--out`` it prints the report; ``--only`` runs the named suite files (paths
+relative to the suite folder, e.g. ``uniqueItems.json``) and writes nothing. The suite is looked for in ``../shared/data/json-schema-test-suite``
 beside the checkout (``python tools/fetch_test_data.py --only suite`` puts it there).
 """
 
@@ -121,7 +126,7 @@ def check_instance(rx, value, valid: bool) -> str | None:
 class GroupResult:
     file: str
     description: str
-    outcome: str  # exact | refused | wrong
+    outcome: str  # exact | subset | refused | wrong
     detail: str = ""
     keyword: str | None = None
     seconds: float = 0.0
@@ -132,7 +137,9 @@ class GroupResult:
 def run_group(file: str, group: dict, options: dict) -> GroupResult:
     from automata_compile import (
         InvalidSchemaError,
+        OrderFallbackWarning,
         StateBudgetExceededError,
+        SubsetWarning,
         UnsupportedSchemaError,
     )
     from automata_compile.automata._byte_dfa import build_byte_dfa
@@ -171,15 +178,29 @@ def run_group(file: str, group: dict, options: dict) -> GroupResult:
         return result("wrong", f"InvalidSchemaError on a satisfiable schema: {e}")
     except Exception as e:  # noqa: BLE001 - a crash is a wrong answer, reported
         return result("wrong", f"crash: {type(e).__name__}: {e}")
+    subset = [
+        w.message
+        for w in caught
+        if isinstance(w.message, SubsetWarning) and not isinstance(w.message, OrderFallbackWarning)
+    ]
+    rejected = []
     for t in tests:
         text = check_instance(rx, t["data"], t["valid"])
-        if text is not None:
+        if text is not None and (not subset or not t["valid"]):
             verdict = "rejected valid" if t["valid"] else "accepted invalid"
             return result("wrong", f"{verdict} {text!r} ({t['description']})")
+        if text is not None:
+            rejected.append(text)
+    if subset:
+        keyword = subset[0].keyword
+        return result("subset", f"{len(rejected)} valid instances rejected: {subset[0]}", keyword)
     return result("exact")
 
 
-def run_suite(path: str, options: dict | None = None) -> list[GroupResult]:
+def run_suite(
+    path: str, options: dict | None = None, only: list[str] | None = None
+) -> list[GroupResult]:
+    """Every group of the suite at ``path`` (``only``: of these files, relative paths)."""
     options = dict(OPTIONS if options is None else options)
     results = []
     for root, _, files in sorted(os.walk(path)):
@@ -188,6 +209,8 @@ def run_suite(path: str, options: dict | None = None) -> list[GroupResult]:
                 continue
             full = os.path.join(root, name)
             rel = os.path.relpath(full, path)
+            if only is not None and rel not in only:
+                continue
             with open(full, encoding="utf-8") as f:
                 groups = json.load(f)
             file_options = {**options, **FILE_OPTIONS.get(rel, {})}
@@ -200,6 +223,15 @@ def _shown(path: str) -> str:
     """``path`` relative to the repository (no machine-specific absolute path in reports)."""
     rel = os.path.relpath(os.path.abspath(path), ROOT)
     return rel.replace(os.sep, "/") if not os.path.isabs(rel) else path
+
+
+def totals_line(results: list[GroupResult]) -> str:
+    """The report's totals line (the tests check that COVERAGE.md has the current one)."""
+    c = collections.Counter(r.outcome for r in results)
+    return (
+        f"**Totals: {len(results)} groups — {c['exact']} exact, {c['subset']} sound subset, "
+        f"{c['refused']} refused, {c['wrong']} wrong.**"
+    )
 
 
 def report(results: list[GroupResult], path: str) -> str:
@@ -226,10 +258,13 @@ def report(results: list[GroupResult], path: str) -> str:
         "each serialized with `json.dumps` default and compact separators,",
         "`ensure_ascii` True and False (objects are unordered: a valid instance must match with",
         "some order of its keys, an invalid one with none), or when an unsatisfiable schema raises",
-        "`InvalidSchemaError` and every instance is invalid; *refused* when strict mode raises",
+        "`InvalidSchemaError` and every instance is invalid; *sound subset* when the compile",
+        "enforces a keyword as a named sound subset of its language (a `SubsetWarning`, e.g.",
+        "`uniqueItems` over an infinite item language: at most one item) and accepts no invalid",
+        "instance (it may reject valid ones); *refused* when strict mode raises",
         "`UnsupportedSchemaError`; *wrong* otherwise.",
         "",
-        f"**Totals: {len(results)} groups — {totals['exact']} exact, {totals['refused']} refused, {totals['wrong']} wrong.**",
+        totals_line(results),
         "",
         f"{sum(r.pda for r in results if r.outcome == 'exact')} of the exact groups compile to a "
         "pushdown automaton (grammar rules), the others to a DFA. "
@@ -237,16 +272,18 @@ def report(results: list[GroupResult], path: str) -> str:
         "object past its any-order budget, accepted in declared property order only (with an "
         "`OrderFallbackWarning`): every valid instance still matches in some key order.",
         "",
-        "| file | groups | exact | refused | wrong |",
-        "| --- | ---: | ---: | ---: | ---: |",
+        "| file | groups | exact | subset | refused | wrong |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for file in sorted(per_file):
         c = per_file[file]
         lines.append(
-            f"| {file} | {sum(c.values())} | {c['exact']} | {c['refused']} | {c['wrong']} |"
+            f"| {file} | {sum(c.values())} | {c['exact']} | {c['subset']} | {c['refused']} "
+            f"| {c['wrong']} |"
         )
     lines.append(
-        f"| **total** | **{len(results)}** | **{totals['exact']}** | **{totals['refused']}** | **{totals['wrong']}** |"
+        f"| **total** | **{len(results)}** | **{totals['exact']}** | **{totals['subset']}** "
+        f"| **{totals['refused']}** | **{totals['wrong']}** |"
     )
     lines += ["", "## Refusals by keyword", "", "| keyword | groups |", "| --- | ---: |"]
     for kw, n in refused_kw.most_common():
@@ -258,6 +295,11 @@ def report(results: list[GroupResult], path: str) -> str:
                 ". Pass strict=False"
             )[0]
             lines.append(f"- {r.file} — {r.description}: `{r.keyword}`: {reason}")
+    subsets = [r for r in results if r.outcome == "subset"]
+    if subsets:
+        lines += ["", "## Groups compiled as a sound subset", ""]
+        for r in subsets:
+            lines.append(f"- {r.file} — {r.description}: `{r.keyword}`: {r.detail[:300]}")
     fell_back = [r for r in results if r.declared_order]
     if fell_back:
         lines += ["", "## Objects accepted in declared property order", ""]
@@ -275,6 +317,9 @@ def main(argv=None) -> int:
     ap.add_argument("--suite", default=None, help="draft2020-12 folder of the test suite")
     ap.add_argument("--out", default=None, help="write the report here (e.g. COVERAGE.md)")
     ap.add_argument("--slowest", type=int, default=0, help="print the N slowest groups")
+    ap.add_argument(
+        "--only", nargs="+", default=None, help="only these suite files (e.g. uniqueItems.json)"
+    )
     args = ap.parse_args(argv)
     path = find_suite(args.suite)
     if path is None:
@@ -285,8 +330,10 @@ def main(argv=None) -> int:
         )
         return 2
     t0 = time.perf_counter()
-    results = run_suite(path)
+    results = run_suite(path, only=args.only)
     text = report(results, path)
+    if args.out and args.only:
+        ap.error("--only runs part of the suite: it cannot write the report (--out)")
     if args.out:
         with open(args.out, "w", encoding="utf-8") as f:
             f.write(text)
@@ -294,7 +341,7 @@ def main(argv=None) -> int:
         print(text)
     totals = collections.Counter(r.outcome for r in results)
     print(
-        f"{len(results)} groups: {totals['exact']} exact, {totals['refused']} refused, {totals['wrong']} wrong ({time.perf_counter() - t0:.1f}s)",
+        f"{totals_line(results)} ({time.perf_counter() - t0:.1f}s)",
         file=sys.stderr,
     )
     for r in sorted(results, key=lambda r: -r.seconds)[: args.slowest]:

@@ -109,7 +109,15 @@ def test_json_schema_from_stdin(mistral_sp_path, tmp_path):
     assert "Traceback" not in bad.stderr
 
 
-UNIQUE_ITEMS = {"type": "array", "items": {"type": "integer"}, "maxItems": 3, "uniqueItems": True}
+# distinct integers, at least two: refused (the sound subset for an infinite item language,
+# at most one item, is empty here)
+UNIQUE_ITEMS = {
+    "type": "array",
+    "items": {"type": "integer"},
+    "minItems": 2,
+    "maxItems": 3,
+    "uniqueItems": True,
+}
 
 
 def test_json_schema_refusal_and_warning_name_the_cli_flag(mistral_sp_path, tmp_path):

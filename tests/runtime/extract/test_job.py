@@ -256,7 +256,11 @@ def test_invalid_schema_is_a_clear_error(tmp_path, capsys, schema_text, message)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.json"]  # nothing created
 
 
-UNIQUE_ITEMS = '{"type": "array", "items": {"type": "integer"}, "maxItems": 3, "uniqueItems": true}'
+# refused: distinct integers, at least two (the sound subset, at most one item, is empty)
+UNIQUE_ITEMS = (
+    '{"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 3, '
+    '"uniqueItems": true}'
+)
 
 
 @pytest.mark.parametrize(

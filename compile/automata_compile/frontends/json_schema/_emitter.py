@@ -58,9 +58,11 @@ class _Emitter:
         rules=None,
         free_calls: bool = True,
         share_min_size: int = SHARE_MIN_SIZE,
+        subset=None,
     ):
         self.opts = opts
         self.refuse = refuse
+        self._subset = subset  # `_Translator.subset`
         self.rules = rules  # a `_rules.Rules` (recursion="stack"), or None: no calls
         self.free_calls = free_calls  # see `_free_rule`
         self.share_min_size = share_min_size  # a shared value this large becomes a rule
@@ -98,7 +100,17 @@ class _Emitter:
         self.dfa_sizes: dict = {}
         self.minimal_ids: set = set()  # ids of `_minimal`'s minimal automata (kept in .minimal)
         self.floors: dict = {}  # `_floors.shortest`'s memo
-        self.order_states = 0  # estimated states any order added, over the schema's objects
+        # estimated states any order added, over the schema's objects and uniqueItems arrays
+        self.order_states = 0
+
+    def subset(self, keyword: str, ptr: str, reason: str) -> None:
+        """`_Translator.subset`: warn once per (keyword, pointer) and compile, or refuse
+        with ``subsets="refuse"``."""
+        self._subset(keyword, ptr, reason)
+
+    def label_size(self, label) -> int:
+        """States of ``label``'s minimal byte DFA (the cost of one more copy of it)."""
+        return self._dfa_size(self._minimal(label))
 
     def string(self, content):
         return _strings.encode_json_string(content, self.opts.string_escapes)
@@ -211,6 +223,11 @@ class _Emitter:
         return _constrained_number(n, self.opts.max_filler, self.opts.max_digits)
 
     def array(self, a: _Arr):
+        if a.unique is not None:
+            from automata_compile.frontends.json_schema import _unique  # it builds on this module
+
+            node = None if a.max is not None and a.max <= 1 else _unique.unique_array(self, a)
+            return self.array(a.replace(unique=None)) if node is None else node
         if a.contains:
             try:
                 return self.wrap("[", self._array_counted(a), "]", True)

@@ -43,7 +43,7 @@ def _translate(
         if share and rules is not None:
             rules.shared = shared
         size = SHARE_MIN_SIZE if values is None else values
-        node = _Emitter(opts, tr.refuse, rules, free_calls, size).value(t)
+        node = _Emitter(opts, tr.refuse, rules, free_calls, size, tr.subset).value(t)
         grammar = rules.grammar(node) if rules else GrammarIR(names=(ROOT,), bodies=(node,))
     except _Refuse as e:
         raise UnsupportedSchemaError(

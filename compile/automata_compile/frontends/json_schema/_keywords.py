@@ -196,16 +196,13 @@ class _Keywords:
             if cmin > 0 or cmax is not None:
                 contains = ((c, cmin, cmax, 0, _ptr_join(ptr, "contains")),)
         ev = (len(prefix), evaluates_all, ev_contains, True)
-        arr = _Arr(prefix, items, mn, mx, contains, ev)
-        out = [_only(arrays=(arr,))]
-        if s.get("uniqueItems") is True:
-            if not _trivially_unique(arr):
-                self.refuse(
-                    "uniqueItems",
-                    _ptr_join(ptr, "uniqueItems"),
-                    "pairwise distinct items are not a regular language",
-                )
-        return out
+        unique = s.get("uniqueItems", False)
+        p_unique = _ptr_join(ptr, "uniqueItems")
+        if not isinstance(unique, bool):
+            self.invalid(p_unique, f"uniqueItems must be a boolean, got {unique!r}")
+        # the emitter builds the distinct items (`_unique`), exactly or as a named subset
+        arr = _Arr(prefix, items, mn, mx, contains, ev, unique=p_unique if unique else None)
+        return [_only(arrays=(arr,))]
 
     # -- objects --------------------------------------------------------------------------------
 
@@ -357,7 +354,3 @@ def _rest_rules(pat_langs, add_t: _T):
         if not sf.is_empty(k):
             rules.append((k, None if add_t.is_top() else add_t))
     return tuple(rules)
-
-
-def _trivially_unique(arr: _Arr) -> bool:
-    return arr.max is not None and arr.max <= 1

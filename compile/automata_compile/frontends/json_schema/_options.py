@@ -141,8 +141,17 @@ keywords apply). ``unevaluatedProperties``/``unevaluatedItems`` are exact: each 
 array alternative carries what was evaluated, and ``anyOf`` is split into exclusive
 combinations of its branches where the schema uses them.
 
+``uniqueItems: true`` is exact where the items' values are finite (``enum``/``const`` of
+scalars, booleans, null, bounded integers; any order while the sets of values fit 4,096
+counting states and 20,000 byte-automaton states, counted in the schema's any-order total of
+40,000 with the objects); past that budget the values are accepted
+in one fixed order, and over an infinite item language at most one item is accepted: both
+sound subsets, named by a `SubsetWarning` (``subsets="refuse"`` raises instead).
+
 Refused in strict mode (`UnsupportedSchemaError`, with ``keyword`` and ``pointer``):
-``uniqueItems: true`` (unless at most one item), remote ``$ref``/``$dynamicRef`` (documents
+``uniqueItems: true`` over an infinite item language with ``minItems`` >= 2 (the subset of at
+most one item is empty there), the complement of ``uniqueItems`` (in ``not``, ``oneOf``,
+``if``), remote ``$ref``/``$dynamicRef`` (documents
 outside the schema), ``$recursiveRef``, unknown ``$schema`` meta-schemas, ECMA patterns
 with backreferences, lookaround or ``\\b``, ``format`` values enforced as subsets (above)
 with ``subsets="refuse"``, ``not``/``if``/``oneOf`` whose complement is not expressible
@@ -156,7 +165,8 @@ that needs grammar rules (unless ``recursion="unroll"``; the message names the r
 for one whose IR holds an automaton node, which it cannot print: ``pattern``/``format`` with
 ``minLength``/``maxLength`` or with each other, ``allOf`` of patterns, ``not``,
 ``propertyNames``, ``patternProperties`` overlaps, ``multipleOf``, counted ``contains``,
-``minProperties``/``maxProperties`` and objects in any property order (two or more declared
+``minProperties``/``maxProperties``, ``uniqueItems`` over finite item values (a counting
+automaton) and objects in any property order (two or more declared
 properties, or one beside other allowed properties: pass ``property_order="declared"``
 for a regex); `compile_json_schema` accepts them.
 Bad schemas raise `InvalidSchemaError` with the JSON pointer: non-schema values,

@@ -153,6 +153,7 @@ def _arr_meet(a: _Arr, b: _Arr):
         mx,
         tuple(dict.fromkeys(a.contains + b.contains)),
         _arr_ev_union(a.ev, b.ev),
+        a.unique if a.unique is not None else b.unique,
     )
 
 
@@ -245,6 +246,8 @@ def _num_negate(n: _Num) -> list:
 
 
 def _arr_negate(a: _Arr) -> list:
+    if a.unique is not None and not (a.max is not None and a.max <= 1):
+        raise _Refuse("not", "the complement of uniqueItems (arrays with a repeated item)")
     out = []
     if a.min > 0:
         out.append(_Arr(max=a.min - 1))

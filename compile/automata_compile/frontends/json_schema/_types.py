@@ -148,12 +148,13 @@ class _Arr(_Hashed):
     ``contains`` counts ``(schema, min, max, first position counted, JSON pointer)``.
     ``None`` = any. ``ev`` records what the schema evaluated (for ``unevaluatedItems``):
     ``(prefix positions, all items, contains schemas, exact)``; ``exact`` is False where an
-    ``anyOf`` could not be split into exclusive branches."""
+    ``anyOf`` could not be split into exclusive branches. ``unique``: the JSON pointer of a
+    ``uniqueItems: true`` that applies (items pairwise distinct, see `_unique`), or None."""
 
-    __slots__ = ("prefix", "items", "min", "max", "contains", "ev")
+    __slots__ = ("prefix", "items", "min", "max", "contains", "ev", "unique")
     _fields = __slots__
 
-    def __init__(self, prefix=(), items=None, min=0, max=None, contains=(), ev=None):
+    def __init__(self, prefix=(), items=None, min=0, max=None, contains=(), ev=None, unique=None):
         ev = _ARR_EV0 if ev is None else ev
         if items is not None and items.is_bottom():
             max = len(prefix) if max is None else min_(max, len(prefix))
@@ -168,7 +169,13 @@ class _Arr(_Hashed):
         while prefix and prefix[-1] == items:
             prefix = prefix[:-1]
         self._init(
-            prefix=tuple(prefix), items=items, min=min, max=max, contains=tuple(contains), ev=ev
+            prefix=tuple(prefix),
+            items=items,
+            min=min,
+            max=max,
+            contains=tuple(contains),
+            ev=ev,
+            unique=unique,
         )
 
     def at(self, i: int):
