@@ -480,7 +480,11 @@ class _Emitter:
         if any_order:
             # each label is copied once per set: minimal copies keep the subset construction
             # of the byte automaton near the size of its result
-            m = self._minimal
+            # (a label with rule calls stays as is: `_whole` keeps it one node, so that
+            # its byte DFA, built to size it, is spliced for each copy)
+            def m(x):
+                return _whole(self._minimal(x))
+
             items = [(name, m(node), req, schema) for name, node, req, schema in items]
             rest, witness, wits = m(rest), m(witness), [m(x) for x in wits]
             size = self._dfa_size
@@ -674,6 +678,17 @@ MAX_ORDER_STATES = 20_000
 # objects fall back to declared order (each named by a warning) instead of making the
 # schema's automaton, and its compile time, grow with every object.
 MAX_SCHEMA_ORDER_STATES = 40_000
+
+
+def _whole(label):
+    """``label`` as one IR node that sequences and alternations keep whole (their builders
+    flatten and factor a `Seq` or an `Alt`): an automaton of one edge, the same language.
+    The byte DFA built to size it (`_Emitter._dfa_size`) is then spliced wherever the
+    counting construction copies it (`_byte_dfa._Bytes`), instead of its Thompson NFA
+    (thousands of states for a property whose value is free JSON, once per set)."""
+    if type(label) is Automaton or sf.is_never(label):
+        return label
+    return Automaton(edges=(((label, 1),), ()), start=0, finals=frozenset({1}))
 
 
 class _OrderBudget(Exception):
