@@ -680,13 +680,17 @@ MAX_ORDER_STATES = 20_000
 MAX_SCHEMA_ORDER_STATES = 40_000
 
 
+# Any-order labels kept whole (`_whole`); False: as they are (the same byte DFA, slower).
+WHOLE_LABELS = True
+
+
 def _whole(label):
     """``label`` as one IR node that sequences and alternations keep whole (their builders
     flatten and factor a `Seq` or an `Alt`): an automaton of one edge, the same language.
     The byte DFA built to size it (`_Emitter._dfa_size`) is then spliced wherever the
     counting construction copies it (`_byte_dfa._Bytes`), instead of its Thompson NFA
     (thousands of states for a property whose value is free JSON, once per set)."""
-    if type(label) is Automaton or sf.is_never(label):
+    if not WHOLE_LABELS or type(label) is Automaton or sf.is_never(label):
         return label
     return Automaton(edges=(((label, 1),), ()), start=0, finals=frozenset({1}))
 
