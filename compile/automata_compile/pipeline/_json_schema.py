@@ -158,20 +158,44 @@ def order_fallback(opts: SchemaOptions, e: Exception) -> SchemaOptions | None:
 
 
 def _compile(schema, opts: SchemaOptions, vocab, max_states, spec):
-    node, pda = byte_language(schema, opts, max_states=max_states)
-    if pda is None:
-        try:
-            return compile_ir(
-                node,
-                vocab,
-                max_states=max_states,
-                spec_kind="json_schema",
-                spec=spec,
-                what="the schema",
-            )
-        except StateBudgetExceededError:
-            # a regular schema too large as a DFA: large values it repeats become rules
-            _, pda = byte_language(schema, opts, max_states=max_states, share=True)
-            if pda is None:
-                raise
+    try:
+        node, pda = byte_language(schema, opts, max_states=max_states)
+        if pda is None:
+            try:
+                return compile_ir(
+                    node,
+                    vocab,
+                    max_states=max_states,
+                    spec_kind="json_schema",
+                    spec=spec,
+                    what="the schema",
+                )
+            except StateBudgetExceededError:
+                # a regular schema too large as a DFA: large values it repeats become rules
+                _, pda = byte_language(schema, opts, max_states=max_states, share=True)
+                if pda is None:
+                    raise
+    except StateBudgetExceededError as e:
+        pda = _values_pda(schema, opts, max_states, e)
     return token_pda(pda, vocab, spec_kind="json_schema", spec=spec)
+
+
+# Values at least this large (IR size) become rules in `_values_pda` (the size at which a
+# value used at several places becomes one, `frontends.json_schema._rules.SHARE_MIN_SIZE`).
+VALUE_RULES_MIN_SIZE = 300
+
+
+def _values_pda(schema, opts: SchemaOptions, max_states, error: StateBudgetExceededError):
+    """The byte PDA with every large value a rule, used once or not (`translate_grammar`'s
+    ``values``): a large regular language goes through rules, each rule's DFA a part of it,
+    where a rule's DFA passed ``max_states`` (``error``, raised again where this does not
+    help: no rules with stack recursion, a grammar conflict, a rule still too large)."""
+    if opts.recursion != "stack":
+        raise error
+    g, _ = translate_grammar(schema, opts, True, values=VALUE_RULES_MIN_SIZE)
+    if len(g.bodies) == 1:
+        raise error
+    try:
+        return build_byte_pda(g, max_states=max_states, what="the schema")
+    except (StateBudgetExceededError, GrammarConflictError):
+        raise error from None

@@ -12,6 +12,7 @@ from fractions import Fraction
 from automata_compile._errors import (
     EmptyLanguageError,
     OrderFallbackWarning,
+    StateBudgetExceededError,
     UnsupportedSchemaError,
 )
 from automata_compile.automata import NEVER, Automaton
@@ -488,9 +489,18 @@ class _Emitter:
             items = [(name, m(node), req, schema) for name, node, req, schema in items]
             rest, witness, wits = m(rest), m(witness), [m(x) for x in wits]
             size = self._dfa_size
-            budget = _OrderBudget(
-                [size(x[1]) for x in items], size(rest) + size(witness), [size(x) for x in wits]
-            )
+            try:
+                budget = _OrderBudget(
+                    [size(x[1]) for x in items],
+                    size(rest) + size(witness),
+                    [size(x) for x in wits],
+                )
+            except StateBudgetExceededError:
+                # a label whose byte DFA alone passes max_states (20 times MAX_ORDER_STATES):
+                # the object falls back to declared order, warned (this refused the schema)
+                refused = _OrderBudget([], 0, [])
+                refused.reason = "one property's byte automaton alone passes max_states"
+                raise refused from None
         g = _Counting((frozenset() if any_order else 0, 0, not need))
         while g.todo:
             pos, c, w = key = g.todo.pop()
