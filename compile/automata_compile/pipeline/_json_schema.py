@@ -134,8 +134,13 @@ def compile_json_schema(
         except (StateBudgetExceededError, UnsupportedSchemaError) as e:
             retry = order_fallback(opts, e)
             if retry is None:
-                raise
-        return _compile(schema, retry, vocab, max_states, spec)
+                if not isinstance(e, StateBudgetExceededError):
+                    raise
+                return _compile_values(schema, opts, vocab, max_states, spec, e)
+        try:
+            return _compile(schema, retry, vocab, max_states, spec)
+        except StateBudgetExceededError as e:
+            return _compile_values(schema, retry, vocab, max_states, spec, e)
 
 
 def order_fallback(opts: SchemaOptions, e: Exception) -> SchemaOptions | None:
@@ -158,25 +163,29 @@ def order_fallback(opts: SchemaOptions, e: Exception) -> SchemaOptions | None:
 
 
 def _compile(schema, opts: SchemaOptions, vocab, max_states, spec):
-    try:
-        node, pda = byte_language(schema, opts, max_states=max_states)
-        if pda is None:
-            try:
-                return compile_ir(
-                    node,
-                    vocab,
-                    max_states=max_states,
-                    spec_kind="json_schema",
-                    spec=spec,
-                    what="the schema",
-                )
-            except StateBudgetExceededError:
-                # a regular schema too large as a DFA: large values it repeats become rules
-                _, pda = byte_language(schema, opts, max_states=max_states, share=True)
-                if pda is None:
-                    raise
-    except StateBudgetExceededError as e:
-        pda = _values_pda(schema, opts, max_states, e)
+    node, pda = byte_language(schema, opts, max_states=max_states)
+    if pda is None:
+        try:
+            return compile_ir(
+                node,
+                vocab,
+                max_states=max_states,
+                spec_kind="json_schema",
+                spec=spec,
+                what="the schema",
+            )
+        except StateBudgetExceededError:
+            # a regular schema too large as a DFA: large values it repeats become rules
+            _, pda = byte_language(schema, opts, max_states=max_states, share=True)
+            if pda is None:
+                raise
+    return token_pda(pda, vocab, spec_kind="json_schema", spec=spec)
+
+
+def _compile_values(schema, opts: SchemaOptions, vocab, max_states, spec, error):
+    """The last resort where the schema (with its objects in declared order, where that
+    applied) still passes ``max_states``: every large value a rule (`_values_pda`)."""
+    pda = _values_pda(schema, opts, max_states, error)
     return token_pda(pda, vocab, spec_kind="json_schema", spec=spec)
 
 
