@@ -134,13 +134,8 @@ def compile_json_schema(
         except (StateBudgetExceededError, UnsupportedSchemaError) as e:
             retry = order_fallback(opts, e)
             if retry is None:
-                if not isinstance(e, StateBudgetExceededError):
-                    raise
-                return _compile_values(schema, opts, vocab, max_states, spec, e)
-        try:
-            return _compile(schema, retry, vocab, max_states, spec)
-        except StateBudgetExceededError as e:
-            return _compile_values(schema, retry, vocab, max_states, spec, e)
+                raise
+        return _compile(schema, retry, vocab, max_states, spec)
 
 
 def order_fallback(opts: SchemaOptions, e: Exception) -> SchemaOptions | None:
@@ -180,31 +175,3 @@ def _compile(schema, opts: SchemaOptions, vocab, max_states, spec):
             if pda is None:
                 raise
     return token_pda(pda, vocab, spec_kind="json_schema", spec=spec)
-
-
-def _compile_values(schema, opts: SchemaOptions, vocab, max_states, spec, error):
-    """The last resort where the schema (with its objects in declared order, where that
-    applied) still passes ``max_states``: every large value a rule (`_values_pda`)."""
-    pda = _values_pda(schema, opts, max_states, error)
-    return token_pda(pda, vocab, spec_kind="json_schema", spec=spec)
-
-
-# Values at least this large (IR size) become rules in `_values_pda` (the size at which a
-# value used at several places becomes one, `frontends.json_schema._rules.SHARE_MIN_SIZE`).
-VALUE_RULES_MIN_SIZE = 300
-
-
-def _values_pda(schema, opts: SchemaOptions, max_states, error: StateBudgetExceededError):
-    """The byte PDA with every large value a rule, used once or not (`translate_grammar`'s
-    ``values``): a large regular language goes through rules, each rule's DFA a part of it,
-    where a rule's DFA passed ``max_states`` (``error``, raised again where this does not
-    help: no rules with stack recursion, a grammar conflict, a rule still too large)."""
-    if opts.recursion != "stack":
-        raise error
-    g, _ = translate_grammar(schema, opts, True, values=VALUE_RULES_MIN_SIZE)
-    if len(g.bodies) == 1:
-        raise error
-    try:
-        return build_byte_pda(g, max_states=max_states, what="the schema")
-    except (StateBudgetExceededError, GrammarConflictError):
-        raise error from None
