@@ -496,10 +496,10 @@ class _Emitter:
                     [size(x) for x in wits],
                 )
             except StateBudgetExceededError:
-                # a label whose byte DFA alone passes max_states (20 times MAX_ORDER_STATES):
+                # a label whose byte DFA alone passes its budget (its size is not known):
                 # the object falls back to declared order, warned (this refused the schema)
                 refused = _OrderBudget([], 0, [])
-                refused.reason = "one property's byte automaton alone passes max_states"
+                refused.reason = "one property's byte automaton alone passes its budget"
                 raise refused from None
         g = _Counting((frozenset() if any_order else 0, 0, not need))
         while g.todo:
