@@ -82,8 +82,12 @@ class _Bytes(_thompson.Builder):
                 self._piece_build(node, s, e)
             finally:
                 self.depth -= 1
+                self.unique += 1  # built in place or as a piece: by its context
         else:
             super().build(node, s, e)
+
+    def copyable(self, node) -> bool:
+        return not (self.pieces and type(node) is Automaton and _composite(node))
 
     def _repeat(self, node, s: int, e: int) -> None:
         self.repeats += 1
@@ -109,6 +113,7 @@ class _Bytes(_thompson.Builder):
         del nfa.edges[base:]
         del nfa.eps[base:]
         del nfa.eps[s][entries:]
+        self.forget(base)
         self._splice(piece, s, e)
 
     def _splice(self, piece, s: int, e: int) -> None:
@@ -195,6 +200,8 @@ def cached_byte_dfa(
             _CACHE.move_to_end(key)
     if dfa is not None:
         _fsa.check_time("the NFA construction", f"{what}'s byte DFA")
+        if PIECES:  # this node too: spliced where it recurs
+            _keep(ir, dfa)
         return dfa
     dfa = build_byte_dfa(ir, num_terminals, max_states=max_states, what=what)
     if PIECES:  # spliced where this tree recurs (a label in its object)

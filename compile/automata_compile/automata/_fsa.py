@@ -186,6 +186,19 @@ class NFA:
         self.eps.append([])
         return len(self.edges) - 1
 
+    def reserve(self, k: int) -> None:
+        """Checks that ``k`` more states may be made, as ``k`` calls of `state` would: the
+        same deadline checks and the same error past ``max_states`` (the caller appends
+        their rows)."""
+        n = len(self.edges)
+        if k and (n == 0 or (n + k - 1) >> 10 != (n - 1) >> 10):  # a multiple of 1024 met
+            check_time("the NFA construction", self.budget.what)
+        if n + k > self.max_states:
+            raise StateBudgetExceededError(
+                f"{self.budget.what}{_where()} needs more than {self.max_states} NFA states; simplify it "
+                "(large bounded repeats multiply states) or raise max_states"
+            )
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class DFA:

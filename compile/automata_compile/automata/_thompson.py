@@ -15,10 +15,17 @@ from automata_compile.automata._ir import Alt, Automaton, Chars, Repeat, Seq, Te
 
 
 class Builder:
-    """Adds IR fragments to an `NFA`; ``build(node, s, e)`` connects ``s`` to ``e``."""
+    """Adds IR fragments to an `NFA`; ``build(node, s, e)`` connects ``s`` to ``e``.
+
+    A subtree met again in one NFA (the same node: a JSON string's character, a property
+    value used at several places) is copied from the fragment its first build made
+    (`_Fragment`), not built again: the same states, edges and order a build makes, so the
+    NFA is the same, state for state (`COPIES`)."""
 
     def __init__(self, nfa: _fsa.NFA):
         self.nfa = nfa
+        self.copies: dict = {}  # id(node) -> (node, its `_Fragment`)
+        self.unique = 0  # builds whose fragment depends on their context (`copyable`)
 
     def chars(self, ranges, s: int, e: int, memo: dict) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -26,7 +33,34 @@ class Builder:
     def terminal(self, node: Terminal, s: int, e: int) -> None:
         raise TypeError("terminal labels are only allowed in byte automata")
 
+    def copyable(self, node) -> bool:
+        """Whether a build of ``node`` makes the same fragment wherever it is met (a
+        subclass whose builds depend on their context says no, and counts them in
+        ``unique``, so that no tree holding one is copied either)."""
+        return True
+
     def build(self, node, s: int, e: int) -> None:
+        kind = type(node)
+        if not COPIES or kind is Chars or kind is Terminal:
+            self._build(node, s, e)
+            return
+        hit = self.copies.get(id(node))
+        if hit is not None and hit[0] is node and hit[1].copy(self.nfa, s, e):
+            return  # (the entry holds the node: its id is its own)
+        nfa = self.nfa
+        base, unique = len(nfa.edges), self.unique
+        marks = (len(nfa.edges[s]), len(nfa.eps[s]), len(nfa.edges[e]), len(nfa.eps[e]))
+        self._build(node, s, e)
+        if self.unique == unique and self.copyable(node):
+            frag = _Fragment.cut(nfa, base, s, e, marks)
+            if frag is not None:
+                self.copies[id(node)] = (node, frag)
+
+    def forget(self, base: int) -> None:
+        """Drops the fragments of states from ``base`` on (deleted from the NFA)."""
+        self.copies = {k: v for k, v in self.copies.items() if v[1].end <= base}
+
+    def _build(self, node, s: int, e: int) -> None:
         nfa = self.nfa
         if isinstance(node, Chars):
             self.chars(node.ranges, s, e, {})
@@ -122,6 +156,58 @@ class Builder:
                     self.build(label, ids[src], ids[dst])
         for f in node.finals:
             nfa.eps[ids[f]].append(e)
+
+
+# Subtrees met again in one NFA are copied from their first fragment (`Builder.build`);
+# False: each is built again (the same NFA, slower).
+COPIES = True
+
+
+class _Fragment(NamedTuple):
+    """What one build of a node added to an NFA between ``s`` and ``e``: the edges it
+    appended to ``s`` and its states ``base .. end - 1``, read where they lie (no build
+    writes to a state another build made once that build is over; `Builder.forget` drops
+    the fragments of states deleted)."""
+
+    base: int
+    end: int
+    s: int
+    e: int
+    s_edges: list
+    s_eps: list
+
+    @staticmethod
+    def cut(nfa: _fsa.NFA, base: int, s: int, e: int, marks) -> _Fragment | None:
+        """The fragment made from state ``base`` on, ``s``'s rows past their ``marks``;
+        None where the build wrote to ``e``'s rows."""
+        if (len(nfa.edges[e]), len(nfa.eps[e])) != marks[2:] or s >= base or e >= base:
+            return None
+        return _Fragment(
+            base, len(nfa.edges), s, e, nfa.edges[s][marks[0] :], nfa.eps[s][marks[1] :]
+        )
+
+    def copy(self, nfa: _fsa.NFA, s: int, e: int) -> bool:
+        """Adds the fragment between ``s`` and ``e`` (its states numbered from the NFA's end,
+        in order, under the NFA's budget as ``nfa.state`` allocates them); False (nothing
+        added) where an edge of it leaves for a state other than its ``s`` and ``e``."""
+        lo_, hi_ = self.base, self.end
+        shift = len(nfa.edges) - lo_
+        ends = {self.s: s, self.e: e}
+        for t in range(lo_, hi_):
+            ends[t] = t + shift
+        try:
+            s_edges = [(lo, hi, ends[t]) for lo, hi, t in self.s_edges]
+            s_eps = [ends[t] for t in self.s_eps]
+            edges = [[(lo, hi, ends[t]) for lo, hi, t in row] for row in nfa.edges[lo_:hi_]]
+            eps = [[ends[t] for t in row] for row in nfa.eps[lo_:hi_]]
+        except KeyError:
+            return False
+        nfa.reserve(hi_ - lo_)
+        nfa.edges.extend(edges)
+        nfa.eps.extend(eps)
+        nfa.edges[s].extend(s_edges)
+        nfa.eps[s].extend(s_eps)
+        return True
 
 
 # Sequences ``a (sep a)*`` (a JSON array's elements, ``[a, a, ...]``) are built with one copy

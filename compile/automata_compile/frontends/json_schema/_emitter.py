@@ -12,6 +12,7 @@ from fractions import Fraction
 from automata_compile._errors import (
     EmptyLanguageError,
     OrderFallbackWarning,
+    StateBudgetExceededError,
     UnsupportedSchemaError,
 )
 from automata_compile.automata import NEVER, Automaton
@@ -497,13 +498,26 @@ class _Emitter:
         if any_order:
             # each label is copied once per set: minimal copies keep the subset construction
             # of the byte automaton near the size of its result
-            m = self._minimal
+            # (a label with rule calls stays as is: `_whole` keeps it one node, so that
+            # its byte DFA, built to size it, is spliced for each copy)
+            def m(x):
+                return _whole(self._minimal(x))
+
             items = [(name, m(node), req, schema) for name, node, req, schema in items]
             rest, witness, wits = m(rest), m(witness), [m(x) for x in wits]
             size = self._dfa_size
-            budget = _OrderBudget(
-                [size(x[1]) for x in items], size(rest) + size(witness), [size(x) for x in wits]
-            )
+            try:
+                budget = _OrderBudget(
+                    [size(x[1]) for x in items],
+                    size(rest) + size(witness),
+                    [size(x) for x in wits],
+                )
+            except StateBudgetExceededError:
+                # a label whose byte DFA alone passes its budget (its size is not known):
+                # the object falls back to declared order, warned (this refused the schema)
+                refused = _OrderBudget([], 0, [])
+                refused.reason = "one property's byte automaton alone passes its budget"
+                raise refused from None
         g = _Counting((frozenset() if any_order else 0, 0, not need))
         while g.todo:
             pos, c, w = key = g.todo.pop()
@@ -691,6 +705,21 @@ MAX_ORDER_STATES = 20_000
 # objects fall back to declared order (each named by a warning) instead of making the
 # schema's automaton, and its compile time, grow with every object.
 MAX_SCHEMA_ORDER_STATES = 40_000
+
+
+# Any-order labels kept whole (`_whole`); False: as they are (the same byte DFA, slower).
+WHOLE_LABELS = True
+
+
+def _whole(label):
+    """``label`` as one IR node that sequences and alternations keep whole (their builders
+    flatten and factor a `Seq` or an `Alt`): an automaton of one edge, the same language.
+    The byte DFA built to size it (`_Emitter._dfa_size`) is then spliced wherever the
+    counting construction copies it (`_byte_dfa._Bytes`), instead of its Thompson NFA
+    (thousands of states for a property whose value is free JSON, once per set)."""
+    if not WHOLE_LABELS or type(label) is Automaton or sf.is_never(label):
+        return label
+    return Automaton(edges=(((label, 1),), ()), start=0, finals=frozenset({1}))
 
 
 class _OrderBudget(Exception):
