@@ -7,10 +7,14 @@ from ``propertyNames``/``patternProperties``/``minProperties``, or one past a bu
 still accepts only values matching exactly one branch (sound), and leaves out those of
 ``A_i`` that match ``R_j`` but not ``A_j``. A value has one JSON type, so this is done per
 type (numbers, strings, arrays, objects), and only for pairs of branches that may overlap
-there: each type stays exact where it can. The supersets, tried in order: the exact
-branch; the branch with what cannot be complemented dropped, at every depth (``unique``
-of arrays, existential ``need`` of objects, counted ``contains`` over a relaxed schema);
-the branch's type alone (every array, every object, ...), always complementable.
+there: each type stays exact where it can. The supersets, tried in order until the
+complement and its meet with ``A_i`` are computable: the exact branch; the branch with what
+cannot be complemented dropped, at every depth (``unique`` of arrays, existential ``need``
+of objects, counted ``contains`` over a relaxed schema); its shape (array lengths; object
+sizes, allowed, required and forbidden names); that shape open to any name (a complement
+with no existential constraint); the branch's type alone (every array, every object, ...).
+After each meet, existential constraints over declared names are rewritten exactly as
+required names (`_settle`), so that the next meet does not hold two at once.
 """
 
 from __future__ import annotations
