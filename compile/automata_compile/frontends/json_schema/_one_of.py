@@ -92,6 +92,7 @@ def _exclude(x: _T, a: _T, negs: dict) -> tuple[_T, str | None]:
             if isinstance(neg, Exception):
                 raise neg
             out = _settle(_meet(x, neg))
+            _check_counted(out, x)
         except (_Refuse, TooComplexError) as e:
             negs[level] = e
             cause = cause or getattr(e, "reason", None) or f"its complement is too complex ({e})"
@@ -107,6 +108,38 @@ _SUPERSETS = {
     "forbidden property names)",
     "open shape": "through its sizes and required and forbidden property names alone",
 }
+
+
+def _check_counted(out: _T, x: _T) -> None:
+    """Raises `_Refuse` where ``out`` holds an array the emitter cannot count that ``x``
+    did not: a ``contains`` (from a complement) whose own complement is not expressible,
+    or more than three on one array."""
+    old = set(_arrays(x))
+    for a in _arrays(out):
+        if a in old or not a.contains:
+            continue
+        if len(a.contains) > 3:
+            raise _Refuse("contains", "more than three contains constraints on one array")
+        for c, *_ in a.contains:
+            _negate(c)
+
+
+def _arrays(t, seen=None):
+    """Every array record in ``t``, at any depth (each distinct subschema walked once)."""
+    seen = set() if seen is None else seen
+    t = _top(t)
+    if id(t) in seen:
+        return
+    seen.add(id(t))
+    for a in t.arrays:
+        yield a
+        for s in (*a.prefix, a.items, *(c for c, *_ in a.contains)):
+            if s is not None:
+                yield from _arrays(s, seen)
+    for o in t.objects:
+        for s in (*(s for _, s in o.props), *(s for _, s in o.rest), *(s for _, s in o.need)):
+            if s is not None:
+                yield from _arrays(s, seen)
 
 
 def _settle(t: _T) -> _T:
