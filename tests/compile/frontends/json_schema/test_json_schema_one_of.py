@@ -217,3 +217,26 @@ def test_closed_objects_by_their_names():
         if accepts(dfa, value):
             assert valid(schema, value), value
     assert accepts(dfa, {"parallel": {"script": "s"}}) and not accepts(dfa, {})
+
+
+def test_exclusion_the_emitter_can_count():
+    """The complement of a relaxed array branch counts items (``contains``) of a language
+    whose complement is not expressible here; the exclusion then takes the branch's shape
+    instead of leaving a ``contains`` the emitter would refuse."""
+    schema = {
+        "oneOf": [
+            {
+                "type": "array",
+                "uniqueItems": True,
+                "items": {"type": "object", "additionalProperties": {"type": "integer"}},
+            },
+            {"type": "array", "items": {"type": "string"}},
+        ]
+    }
+    dfa, messages = compiled(schema)
+    (w,) = one_of_warnings(messages)
+    assert "shape alone" in str(w)
+    for value in [[], ["s"], [{"k": 1}], [{"k": "s"}], [{"k": 1}, "s"]]:
+        if accepts(dfa, value):
+            assert valid(schema, value), value
+    assert accepts(dfa, [{"k": 1}])
