@@ -45,6 +45,22 @@ def one_of_subset(ts: list[_T], labels: list) -> tuple[_T, list[str]]:
     """
     if any(t.calls for t in ts):
         raise _Unroll("the complement of a recursive $ref")
+    key = (tuple(ts), tuple(labels))
+    hit = _SUBSETS.get(key)
+    if hit is None:
+        if len(_SUBSETS) > 2000:
+            _SUBSETS.clear()
+        hit = _SUBSETS[key] = _subset(ts, labels)
+    return hit
+
+
+# oneOf subsets by branch languages: an unrolled schema translates one oneOf many times
+_SUBSETS: dict = {}
+# complements of the supersets of branch languages, by (level, language): or the exception
+_NEGATED: dict = {}
+
+
+def _subset(ts: list[_T], labels: list) -> tuple[_T, list[str]]:
     notes: list[str] = []
     fields = {
         "null": sum(t.null for t in ts) == 1,
@@ -53,14 +69,13 @@ def one_of_subset(ts: list[_T], labels: list) -> tuple[_T, list[str]]:
     for kind, word in _KINDS:
         parts = [_T(**{kind: getattr(t, kind)}) for t in ts]
         live = [i for i, p in enumerate(parts) if not _is_empty(p)]
-        negs: dict = {}
         terms = []
         for i in live:
             x = parts[i]
             for j in live:
                 if j == i or not _may_overlap(x, parts[j]):
                     continue
-                x, note = _exclude(x, parts[j], negs.setdefault(j, {}))
+                x, note = _exclude(x, parts[j])
                 if note is not None:
                     notes.append(f"{word} are excluded from branch {labels[j]} {note}")
                 if x.is_bottom():
@@ -79,22 +94,26 @@ def _may_overlap(a: _T, b: _T) -> bool:
         return True
 
 
-def _exclude(x: _T, a: _T, negs: dict) -> tuple[_T, str | None]:
+def _exclude(x: _T, a: _T) -> tuple[_T, str | None]:
     """``x ∩ ¬R`` for the tightest superset ``R`` of ``a`` (one type) whose complement and
-    meet with ``x`` are computable, and a note naming the superset (None: ``R = a``).
-    ``negs`` caches the complements of ``a``'s supersets."""
+    meet with ``x`` are computable, and a note naming the superset (None: ``R = a``)."""
     cause = None
     for level, superset in _LEVELS:
         try:
-            if level not in negs:
-                negs[level] = _negate(superset(a))
-            neg = negs[level]
+            neg = _NEGATED.get((level, a))
+            if neg is None:
+                if len(_NEGATED) > 20000:
+                    _NEGATED.clear()
+                try:
+                    neg = _negate(superset(a))
+                except (_Refuse, TooComplexError) as e:
+                    neg = e
+                _NEGATED[(level, a)] = neg
             if isinstance(neg, Exception):
                 raise neg
             out = _settle(_meet(x, neg))
             _check_counted(out, x)
         except (_Refuse, TooComplexError) as e:
-            negs[level] = e
             cause = cause or getattr(e, "reason", None) or f"its complement is too complex ({e})"
             continue
         return out, None if level == "exact" else f"{_SUPERSETS[level]} ({cause})"
@@ -170,10 +189,19 @@ def relax(t):
         return t
     if t.calls:
         raise _Unroll("the complement of a recursive $ref")
-    return t.replace(
-        arrays=tuple(_relax_arr(a) for a in t.arrays),
-        objects=tuple(_relax_obj(o) for o in t.objects),
-    )
+    hit = _RELAXED.get(t)
+    if hit is None:
+        if len(_RELAXED) > 20000:
+            _RELAXED.clear()
+        hit = _RELAXED[t] = t.replace(
+            arrays=tuple(_relax_arr(a) for a in t.arrays),
+            objects=tuple(_relax_obj(o) for o in t.objects),
+        )
+    return hit
+
+
+# relaxed languages by language: unrolled schemas share subtrees, walked once each
+_RELAXED: dict = {}
 
 
 def _relax_opt(s):
