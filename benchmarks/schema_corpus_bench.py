@@ -352,6 +352,9 @@ def main(argv=None) -> int:
         default="any",
         help="objects' key order",
     )
+    parser.add_argument(
+        "--only", nargs="+", default=None, help="SchemaStore file names to run (e.g. travis.json)"
+    )
     args = parser.parse_args(argv)
     opts = {"property_order": args.property_order}
 
@@ -359,6 +362,10 @@ def main(argv=None) -> int:
     if not tok.is_file():
         sys.exit(f"needs {tok} (the shared tokenizers folder beside the checkout)")
     corpora = {} if args.no_schemastore else {"schemastore": schemastore_schemas()}
+    if args.only and corpora:
+        corpora["schemastore"] = {
+            k: v for k, v in corpora["schemastore"].items() if k in set(args.only)
+        }
     if not args.no_bfcl:
         import _bfcl
 

@@ -64,6 +64,11 @@ def _translate(
         detail = f" (the first unsatisfiable subschema is at {_loc(where)})" if where else ""
         if tr.truncated is not None:
             detail += f"; the recursive $ref at {_loc(tr.truncated)} was unrolled to max_recursion_depth={opts.max_recursion_depth}, which may be too shallow"
+        if opts.subset_warned:
+            taken = ", ".join(f"{k!r} at {_loc(p)}" for k, p in sorted(opts.subset_warned))
+            detail += (
+                f"; or the sound subsets taken for {taken} (SubsetWarning) accept nothing there"
+            )
         raise InvalidSchemaError(
             f"the schema is unsatisfiable: no JSON value matches it{detail}", pointer=where
         )

@@ -148,13 +148,21 @@ counting states and 20,000 byte-automaton states, counted in the schema's any-or
 in one fixed order, and over an infinite item language at most one item is accepted: both
 sound subsets, named by a `SubsetWarning` (``subsets="refuse"`` raises instead).
 
+``oneOf`` is exact where its branches are disjoint or each complement is expressible;
+otherwise (the complement of ``uniqueItems``, of an existential property constraint, one
+past a budget) it is a sound subset (`_one_of`): per JSON type, a value of one branch is
+accepted only where it matches no superset of another branch whose complement is
+expressible (that branch with ``uniqueItems`` and existential constraints dropped, else its
+shape: lengths, sizes, allowed, required and forbidden names, else its type), named by a
+`SubsetWarning` (keyword ``oneOf``; ``subsets="refuse"`` raises instead).
+
 Refused in strict mode (`UnsupportedSchemaError`, with ``keyword`` and ``pointer``):
 ``uniqueItems: true`` over an infinite item language with ``minItems`` >= 2 (the subset of at
-most one item is empty there), the complement of ``uniqueItems`` (in ``not``, ``oneOf``,
+most one item is empty there), the complement of ``uniqueItems`` (in ``not`` and
 ``if``), remote ``$ref``/``$dynamicRef`` (documents
 outside the schema), ``$recursiveRef``, unknown ``$schema`` meta-schemas, ECMA patterns
 with backreferences, lookaround or ``\\b``, ``format`` values enforced as subsets (above)
-with ``subsets="refuse"``, ``not``/``if``/``oneOf`` whose complement is not expressible
+with ``subsets="refuse"``, ``not``/``if`` whose complement is not expressible
 (e.g. objects that must have some undeclared property), ``unevaluated*`` under an ``anyOf`` of more than four annotated
 branches, and constraints whose automaton outgrows a budget (``multipleOf`` whose
 remainder automaton needs more than 400 states, string intersections or complements past

@@ -16,6 +16,7 @@ from automata_compile.frontends.json_schema._content import (
 )
 from automata_compile.frontends.json_schema._keywords import _dialect, _Keywords
 from automata_compile.frontends.json_schema._numbers import _MAX_MODULUS, _modulus
+from automata_compile.frontends.json_schema._one_of import one_of_subset
 from automata_compile.frontends.json_schema._resolver import (
     _join_uri,
     _loc,
@@ -492,7 +493,8 @@ class _Translator(_Keywords):
         if kw == "anyOf":
             return self._any_of(ts, ptr)
         # oneOf: exactly one branch
-        ts_live = [t for t in ts if not t.is_bottom()]
+        live = [(i, t) for i, t in enumerate(ts) if not t.is_bottom()]
+        ts_live = [t for _, t in live]
         try:
             overlap = [
                 (i, j)
@@ -511,17 +513,26 @@ class _Translator(_Keywords):
                         x = _meet(x, negs[j])
                 out.append(x)
             return _join(*out)
-        except (_Refuse, TooComplexError) as e:
-            reason = (
-                getattr(e, "reason", None)
-                or "the branches overlap and the overlap is too complex to exclude"
-            )
+        except (_Refuse, TooComplexError):
+            pass
+        out, notes = one_of_subset(ts_live, [i for i, _ in live])
+        if out.is_bottom():
             self.refuse(
                 "oneOf",
                 ptr,
-                f"branches overlap and cannot be made exclusive ({reason}); it is treated as anyOf",
+                "its branches overlap, the overlap cannot be excluded exactly, and the sound "
+                f"subset is empty ({'; '.join(notes)}); it is treated as anyOf",
             )
             return _join(*ts_live)
+        if notes:
+            self.subset(
+                "oneOf",
+                ptr,
+                "its branches overlap and the overlap cannot be excluded exactly, so a value "
+                "matching one branch is accepted only where it provably matches no other "
+                f"branch: {'; '.join(notes)}",
+            )
+        return out
 
     def _any_of(self, ts: list, ptr: str) -> _T:
         """A union; where unevaluated* may look at it, split into exclusive combinations of

@@ -1296,10 +1296,14 @@ def schema_strategy():
     seed=st.integers(0, 9),
 )
 def test_differential_against_jsonschema(schema, values, seed):
+    """Exact, except where a oneOf is a named sound subset: then only sound."""
     try:
-        rx = rx_for(schema, max_nesting_depth=3)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            rx = rx_for(schema, max_nesting_depth=3)
     except (UnsupportedSchemaError, InvalidSchemaError, ac.StateBudgetExceededError):
         return
+    subset = any(getattr(w.message, "keyword", None) == "oneOf" for w in caught)
     val = validator(schema)
     for value in values:
         valid = val.is_valid(value)
@@ -1307,7 +1311,7 @@ def test_differential_against_jsonschema(schema, values, seed):
         for opts in SPELLINGS[seed % 4 : seed % 4 + 1] + SPELLINGS[1:2]:
             texts = [json.dumps(v, **opts) for v in orders]
             hit = any(rx.fullmatch(t) for t in texts)
-            assert hit == valid, (schema, texts[0], valid)
+            assert hit == valid or (subset and not hit), (schema, texts[0], valid)
 
 
 def key_orders(value):
