@@ -238,3 +238,17 @@ def test_json_schema_compiles_end_within_30_s_by_default(vocab):
     assert ac.compile_json_schema({"type": "boolean"}, vocab, timeout_s=None).num_states > 1
     with _fsa.limits(1e-9, "the job"), pytest.raises(CompileTimeoutError, match="the job"):
         ac.compile_json_schema(SCHEMA, vocab, timeout_s=None)
+
+
+def test_the_type_algebra_stops_at_the_deadline():
+    """Intersections of a schema's types multiply (the complement of n alternatives meets each
+    of m): they check the deadline as the automata constructions do (renovate.json's `not`
+    ran 87 s past a 30 s deadline before)."""
+    from automata_compile.frontends.json_schema._type_algebra import _pairs
+
+    met = []
+    with _fsa.limits(1e-6, "a test schema"):
+        time.sleep(0.01)
+        with pytest.raises(ac.CompileTimeoutError, match="intersections of the schema's types"):
+            _pairs([1, 2], [3, 4], None, lambda x, y: met.append((x, y)))
+    assert met == []

@@ -8,6 +8,7 @@ constraints raises `_types._Unroll`.
 from __future__ import annotations
 
 from automata_compile.automata import NEVER
+from automata_compile.automata import fsa as _fsa
 from automata_compile.frontends.json_schema import _content as sf
 from automata_compile.frontends.json_schema import _strings
 from automata_compile.frontends.json_schema._content import TooComplexError, alt, lit
@@ -76,6 +77,9 @@ def _pairs(xs, ys, free, meet):
     out = []
     for x in xs:
         for y in ys:
+            # the pairs multiply (a complement of n alternatives meets each of m): a
+            # schema's deadline must stop them, as it stops the automata constructions
+            _fsa.check_time("the intersections of the schema's types")
             z = meet(x, y)
             if z is not None and not z.surely_empty():
                 out.append(z)
