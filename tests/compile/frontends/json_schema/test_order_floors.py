@@ -8,19 +8,19 @@ path): the same byte automaton, state for state, and the same warnings, word for
 
 from __future__ import annotations
 
-import collections
-import warnings
+import sys
+from pathlib import Path
 
-import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import automata_compile as ac
 from automata_compile import EmptyLanguageError
 from automata_compile.automata import _byte_dfa
 from automata_compile.automata._ir import Alt, Automaton, Chars, Repeat, Seq, Terminal
-from automata_compile.frontends.json_schema import _emitter, _floors, parse_options
-from automata_compile.pipeline._json_schema import byte_language
+from automata_compile.frontends.json_schema import _emitter, _floors
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+from byte_language_oracle import assert_same, byte_arrays, fresh_memos  # noqa: E402
 
 CHARS = st.sampled_from(
     [((97, 97),), ((97, 99),), ((0xE9, 0xE9),), ((0x4E00, 0x4E01),), ((0xD800, 0xDFFF),), ()]
@@ -117,28 +117,8 @@ def objects(draw, depth: int = 1):
 def _build(schema, early: bool, monkeypatch):
     """The byte DFA (or byte PDA arrays) and the warnings, with fresh memos."""
     monkeypatch.setattr(_emitter, "EARLY_REFUSAL", early)
-    monkeypatch.setattr(_byte_dfa, "_CACHE", collections.OrderedDict())
-    monkeypatch.setattr(_byte_dfa, "_cache_bytes", 0)
-    monkeypatch.setattr(_byte_dfa, "_PIECES", {})
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            ir, pda = byte_language(schema, parse_options({}))
-            if pda is not None:
-                out = ("pda", pda.rule_of, pda.starts, pda.shift, pda.ends, pda.kind, pda.arg,
-                       pda.ret)  # fmt: skip
-            else:
-                d = _byte_dfa.build_byte_dfa(ir, what="the schema")
-                out = ("dfa", d.trans, d.accepting, d.start)
-        except ac.AutomataError as e:  # a refusal, an unsatisfiable draw: compared too
-            out = ("error", type(e).__name__, str(e))
-    return out, [str(w.message) for w in caught]
-
-
-def _same(a, b) -> None:
-    assert a[0] == b[0]
-    for x, y in zip(a[1:], b[1:], strict=True):
-        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    fresh_memos(monkeypatch)
+    return byte_arrays(schema)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
@@ -149,7 +129,7 @@ def test_floors_refuse_as_the_sizes_do(schema):
     with pytest.MonkeyPatch.context() as mp:
         old, old_warned = _build(schema, False, mp)
         new, new_warned = _build(schema, True, mp)
-    _same(old, new)
+    assert_same(old, new)
     assert new_warned == old_warned
 
 
@@ -176,6 +156,6 @@ def test_a_wide_object_is_refused_without_its_sizes(monkeypatch):
     sized.clear()
     new, new_warned = _build(WIDE, True, monkeypatch)
     assert not sized
-    _same(old, new)
+    assert_same(old, new)
     assert new_warned == old_warned and len(new_warned) == 1
     assert "automaton states more than declared order" in new_warned[0]
