@@ -2,7 +2,8 @@
 change with the former path, switched by a module flag (tests/compile/automata/
 test_thompson_sharing.py, test_byte_dfa_pieces.py; tests/compile/frontends/json_schema/
 test_order_floors.py, test_whole_labels.py): empty memos (a hit would skip the construction
-under test), the byte DFA or the byte PDA's arrays, the warnings, and their comparison."""
+under test), the byte DFA or the byte PDA's arrays, the warnings, and their comparison; and
+the nested object schemas they generate."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import collections
 import warnings
 
 import numpy as np
+from hypothesis import strategies as st
 
 from automata_compile import AutomataError, EmptyLanguageError
 from automata_compile.automata import _byte_dfa
@@ -52,3 +54,52 @@ def assert_same(a: tuple, b: tuple) -> None:
     assert a[0] == b[0], (a[:3] if a[0] == "error" else a[0], b[:3] if b[0] == "error" else b[0])
     for x, y in zip(a[1:], b[1:], strict=True):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+@st.composite
+def nested_objects(
+    draw, *, depth, names, values, sizes=(1, 4), nest=3, required=2, max_items=(None,), tail=None
+):
+    """Objects of ``sizes`` properties named from ``names``, each value drawn from ``values``
+    or, one time in ``nest`` while ``depth`` lasts, such an object again or an array of one
+    (its ``maxItems`` drawn from ``max_items``, None: none); each property required one time
+    in ``required``; ``tail(draw, schema)`` adds a test's own keywords."""
+    chosen = draw(
+        st.lists(st.sampled_from(names), min_size=sizes[0], max_size=sizes[1], unique=True)
+    )
+    props = {}
+    for n in chosen:
+        if depth and draw(st.integers(0, nest - 1)) == 0:
+            inner = draw(
+                nested_objects(
+                    depth=depth - 1,
+                    names=names,
+                    values=values,
+                    sizes=sizes,
+                    nest=nest,
+                    required=required,
+                    max_items=max_items,
+                    tail=tail,
+                )  # fmt: skip
+            )
+            if draw(st.booleans()):
+                inner = {"type": "array", "items": inner}
+                bound = draw(st.sampled_from(max_items))
+                if bound is not None:
+                    inner["maxItems"] = bound
+            props[n] = inner
+        else:
+            props[n] = draw(st.sampled_from(values))
+    out = {"type": "object", "properties": props}
+    req = [n for n in chosen if draw(st.integers(0, required - 1)) == 0]
+    if req:
+        out["required"] = req
+    if tail is not None:
+        tail(draw, out)
+    return out
+
+
+def closed_or_open(draw, schema) -> None:
+    """A `nested_objects` tail: ``additionalProperties: false`` one time in two."""
+    if draw(st.booleans()):
+        schema["additionalProperties"] = False

@@ -23,7 +23,13 @@ from automata_compile.automata import _byte_dfa, _fsa, _thompson
 from automata_compile.automata._ir import Automaton, Chars, Repeat, Seq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from byte_language_oracle import assert_same, byte_arrays, fresh_memos  # noqa: E402
+from byte_language_oracle import (  # noqa: E402
+    assert_same,
+    byte_arrays,
+    closed_or_open,
+    fresh_memos,
+    nested_objects,
+)
 
 BYTES = ac.Vocabulary.from_bytes(
     [bytes([i]) for i in range(256)] + [b"<eos>"], eos_ids=[256], special_ids=[256]
@@ -45,27 +51,10 @@ def _fresh(monkeypatch, pieces: bool) -> None:
     fresh_memos(monkeypatch)
 
 
-@st.composite
-def objects(draw, depth: int = 2):
-    names = draw(st.lists(st.sampled_from("abcdefg"), min_size=1, max_size=4, unique=True))
-    props = {}
-    for n in names:
-        if depth and draw(st.integers(0, 3)) == 0:
-            inner = draw(objects(depth - 1))
-            props[n] = (
-                {"type": "array", "items": inner, "maxItems": draw(st.sampled_from([2, None]))}
-                if draw(st.booleans())
-                else inner
-            )
-        else:
-            props[n] = draw(st.sampled_from(VALUES))
-    out = {"type": "object", "properties": props}
-    required = [n for n in names if draw(st.booleans())]
-    if required:
-        out["required"] = required
-    if draw(st.booleans()):
-        out["additionalProperties"] = False
-    return out
+def objects():
+    return nested_objects(
+        depth=2, names="abcdefg", values=VALUES, nest=4, max_items=(2, None), tail=closed_or_open
+    )
 
 
 def _build(schema, pieces: bool, monkeypatch):

@@ -23,7 +23,13 @@ from automata_compile.automata import _byte_dfa, _fsa, _thompson
 from automata_compile.automata._ir import Alt, Chars, Repeat, Seq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from byte_language_oracle import assert_same, byte_arrays, fresh_memos  # noqa: E402
+from byte_language_oracle import (  # noqa: E402
+    assert_same,
+    byte_arrays,
+    closed_or_open,
+    fresh_memos,
+    nested_objects,
+)
 
 LEAVES = [Chars(((c, c),)) for c in b"ab,["] + [Chars(((97, 122),)), Chars(((0xE9, 0xE9),))]
 
@@ -105,23 +111,8 @@ def test_a_loop_has_one_copy():
 VALUES = [{"type": "integer"}, {"type": "boolean"}, {"type": "string", "maxLength": 4}, {}]
 
 
-@st.composite
-def schemas(draw, depth: int = 2):
-    names = draw(st.lists(st.sampled_from("abcdef"), min_size=1, max_size=5, unique=True))
-    props = {}
-    for n in names:
-        if depth and draw(st.integers(0, 2)) == 0:
-            inner = draw(schemas(depth - 1))
-            props[n] = {"type": "array", "items": inner} if draw(st.booleans()) else inner
-        else:
-            props[n] = draw(st.sampled_from(VALUES))
-    out = {"type": "object", "properties": props}
-    required = [n for n in names if draw(st.booleans())]
-    if required:
-        out["required"] = required
-    if draw(st.booleans()):
-        out["additionalProperties"] = False
-    return out
+def schemas():
+    return nested_objects(depth=2, names="abcdef", sizes=(1, 5), values=VALUES, tail=closed_or_open)
 
 
 def _language(schema, order: str, loops: bool, monkeypatch):

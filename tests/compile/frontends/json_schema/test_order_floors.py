@@ -20,7 +20,12 @@ from automata_compile.automata._ir import Alt, Automaton, Chars, Repeat, Seq, Te
 from automata_compile.frontends.json_schema import _emitter, _floors
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-from byte_language_oracle import assert_same, byte_arrays, fresh_memos  # noqa: E402
+from byte_language_oracle import (  # noqa: E402
+    assert_same,
+    byte_arrays,
+    fresh_memos,
+    nested_objects,
+)
 
 CHARS = st.sampled_from(
     [((97, 97),), ((97, 99),), ((0xE9, 0xE9),), ((0x4E00, 0x4E01),), ((0xD800, 0xDFFF),), ()]
@@ -80,38 +85,24 @@ VALUES = [
 ]
 
 
-@st.composite
-def objects(draw, depth: int = 1):
-    names = draw(
-        st.lists(
-            st.sampled_from([f"prop_{c}" for c in "abcdefghijklmnop"]),
-            min_size=2,
-            max_size=15,
-            unique=True,
-        )  # fmt: skip
-    )
-    props = {}
-    for n in names:
-        if depth and draw(st.integers(0, 4)) == 0:
-            inner = draw(objects(depth - 1))
-            props[n] = {"type": "array", "items": inner} if draw(st.booleans()) else inner
-        else:
-            props[n] = draw(st.sampled_from(VALUES))
-    out = {"type": "object", "properties": props}
-    required = [n for n in names if draw(st.integers(0, 2)) == 0]
-    if required:
-        out["required"] = required
+def _extras(draw, schema) -> None:
     extra = draw(st.sampled_from(["free", "none", "pattern"]))
     if extra == "none":
-        out["additionalProperties"] = False
+        schema["additionalProperties"] = False
     elif extra == "pattern":
-        out["patternProperties"] = {"^x_": {"type": "integer"}}
-        out["additionalProperties"] = False
+        schema["patternProperties"] = {"^x_": {"type": "integer"}}
+        schema["additionalProperties"] = False
     if draw(st.integers(0, 3)) == 0:
-        out["maxProperties"] = draw(st.integers(1, 6))
+        schema["maxProperties"] = draw(st.integers(1, 6))
     if draw(st.integers(0, 3)) == 0:
-        out["minProperties"] = draw(st.integers(1, 3))
-    return out
+        schema["minProperties"] = draw(st.integers(1, 3))
+
+
+def objects():
+    names = [f"prop_{c}" for c in "abcdefghijklmnop"]
+    return nested_objects(
+        depth=1, names=names, values=VALUES, sizes=(2, 15), nest=5, required=3, tail=_extras
+    )
 
 
 def _build(schema, early: bool, monkeypatch):

@@ -21,34 +21,30 @@ from automata_compile.automata._ir import Automaton, Seq
 from automata_compile.frontends.json_schema import _emitter
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-from byte_language_oracle import assert_same, byte_arrays, fresh_memos  # noqa: E402
+from byte_language_oracle import (  # noqa: E402
+    assert_same,
+    byte_arrays,
+    fresh_memos,
+    nested_objects,
+)
 
 VALUES = [{"type": "integer"}, {"type": "boolean"}, {"type": "string", "maxLength": 2}, {}]
 
 
-@st.composite
-def schemas(draw, depth: int = 1):
-    names = draw(st.lists(st.sampled_from("abcd"), min_size=1, max_size=4, unique=True))
-    props = {}
-    for n in names:
-        if depth and draw(st.integers(0, 2)) == 0:
-            inner = draw(schemas(depth - 1))
-            props[n] = {"type": "array", "items": inner} if draw(st.booleans()) else inner
-        else:
-            props[n] = draw(st.sampled_from(VALUES))
-    out = {"type": "object", "properties": props}
-    if draw(st.booleans()):
-        out["required"] = [n for n in names if draw(st.booleans())]
+def _extras(draw, schema) -> None:
     extra = draw(st.integers(0, 3))
     if extra == 1:
-        out["additionalProperties"] = False
+        schema["additionalProperties"] = False
     elif extra == 2:
-        out["patternProperties"] = {"^x": draw(st.sampled_from(VALUES))}
+        schema["patternProperties"] = {"^x": draw(st.sampled_from(VALUES))}
     elif extra == 3:
-        out["additionalProperties"] = {"type": "array"}
+        schema["additionalProperties"] = {"type": "array"}
     if draw(st.booleans()):
-        out["minProperties"] = draw(st.integers(0, 2))
-    return out
+        schema["minProperties"] = draw(st.integers(0, 2))
+
+
+def schemas():
+    return nested_objects(depth=1, names="abcd", values=VALUES, tail=_extras)
 
 
 def _language(schema, whole: bool, mp):
