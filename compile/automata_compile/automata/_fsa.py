@@ -178,13 +178,16 @@ class NFA:
         if n & 1023 == 0:
             check_time("the NFA construction", self.budget.what)
         if n >= self.max_states:
-            raise StateBudgetExceededError(
-                f"{self.budget.what}{_where()} needs more than {self.max_states} NFA states; simplify it "
-                "(large bounded repeats multiply states) or raise max_states"
-            )
+            raise self._past_max_states()
         self.edges.append([])
         self.eps.append([])
         return len(self.edges) - 1
+
+    def _past_max_states(self) -> StateBudgetExceededError:
+        return StateBudgetExceededError(
+            f"{self.budget.what}{_where()} needs more than {self.max_states} NFA states; simplify it "
+            "(large bounded repeats multiply states) or raise max_states"
+        )
 
     def reserve(self, k: int) -> None:
         """Checks that ``k`` more states may be made, as ``k`` calls of `state` would: the
@@ -194,10 +197,7 @@ class NFA:
         if k and (n == 0 or (n + k - 1) >> 10 != (n - 1) >> 10):  # a multiple of 1024 met
             check_time("the NFA construction", self.budget.what)
         if n + k > self.max_states:
-            raise StateBudgetExceededError(
-                f"{self.budget.what}{_where()} needs more than {self.max_states} NFA states; simplify it "
-                "(large bounded repeats multiply states) or raise max_states"
-            )
+            raise self._past_max_states()
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -63,7 +63,9 @@ class _Emitter:
     ):
         self.opts = opts
         self.refuse = refuse
-        self._subset = subset  # `_Translator.subset`
+        # `_Translator.subset`: warn once per (keyword, pointer) and compile, or refuse with
+        # ``subsets="refuse"``
+        self.subset = subset
         self.rules = rules  # a `_rules.Rules` (recursion="stack"), or None: no calls
         self.free_calls = free_calls  # see `_free_rule`
         self.share_min_size = share_min_size  # a shared value this large becomes a rule
@@ -103,11 +105,6 @@ class _Emitter:
         self.floors: dict = {}  # `_floors.shortest`'s memo
         # estimated states any order added, over the schema's objects and uniqueItems arrays
         self.order_states = 0
-
-    def subset(self, keyword: str, ptr: str, reason: str) -> None:
-        """`_Translator.subset`: warn once per (keyword, pointer) and compile, or refuse
-        with ``subsets="refuse"``."""
-        self._subset(keyword, ptr, reason)
 
     def label_size(self, label) -> int:
         """States of ``label``'s minimal byte DFA (the cost of one more copy of it)."""
