@@ -455,50 +455,52 @@ def test_the_lead_goes_in_with_the_prompt(params, speculate, monkeypatch):
         ac.compile_json_schema(tree, vocab, **options),
         ac.compile_regex(r"xyz(ab|c)+", vocab),
         ac.compile_regex(r"(ab|c)+,yz", vocab),
+        ac.compile_regex(r"q{30}(ab|c)+", vocab),  # a lead (capped at 16) past max_new_tokens
     ]
     assert dfas[1].is_pda
+    n = 12
     leads = [len(d.forced_run(d.start)[0]) for d in dfas]
-    assert leads[0] and leads[2] and not leads[3]
+    assert leads[0] and leads[2] and not leads[3] and leads[4] >= n
     tables = ConstraintTables.from_dfas(dfas, vocab_size=v)
     model = FakeModel(vocab_size=v)
     mparams = model.init_params(11)
     docs = ['{"a": "ab", "b": 7}', '{"n": "ab", "k": []}', "xyzab", "ab,yz", "abc"]
     prompts = [list(d.encode()) for d in docs] + [[5], list(b"a long prompt"), [7, 8]]
-    ids = [0, 1, 2, 3, -1, 0, 2, 1]
+    ids = [0, 1, 2, 3, -1, 4, 2, 1]
     tokens, mask = aj.pad_prompts(prompts, pad_id=PAD)
     # Policies that never narrow a row's call for the batch's sake, so that each row's
     # calls depend on its own tokens only.
     spec = aj.Speculate(slot_cost=0.0, logit_cost=0.0) if speculate else False
     always = aj.FastForward(slot_cost=0.0)
-    for n in (2, 24):
-        kw = dict(
-            sampler=Greedy(), max_new_tokens=n, rng=jax.random.key(0), prompt_mask=mask,
-            pad_id=PAD,
-        )  # fmt: skip
-        ids_ = np.asarray(ids, np.int32)
-        lead = aj.generate(
+    # One max_new_tokens: rows 0-3 and 6-7 go on past their lead, row 5 ends inside it.
+    kw = dict(
+        sampler=Greedy(), max_new_tokens=n, rng=jax.random.key(0), prompt_mask=mask,
+        pad_id=PAD,
+    )  # fmt: skip
+    ids_ = np.asarray(ids, np.int32)
+    lead = aj.generate(
+        model.apply_step, mparams, tokens, tables, ids_, cache=model.init_cache,
+        fast_forward=always, speculate=spec, **kw,
+    )  # fmt: skip
+    with monkeypatch.context() as patch:  # the loop before leads: a call of its own
+        patch.setattr(_generate, "_lead_width", lambda *args: 0)
+        own = aj.generate(
             model.apply_step, mparams, tokens, tables, ids_, cache=model.init_cache,
             fast_forward=always, speculate=spec, **kw,
         )  # fmt: skip
-        with monkeypatch.context() as patch:  # the loop before leads: a call of its own
-            patch.setattr(_generate, "_lead_width", lambda *args: 0)
-            own = aj.generate(
-                model.apply_step, mparams, tokens, tables, ids_, cache=model.init_cache,
-                fast_forward=always, speculate=spec, **kw,
-            )  # fmt: skip
-        lead, own = jax.device_get((lead, own))
-        np.testing.assert_array_equal(lead.tokens, own.tokens)
-        np.testing.assert_array_equal(lead.lengths, own.lengths)
-        np.testing.assert_array_equal(lead.accepted, own.accepted)
-        for a, b in zip(jax.tree.leaves(lead.states), jax.tree.leaves(own.states), strict=True):
-            np.testing.assert_array_equal(a, b)
-        for row, k in enumerate(ids):
-            has = k >= 0 and leads[k] > 0
-            finished_in_lead = has and leads[k] >= n
-            saved = int(has and not finished_in_lead)
-            assert int(own.model_calls[row]) - int(lead.model_calls[row]) == saved, (row, n)
-            if finished_in_lead:  # cut by max_new_tokens inside the lead: the prefill only
-                assert int(lead.model_calls[row]) == 1
+    lead, own = jax.device_get((lead, own))
+    np.testing.assert_array_equal(lead.tokens, own.tokens)
+    np.testing.assert_array_equal(lead.lengths, own.lengths)
+    np.testing.assert_array_equal(lead.accepted, own.accepted)
+    for a, b in zip(jax.tree.leaves(lead.states), jax.tree.leaves(own.states), strict=True):
+        np.testing.assert_array_equal(a, b)
+    for row, k in enumerate(ids):
+        has = k >= 0 and leads[k] > 0
+        finished_in_lead = has and leads[k] >= n
+        saved = int(has and not finished_in_lead)
+        assert int(own.model_calls[row]) - int(lead.model_calls[row]) == saved, (row, n)
+        if finished_in_lead:  # cut by max_new_tokens inside the lead: the prefill only
+            assert int(lead.model_calls[row]) == 1
 
 
 def test_the_lead_on_tiny_gemma():
