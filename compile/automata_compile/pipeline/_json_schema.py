@@ -22,6 +22,7 @@ from automata_compile._errors import (
 )
 from automata_compile.automata import build_byte_pda, limits
 from automata_compile.frontends.json_schema import (
+    OUTLINE_MIN_SIZE,
     Rules,
     SchemaOptions,
     load_schema,
@@ -134,8 +135,13 @@ def compile_json_schema(
         except (StateBudgetExceededError, UnsupportedSchemaError) as e:
             retry = order_fallback(opts, e)
             if retry is None:
-                raise
-        return _compile(schema, retry, vocab, max_states, spec)
+                if not isinstance(e, StateBudgetExceededError):
+                    raise
+                return _outlined(schema, opts, vocab, max_states, spec, e)
+        try:
+            return _compile(schema, retry, vocab, max_states, spec)
+        except StateBudgetExceededError as e:
+            return _outlined(schema, retry, vocab, max_states, spec, e)
 
 
 def order_fallback(opts: SchemaOptions, e: Exception) -> SchemaOptions | None:
@@ -175,3 +181,35 @@ def _compile(schema, opts: SchemaOptions, vocab, max_states, spec):
             if pda is None:
                 raise
     return token_pda(pda, vocab, spec_kind="json_schema", spec=spec)
+
+
+def _outlined(schema, opts: SchemaOptions, vocab, max_states, spec, error):
+    """The schema as a byte PDA whose every value below the root (property values, array
+    elements) of at least `OUTLINE_MIN_SIZE` IR units is a grammar rule: the last resort
+    where its DFA, or a rule of its PDA, outgrew ``max_states`` (``error``) in every other
+    form, so the schemas that compile without it keep their tables. A rule call is the
+    same language; a value's states are built once, not once per copy (a bounded array's
+    elements, an any-order object's sets of properties, a union's branches).
+
+    Raises:
+      StateBudgetExceededError: ``error``, where the outlined grammar cannot help (no
+        rules: ``recursion="unroll"``; a grammar conflict at a rule call), or the outlined
+        grammar's own, naming the rule that still outgrows the budget.
+    """
+    if opts.recursion != "stack":
+        raise error
+    for free_calls in (True, False):  # then schema-free values inline, as `byte_language`
+        g = translate_grammar(schema, opts, True, free_calls, values=OUTLINE_MIN_SIZE)[0]
+        if len(g.bodies) == 1:
+            raise error  # unrolled, or no value to outline
+        try:
+            pda = build_byte_pda(g, max_states=max_states, what="the schema")
+        except GrammarConflictError:
+            continue
+        except StateBudgetExceededError as e:
+            raise StateBudgetExceededError(
+                f"{e} (with every value of at least {OUTLINE_MIN_SIZE} IR units outlined "
+                f"into a grammar rule, tried after: {error})"
+            ) from None
+        return token_pda(pda, vocab, spec_kind="json_schema", spec=spec)
+    raise error

@@ -30,11 +30,12 @@ from automata_compile.frontends.json_schema._loading import load_schema
 from automata_compile.frontends.json_schema._options import parse_options
 from automata_compile.frontends.json_schema._regex_text import json_schema_to_regex
 from automata_compile.frontends.json_schema._resolver import _loc as pointer_fragment
-from automata_compile.frontends.json_schema._rules import ROOT, Rules, rule_calls
+from automata_compile.frontends.json_schema._rules import OUTLINE_MIN_SIZE, ROOT, Rules, rule_calls
 from automata_compile.frontends.json_schema._rules import _rewrite as rewrite_calls
 from automata_compile.frontends.json_schema._translator import _Options as SchemaOptions
 
 __all__ = [
+    "OUTLINE_MIN_SIZE",
     "ROOT",
     "BitsetEvents",
     "BitsetIneligible",
