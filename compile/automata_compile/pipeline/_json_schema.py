@@ -23,6 +23,7 @@ from automata_compile._errors import (
 from automata_compile.automata import build_byte_pda, limits
 from automata_compile.frontends.json_schema import (
     OUTLINE_MIN_SIZE,
+    Outliner,
     Rules,
     SchemaOptions,
     load_schema,
@@ -184,32 +185,42 @@ def _compile(schema, opts: SchemaOptions, vocab, max_states, spec):
 
 
 def _outlined(schema, opts: SchemaOptions, vocab, max_states, spec, error):
-    """The schema as a byte PDA whose every value below the root (property values, array
-    elements) of at least `OUTLINE_MIN_SIZE` IR units is a grammar rule: the last resort
-    where its DFA, or a rule of its PDA, outgrew ``max_states`` (``error``) in every other
-    form, so the schemas that compile without it keep their tables. A rule call is the
-    same language; a value's states are built once, not once per copy (a bounded array's
-    elements, an any-order object's sets of properties, a union's branches).
+    """The schema as a byte PDA whose values below the root are grammar rules
+    (`frontends.json_schema.Outliner`): the last resort where its DFA, or a rule of its
+    PDA, outgrew ``max_states`` (``error``) in every other form, so the schemas that
+    compile without it keep their tables. A rule call is the same language. Where a
+    conflict names outlined values, they are kept inline and the rules emitted again
+    (each round keeps more values inline: it ends); then schema-free values are spelled
+    inline, as in `byte_language`.
 
     Raises:
-      StateBudgetExceededError: ``error``, where the outlined grammar cannot help (no
-        rules: ``recursion="unroll"``; a grammar conflict at a rule call), or the outlined
+      StateBudgetExceededError: ``error``, where outlining cannot help (no rules:
+        ``recursion="unroll"``; a conflict that names no outlined value), or the outlined
         grammar's own, naming the rule that still outgrows the budget.
     """
-    if opts.recursion != "stack":
-        raise error
-    for free_calls in (True, False):  # then schema-free values inline, as `byte_language`
-        g = translate_grammar(schema, opts, True, free_calls, values=OUTLINE_MIN_SIZE)[0]
-        if len(g.bodies) == 1:
-            raise error  # unrolled, or no value to outline
-        try:
-            pda = build_byte_pda(g, max_states=max_states, what="the schema")
-        except GrammarConflictError:
-            continue
-        except StateBudgetExceededError as e:
-            raise StateBudgetExceededError(
-                f"{e} (with every value of at least {OUTLINE_MIN_SIZE} IR units outlined "
-                f"into a grammar rule, tried after: {error})"
-            ) from None
-        return token_pda(pda, vocab, spec_kind="json_schema", spec=spec)
+    inline: frozenset = frozenset()
+    for free_calls in (True, False):
+        outliner = Outliner(schema, opts, free_calls)
+        if not outliner.possible:
+            raise error
+        while True:
+            g, named = outliner.grammar(inline)
+            if len(g.bodies) == 1:
+                raise error  # no value to outline
+            try:
+                pda = build_byte_pda(g, max_states=max_states, what="the schema")
+            except GrammarConflictError as e:
+                # the values called there, else the outlined value the conflict is in
+                kept = {named[n] for n in e.rules[1:] if n in named} - inline
+                kept = kept or {named[n] for n in e.rules[:1] if n in named} - inline
+                if not kept:
+                    break
+                inline |= kept
+                continue
+            except StateBudgetExceededError as e:
+                raise StateBudgetExceededError(
+                    f"{e} (with the schema's values of at least {OUTLINE_MIN_SIZE} IR units "
+                    f"outlined into grammar rules, tried after: {error})"
+                ) from None
+            return token_pda(pda, vocab, spec_kind="json_schema", spec=spec)
     raise error
