@@ -4,7 +4,8 @@ The front end (`frontends.json_schema`) gives the schema's language as IR or as 
 rules; `byte_language` chooses the byte automaton (a DFA where the language is regular,
 else a byte PDA, with the retries on a grammar conflict), and `compile_json_schema` composes
 it with the vocabulary, falling back to declared property order where the objects built in
-any order outgrow a budget.
+any order outgrow a budget, and, last, to the schema's values outlined into grammar rules
+where its automaton still outgrows ``max_states`` (`_outlined`).
 
 The options and the accepted surface syntax ("the module docstring" in the docstrings
 below) are documented in `frontends.json_schema._options`.
@@ -112,7 +113,9 @@ def compile_json_schema(
 
     Compile budgets: ``max_states`` bounds the byte DFA (default 100,000; its work budget
     scales with it) and string/``multipleOf`` automata have their own fixed budgets; past
-    one, `StateBudgetExceededError` (or, for a string constraint, `UnsupportedSchemaError`
+    one, the schema is compiled again with its objects in declared order, then with its
+    values outlined into grammar rules (the same language); where that fails too,
+    `StateBudgetExceededError` (or, for a string constraint, `UnsupportedSchemaError`
     with the budget in its message). ``timeout_s`` (default 30 s; ``None``: no limit of its
     own) bounds the whole compile's wall-clock time, checked at the automaton core's
     checkpoints; past it, `CompileTimeoutError` (never a fallback: the language compiled
@@ -218,9 +221,16 @@ def _outlined(schema, opts: SchemaOptions, vocab, max_states, spec, error):
                 inline |= kept
                 continue
             except StateBudgetExceededError as e:
-                raise StateBudgetExceededError(
-                    f"{e} (with the schema's values of at least {OUTLINE_MIN_SIZE} IR units "
-                    f"outlined into grammar rules, tried after: {error})"
-                ) from None
-            return token_pda(pda, vocab, spec_kind="json_schema", spec=spec)
+                raise _outlining_tried(e, error) from None
+            try:
+                return token_pda(pda, vocab, spec_kind="json_schema", spec=spec)
+            except StateBudgetExceededError as e:  # the composition's own budgets
+                raise _outlining_tried(e, error) from None
     raise error
+
+
+def _outlining_tried(e: StateBudgetExceededError, error) -> StateBudgetExceededError:
+    return StateBudgetExceededError(
+        f"{e} (with the schema's values of at least {OUTLINE_MIN_SIZE} IR units outlined "
+        f"into grammar rules, tried after: {error})"
+    )
