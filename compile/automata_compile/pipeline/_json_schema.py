@@ -4,7 +4,8 @@ The front end (`frontends.json_schema`) gives the schema's language as IR or as 
 rules; `byte_language` chooses the byte automaton (a DFA where the language is regular,
 else a byte PDA, with the retries on a grammar conflict), and `compile_json_schema` composes
 it with the vocabulary, falling back to declared property order where the objects built in
-any order outgrow a budget.
+any order outgrow a budget, and, last, to the schema's values outlined into grammar rules
+where its automaton still outgrows ``max_states`` (`_outlined`).
 
 The options and the accepted surface syntax ("the module docstring" in the docstrings
 below) are documented in `frontends.json_schema._options`.
@@ -22,6 +23,8 @@ from automata_compile._errors import (
 )
 from automata_compile.automata import build_byte_pda, limits
 from automata_compile.frontends.json_schema import (
+    OUTLINE_MIN_SIZE,
+    Outliner,
     Rules,
     SchemaOptions,
     load_schema,
@@ -110,7 +113,9 @@ def compile_json_schema(
 
     Compile budgets: ``max_states`` bounds the byte DFA (default 100,000; its work budget
     scales with it) and string/``multipleOf`` automata have their own fixed budgets; past
-    one, `StateBudgetExceededError` (or, for a string constraint, `UnsupportedSchemaError`
+    one, the schema is compiled again with its objects in declared order, then with its
+    values outlined into grammar rules (the same language); where that fails too,
+    `StateBudgetExceededError` (or, for a string constraint, `UnsupportedSchemaError`
     with the budget in its message). ``timeout_s`` (default 30 s; ``None``: no limit of its
     own) bounds the whole compile's wall-clock time, checked at the automaton core's
     checkpoints; past it, `CompileTimeoutError` (never a fallback: the language compiled
@@ -134,8 +139,13 @@ def compile_json_schema(
         except (StateBudgetExceededError, UnsupportedSchemaError) as e:
             retry = order_fallback(opts, e)
             if retry is None:
-                raise
-        return _compile(schema, retry, vocab, max_states, spec)
+                if not isinstance(e, StateBudgetExceededError):
+                    raise
+                return _outlined(schema, opts, vocab, max_states, spec, e)
+        try:
+            return _compile(schema, retry, vocab, max_states, spec)
+        except StateBudgetExceededError as e:
+            return _outlined(schema, retry, vocab, max_states, spec, e)
 
 
 def order_fallback(opts: SchemaOptions, e: Exception) -> SchemaOptions | None:
@@ -175,3 +185,52 @@ def _compile(schema, opts: SchemaOptions, vocab, max_states, spec):
             if pda is None:
                 raise
     return token_pda(pda, vocab, spec_kind="json_schema", spec=spec)
+
+
+def _outlined(schema, opts: SchemaOptions, vocab, max_states, spec, error):
+    """The schema as a byte PDA whose values below the root are grammar rules
+    (`frontends.json_schema.Outliner`): the last resort where its DFA, or a rule of its
+    PDA, outgrew ``max_states`` (``error``) in every other form, so the schemas that
+    compile without it keep their tables. A rule call is the same language. Where a
+    conflict names outlined values, they are kept inline and the rules emitted again
+    (each round keeps more values inline: it ends); then schema-free values are spelled
+    inline, as in `byte_language`.
+
+    Raises:
+      StateBudgetExceededError: ``error``, where outlining cannot help (no rules:
+        ``recursion="unroll"``; a conflict that names no outlined value), or the outlined
+        grammar's own, naming the rule that still outgrows the budget.
+    """
+    inline: frozenset = frozenset()
+    for free_calls in (True, False):
+        outliner = Outliner(schema, opts, free_calls)
+        if not outliner.possible:
+            raise error
+        while True:
+            g, named = outliner.grammar(inline)
+            if len(g.bodies) == 1:
+                raise error  # no value to outline
+            try:
+                pda = build_byte_pda(g, max_states=max_states, what="the schema")
+            except GrammarConflictError as e:
+                # the values called there, else the outlined value the conflict is in
+                kept = {named[n] for n in e.rules[1:] if n in named} - inline
+                kept = kept or {named[n] for n in e.rules[:1] if n in named} - inline
+                if not kept:
+                    break
+                inline |= kept
+                continue
+            except StateBudgetExceededError as e:
+                raise _outlining_tried(e, error) from None
+            try:
+                return token_pda(pda, vocab, spec_kind="json_schema", spec=spec)
+            except StateBudgetExceededError as e:  # the composition's own budgets
+                raise _outlining_tried(e, error) from None
+    raise error
+
+
+def _outlining_tried(e: StateBudgetExceededError, error) -> StateBudgetExceededError:
+    return StateBudgetExceededError(
+        f"{e} (with the schema's values of at least {OUTLINE_MIN_SIZE} IR units outlined "
+        f"into grammar rules, tried after: {error})"
+    )

@@ -3,7 +3,8 @@
 Pipeline: `_loading` (JSON text → data), `_options` (the options and their manual),
 `_resolver` (``$ref``), `_translator` + `_keywords` (schema → typed language, `_types`),
 `_emitter` + `_numbers` + `_strings` (typed language → IR of JSON texts), `_rules` (the
-grammar rules of recursive and shared values), `_grammar` (the translation as grammar
+grammar rules of recursive and shared values), `_outline` (values outlined into rules, the
+last resort past max_states), `_grammar` (the translation as grammar
 rules or IR); string contents are IR trees over code points (`_content`: ECMA patterns
 `_ecma`, formats `_formats`) whose boolean operations run on automata
 (`automata.char_dfa`). `_regex_text` prints a regular schema as a regex. Composing with a
@@ -28,13 +29,16 @@ from automata_compile.frontends.json_schema._grammar import (
 )
 from automata_compile.frontends.json_schema._loading import load_schema
 from automata_compile.frontends.json_schema._options import parse_options
+from automata_compile.frontends.json_schema._outline import Outliner
 from automata_compile.frontends.json_schema._regex_text import json_schema_to_regex
 from automata_compile.frontends.json_schema._resolver import _loc as pointer_fragment
-from automata_compile.frontends.json_schema._rules import ROOT, Rules, rule_calls
+from automata_compile.frontends.json_schema._rules import OUTLINE_MIN_SIZE, ROOT, Rules, rule_calls
 from automata_compile.frontends.json_schema._rules import _rewrite as rewrite_calls
 from automata_compile.frontends.json_schema._translator import _Options as SchemaOptions
 
 __all__ = [
+    "OUTLINE_MIN_SIZE",
+    "Outliner",
     "ROOT",
     "BitsetEvents",
     "BitsetIneligible",

@@ -4,6 +4,7 @@ retry where a recursive ``$ref`` needs its expansion."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import warnings
 
@@ -23,28 +24,11 @@ from automata_compile.frontends.json_schema._translator import _Options, _Transl
 from automata_compile.frontends.json_schema._types import _Unroll
 
 
-def _translate(
-    schema, opts: _Options, share: bool, free_calls: bool = True, values: int | None = None
-) -> tuple[GrammarIR, bool]:
-    """The schema's language as grammar rules (rule 0 = the root value); ``share``: large
-    values used at several positions become rules too; ``free_calls``: a schema-free array
-    / object is a call of the free rule (see `_Emitter._free_rule`). Also whether some
-    value is used at several positions (without one, ``share`` changes nothing).
-
-    ``values`` (with ``share``): every value below the root (array elements, property
-    values) whose IR is at least this large becomes a rule, used once or more (a tool's
-    parameters: rules equal across tools are built and walked once, `translate_grammar`)."""
-    tr = _Translator(schema, opts)
-    rules = Rules(tr.rule_types, tr.rule_ptrs) if opts.recursion == "stack" else None
+@contextlib.contextmanager
+def schema_errors():
+    """The translation's internal refusals as `UnsupportedSchemaError` (pointer ``#``)."""
     try:
-        t = tr.schema(schema, _DEFAULT_BASE, "")
-        uses = 1 if share and values is not None else 2
-        shared = shared_types([t, *tr.rule_types], uses) if rules is not None else set()
-        if share and rules is not None:
-            rules.shared = shared
-        size = SHARE_MIN_SIZE if values is None else values
-        node = _Emitter(opts, tr.refuse, rules, free_calls, size, tr.subset).value(t)
-        grammar = rules.grammar(node) if rules else GrammarIR(names=(ROOT,), bodies=(node,))
+        yield
     except _Refuse as e:
         raise UnsupportedSchemaError(
             f"{e.keyword!r} cannot be enforced exactly: {e.reason}", keyword=e.keyword, pointer=""
@@ -59,6 +43,30 @@ def _translate(
         raise UnsupportedSchemaError(
             "#: the schema nests too deeply to translate", keyword=None, pointer=""
         ) from None
+
+
+def _translate(
+    schema, opts: _Options, share: bool, free_calls: bool = True, values: int | None = None
+) -> tuple[GrammarIR, bool]:
+    """The schema's language as grammar rules (rule 0 = the root value); ``share``: large
+    values used at several positions become rules too; ``free_calls``: a schema-free array
+    / object is a call of the free rule (see `_Emitter._free_rule`). Also whether some
+    value is used at several positions (without one, ``share`` changes nothing).
+
+    ``values`` (with ``share``): every value below the root (array elements, property
+    values) whose IR is at least this large becomes a rule, used once or more (a tool's
+    parameters: rules equal across tools are built and walked once, `translate_grammar`)."""
+    tr = _Translator(schema, opts)
+    rules = Rules(tr.rule_types, tr.rule_ptrs) if opts.recursion == "stack" else None
+    with schema_errors():
+        t = tr.schema(schema, _DEFAULT_BASE, "")
+        uses = 1 if share and values is not None else 2
+        shared = shared_types([t, *tr.rule_types], uses) if rules is not None else set()
+        if share and rules is not None:
+            rules.shared = shared
+        size = SHARE_MIN_SIZE if values is None else values
+        node = _Emitter(opts, tr.refuse, rules, free_calls, size, tr.subset).value(t)
+        grammar = rules.grammar(node) if rules else GrammarIR(names=(ROOT,), bodies=(node,))
     if not derives_a_value(grammar):
         where = tr.empty_at if tr.empty_at is not None else ""
         detail = f" (the first unsatisfiable subschema is at {_loc(where)})" if where else ""

@@ -36,6 +36,11 @@ ROOT = "<root>"
 # IR size (`_content.size`, about the length of its regex) from which a typed language used
 # at two or more value positions becomes a rule; smaller values are cheaper inline.
 SHARE_MIN_SIZE = 300
+# IR size from which every value below the root (property value, array element, used once
+# or more) becomes a rule where the schema's automaton outgrew max_states in every other
+# form (`pipeline._json_schema`): a rule call is the same language, and the rule's states
+# are built once instead of once per copy in a repeat, an any-order object or a union.
+OUTLINE_MIN_SIZE = 64
 
 
 class Rules:

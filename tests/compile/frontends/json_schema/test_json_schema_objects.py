@@ -325,14 +325,19 @@ def test_default_falls_back_to_declared_order_with_one_warning(schema, pointer, 
 
 def test_whole_schema_budget_falls_back_per_object():
     """Each object fits its own budget but the schema's DFA outgrows max_states in any
-    order: compiled again in declared order, the object named by one warning."""
+    order: compiled again in declared order, the object named by one warning. With
+    ``strict_any`` (no declared-order fallback) its values are outlined into grammar rules
+    instead (`pipeline._json_schema._outlined`): any order, exact, as a PDA."""
     schema = {
         "type": "object",
         "properties": {k: {"type": "string", "maxLength": 3} for k in "abcd"},
         "additionalProperties": False,
     }
-    with pytest.raises(ac.StateBudgetExceededError):
-        ac.compile_json_schema(schema, BYTES, max_states=800, property_order="strict_any")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ac.OrderFallbackWarning)
+        pda = ac.compile_json_schema(schema, BYTES, max_states=800, property_order="strict_any")
+    assert pda.is_pda
+    assert accepts(pda, '{"c": "yz", "a": "x"}') and not accepts(pda, '{"c": "yz", "c": "x"}')
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         dfa = ac.compile_json_schema(schema, BYTES, max_states=800)
