@@ -86,24 +86,30 @@ class _Atoms(_thompson.Builder):
 
 
 def char_sets(node, acc: set) -> set:
-    """Collects the character sets (`Ranges`) of an IR tree."""
-    if isinstance(node, Chars):
-        acc.add(node.ranges)
-    elif isinstance(node, Seq):
-        for x in node.items:
-            char_sets(x, acc)
-    elif isinstance(node, Alt):
-        for x in node.options:
-            char_sets(x, acc)
-    elif isinstance(node, Repeat):
-        char_sets(node.item, acc)
-    elif isinstance(node, Automaton):
-        for out in node.edges:
-            for label, _ in out:
-                if isinstance(label, tuple):
-                    acc.add(label)
-                else:
-                    char_sets(label, acc)
+    """Collects the character sets (`Ranges`) of an IR tree into ``acc``; a subtree shared
+    by several parents (the same object) is walked once."""
+    seen: set[int] = set()
+    stack = [node]
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        if isinstance(x, Chars):
+            acc.add(x.ranges)
+        elif isinstance(x, Seq):
+            stack.extend(x.items)
+        elif isinstance(x, Alt):
+            stack.extend(x.options)
+        elif isinstance(x, Repeat):
+            stack.append(x.item)
+        elif isinstance(x, Automaton):
+            for out in x.edges:
+                for label, _ in out:
+                    if isinstance(label, tuple):
+                        acc.add(label)
+                    else:
+                        stack.append(label)
     return acc
 
 

@@ -19,7 +19,16 @@ from hypothesis import strategies as st
 
 from automata_compile.automata import _byte_dfa, _char_dfa
 from automata_compile.automata import _charsets as cs
-from automata_compile.automata._ir import NEVER, Automaton, Chars, fingerprint
+from automata_compile.automata._ir import (
+    NEVER,
+    Alt,
+    Automaton,
+    Chars,
+    Repeat,
+    Seq,
+    children,
+    fingerprint,
+)
 from automata_compile.frontends import _regex
 
 PATTERNS = [
@@ -172,6 +181,28 @@ def test_char_sets_collects_every_set():
         finals=frozenset({1}),
     )
     assert _char_dfa.char_sets(auto, set()) == {((0x3B1, 0x3C9),), ((0x31, 0x31),)}
+
+
+def test_char_sets_walks_shared_subtrees_once():
+    """A tree of shared subtrees (2**40 paths, 41 distinct nodes) gives the sets a plain
+    recursive walk gives on a small one (shared subtrees are walked once, by identity)."""
+
+    def recursive(node, acc):
+        if isinstance(node, Chars):
+            acc.add(node.ranges)
+        for kid in children(node):
+            recursive(kid, acc)
+        return acc
+
+    leaves = [Chars(((0x30 + i, 0x30 + i),)) for i in range(3)]
+    node = Alt(tuple(leaves))
+    small = node
+    for i in range(40):
+        node = Seq((node, Repeat(node, 0, 2), leaves[i % 3]))
+        if i == 3:
+            small = node
+    assert _char_dfa.char_sets(small, set()) == recursive(small, set())
+    assert _char_dfa.char_sets(node, set()) == {leaf.ranges for leaf in leaves}
 
 
 def test_empty_languages():
