@@ -13,11 +13,12 @@ from __future__ import annotations
 import bisect
 import re
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from automata_compile.automata import _byte_dfa, _char_dfa
+from automata_compile.automata import _byte_dfa, _char_dfa, _fsa
 from automata_compile.automata import _charsets as cs
 from automata_compile.automata._ir import (
     NEVER,
@@ -111,6 +112,36 @@ def test_to_ir_round_trip_keeps_the_language(pattern, text):
     assert isinstance(back, Automaton)
     assert _char_dfa.matches(back, text) == _fullmatch(pattern, text)
     assert _byte_dfa.ir_matches(back, text.encode("utf-8")) == _fullmatch(pattern, text)
+
+
+def _to_ir_row_by_row(part, dfa):
+    """The former `to_ir` body (one row at a time), the oracle of the vectorized one."""
+    order = [dfa.start] + [q for q in range(dfa.num_states) if q != dfa.start]
+    new = {q: i for i, q in enumerate(order)}
+    edges = []
+    for q in order:
+        row = dfa.trans[q]
+        by_target: dict[int, list] = {}
+        for a in np.flatnonzero(row >= 0).tolist():
+            by_target.setdefault(int(row[a]), []).extend(part.atoms[a])
+        edges.append(tuple((cs.normalize(r), new[t]) for t, r in sorted(by_target.items())))
+    finals = frozenset(new[q] for q in np.flatnonzero(dfa.accepting).tolist())
+    return tuple(edges), finals
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_to_ir_is_the_row_by_row_automaton(pattern):
+    """The same edges (labels, targets, order) and finals as the former row loop, on a
+    minimal DFA and on one whose start is not state 0 (a reversed complement's)."""
+    node = _regex.parse(pattern, None)
+    for n in (node, _char_dfa.complement(node)):
+        part, (d,) = _char_dfa.dfas(n)
+        for dfa in (d, _fsa.DFA(d.trans[::-1], d.accepting[::-1], d.num_states - 1 - d.start)):
+            renumbered = np.where(dfa.trans >= 0, dfa.num_states - 1 - dfa.trans, dfa.trans)
+            if dfa is not d:
+                dfa = _fsa.DFA(renumbered.astype(np.int32), dfa.accepting, dfa.start)
+            got = _char_dfa.to_ir(part, dfa, is_minimal=True)
+            assert (got.edges, got.finals) == _to_ir_row_by_row(part, dfa)
 
 
 @settings(max_examples=40, deadline=None)
