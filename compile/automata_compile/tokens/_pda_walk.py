@@ -618,10 +618,10 @@ class _Dense:
         row = ukey // nc
         cur = step_rows(self.columns, self.first_byte[ukey % nc], self.rows, row)
         diverted = [z, z, z, z, z]
-        div = cur == sink + 1
-        if div.any():
-            cur[div] = sink
-            diverted = self._diverted(d, sel, key_of, self.rows[row], div)
+        kk, ww = np.nonzero(cur == sink + 1)  # row-major: grouped by key
+        if kk.size:
+            cur[kk, ww] = sink
+            diverted = self._diverted(d, sel, key_of, row, kk, ww)
         rows, row_of_key = _level_rows(cur)
         live = ~(rows == sink).all(axis=1)
         ids = row_of_key[key_of]
@@ -636,18 +636,19 @@ class _Dense:
         self.rows = rows
         return diverted
 
-    def _diverted(self, d, sel, key_of, prev, div) -> list:
-        """The (node, wide start) pairs whose byte calls or returns, as sparse lanes."""
-        per_key = div.sum(axis=1)
+    def _diverted(self, d, sel, key_of, row, kk, ww) -> list:
+        """The (node, wide start) pairs whose byte calls or returns, as sparse lanes (the
+        diverted cells ``(kk, ww)`` of the level's keys, grouped by key; ``row``: each
+        key's row of the previous level)."""
+        per_key = np.bincount(kk, minlength=row.shape[0])
         nodes = np.flatnonzero(per_key[key_of] > 0)
         k = key_of[nodes]
         counts = per_key[k]
-        kk, ww = np.nonzero(div)  # row-major: grouped by key, as ``starts`` below expects
         starts = np.concatenate([[0], np.cumsum(per_key)])[k]
         idx = ranges(starts, counts)
         child = np.repeat(sel[nodes], counts)
         w = ww[idx]
-        state = prev[kk[idx], w].astype(np.int64)
+        state = self.rows[row[kk[idx]], w].astype(np.int64)
         byte = self.walker.trie.byte[d][child].astype(np.int64)
         return [child.astype(np.int64), state, np.zeros_like(state), self.wide[w], byte]
 
