@@ -618,8 +618,9 @@ class _Dense:
         row = ukey // nc
         cur = step_rows(self.columns, self.first_byte[ukey % nc], self.rows, row)
         diverted = [z, z, z, z, z]
-        kk, ww = np.nonzero(cur == sink + 1)  # row-major: grouped by key
-        if kk.size:
+        div = cur == sink + 1
+        if div.any():
+            kk, ww = np.nonzero(div)  # row-major: grouped by key
             cur[kk, ww] = sink
             diverted = self._diverted(d, sel, key_of, row, kk, ww)
         rows, row_of_key = _level_rows(cur)
