@@ -446,14 +446,14 @@ class Walker:
     def dense_table(self, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(columns, first_byte, byte_class) for the row walk of ``starts``: ``columns[b, q]``
         is the shift target, ``Q`` (the sink) when dead and ``Q + 1`` when the byte calls or
-        returns; column ``Q`` is the sink's (byte-major, so that a level's step takes from
-        one byte's contiguous column: `step_rows`). Bytes whose columns are equal over the rows of
-        the starts' rules share a class: a row walk reads no others, as shifts never leave
-        a rule (the frame of 1,000 tools has 14,000 of the PDA's 200,000 states)."""
+        returns; column ``Q`` is the sink's. Byte-major, so that a level's step reads one
+        byte's contiguous row (`step_rows`). Bytes that act alike on the states of the
+        starts' rules share a class: a row walk reads no others, as shifts never leave a
+        rule (the frame of 1,000 tools has 14,000 of the PDA's 200,000 states)."""
         pda, q = self.pda, self.pda.num_states
         if self._dense_table is None:
-            # only the walked rules' rows are written (a row walk reads no others), when
-            # they are first walked: 1,000 tools' frame is 14,000 of 200,000 rows
+            # only the walked rules' states are written (a row walk reads no others), when
+            # they are first walked: 1,000 tools' frame is 14,000 of 200,000 states
             dtype = np.int16 if q + 1 < np.iinfo(np.int16).max else np.int32
             self._dense_table = np.empty((256, q + 1), dtype=dtype)
             self._dense_table[:, q] = q

@@ -1,5 +1,6 @@
-"""Distinct rows and small keys in NumPy: the hash-consing step of the trie walks
-(`_compose` for DFAs, `_pda_walk` for PDAs)."""
+"""Distinct rows, small keys and the level step in NumPy: the hash-consing step of the
+trie walks (`_compose` for DFAs, `_pda_walk` for PDAs) and their step from one level's
+rows to the next (`step_rows`)."""
 
 from __future__ import annotations
 
