@@ -86,24 +86,30 @@ class _Atoms(_thompson.Builder):
 
 
 def char_sets(node, acc: set) -> set:
-    """Collects the character sets (`Ranges`) of an IR tree."""
-    if isinstance(node, Chars):
-        acc.add(node.ranges)
-    elif isinstance(node, Seq):
-        for x in node.items:
-            char_sets(x, acc)
-    elif isinstance(node, Alt):
-        for x in node.options:
-            char_sets(x, acc)
-    elif isinstance(node, Repeat):
-        char_sets(node.item, acc)
-    elif isinstance(node, Automaton):
-        for out in node.edges:
-            for label, _ in out:
-                if isinstance(label, tuple):
-                    acc.add(label)
-                else:
-                    char_sets(label, acc)
+    """Collects the character sets (`Ranges`) of an IR tree into ``acc``; a subtree shared
+    by several parents (the same object) is walked once."""
+    seen: set[int] = set()
+    stack = [node]
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        if isinstance(x, Chars):
+            acc.add(x.ranges)
+        elif isinstance(x, Seq):
+            stack.extend(x.items)
+        elif isinstance(x, Alt):
+            stack.extend(x.options)
+        elif isinstance(x, Repeat):
+            stack.append(x.item)
+        elif isinstance(x, Automaton):
+            for out in x.edges:
+                for label, _ in out:
+                    if isinstance(label, tuple):
+                        acc.add(label)
+                    else:
+                        stack.append(label)
     return acc
 
 
@@ -144,13 +150,14 @@ def to_ir(part: Partition, dfa: _fsa.DFA | None, *, is_minimal: bool = False):
     # Number states with the start first (the IR has no dead state).
     order = [dfa.start] + [q for q in range(dfa.num_states) if q != dfa.start]
     new = {q: i for i, q in enumerate(order)}
-    edges = []
-    for q in order:
-        row = dfa.trans[q]
-        by_target: dict[int, list] = {}
-        for a in np.flatnonzero(row >= 0).tolist():
-            by_target.setdefault(int(row[a]), []).extend(part.atoms[a])
-        edges.append(tuple((cs.normalize(r), new[t]) for t, r in sorted(by_target.items())))
+    # every edge at once, row by row in ``order`` and by atom within a row
+    trans = dfa.trans[np.asarray(order, np.int64)]
+    src, atom = np.nonzero(trans >= 0)
+    by_target: list[dict[int, list]] = [{} for _ in order]
+    atoms = part.atoms
+    for i, a, t in zip(src.tolist(), atom.tolist(), trans[src, atom].tolist(), strict=True):
+        by_target[i].setdefault(t, []).extend(atoms[a])
+    edges = [tuple((cs.normalize(r), new[t]) for t, r in sorted(b.items())) for b in by_target]
     finals = frozenset(new[q] for q in np.flatnonzero(dfa.accepting).tolist())
     return Automaton(edges=tuple(edges), start=0, finals=finals)
 

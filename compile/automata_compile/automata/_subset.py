@@ -66,7 +66,9 @@ def determinize(
     budget = nfa.budget
     n = len(nfa.edges)
     counts = np.fromiter(map(len, nfa.edges), np.int64, n)
-    flat = np.array(list(itertools.chain.from_iterable(nfa.edges)), np.int64).reshape(-1, 3)
+    # (lo, hi, target) of every edge: one flat read of the ints, no list of tuples
+    chain = itertools.chain.from_iterable
+    flat = np.fromiter(chain(chain(nfa.edges)), np.int64, 3 * int(counts.sum())).reshape(-1, 3)
     src = np.repeat(np.arange(n, dtype=np.int64), counts)
     lo, hi, tgt = flat[:, 0], flat[:, 1], flat[:, 2]
     points = np.unique(np.concatenate([lo, hi + 1, [0, num_symbols]]))

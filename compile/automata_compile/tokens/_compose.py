@@ -34,6 +34,7 @@ from automata_compile.automata import dfa_ops as _dfa_ops
 from automata_compile.tokens._loop_walk import find_loops, loop_walk
 from automata_compile.tokens._rows import (
     distinct_rows,
+    step_rows,
     unique_rows,
     unique_rows_unordered,
     unique_small,
@@ -312,9 +313,8 @@ def _dense_walk(byte_trans: np.ndarray, trie: TokenTrie, wide: np.ndarray):
     first_byte, byte_class = distinct_rows(table.T)
     byte_class = byte_class.astype(np.int64)
     num_classes = first_byte.shape[0]
-    # Class-major, flat: entry c * (q + 1) + s is class c's step from s (one 1-D take per
-    # level, not a 2-D fancy index).
-    by_class = np.ascontiguousarray(table[:, first_byte].T).reshape(-1)
+    # Class-major: row c is class c's step from each state (1-D takes, `step_rows`).
+    by_class = np.ascontiguousarray(table[:, first_byte].T)
     rows = wide[None, :].astype(dtype)  # the root's row
     # The live nodes of the previous level and their rows (their children are listed from
     # the trie's offsets: after the first levels few nodes stay live outside the loops).
@@ -327,9 +327,7 @@ def _dense_walk(byte_trans: np.ndarray, trie: TokenTrie, wide: np.ndarray):
             break
         key = node_row[rep] * num_classes + byte_class[trie.byte[d][sel]]
         ukey, key_of = unique_small(key, rows.shape[0] * num_classes)
-        at = rows[ukey // num_classes].astype(np.intp)
-        at += ((ukey % num_classes) * (q + 1))[:, None]
-        cur = by_class.take(at)
+        cur = step_rows(by_class, ukey % num_classes, rows, ukey // num_classes)
         # (the order of a level's rows is free: the ids across levels are canonical below)
         rows, row_of_key = unique_rows_unordered(cur)
         live = ~(rows == q).all(axis=1)

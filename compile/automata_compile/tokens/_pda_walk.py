@@ -31,7 +31,12 @@ import numpy as np
 from automata_compile._errors import StateBudgetExceededError, UnsupportedGrammarError
 from automata_compile._ranges import ranges
 from automata_compile.automata import CALL, RETURN, SHIFT, BytePDA, check_time
-from automata_compile.tokens._rows import unique_rows, unique_rows_unordered, unique_small
+from automata_compile.tokens._rows import (
+    step_rows,
+    unique_rows,
+    unique_rows_unordered,
+    unique_small,
+)
 from automata_compile.tokens._token_trie import TokenTrie
 
 # Outcomes of one (state, token) beyond this mean the walk is enumerating stack contexts
@@ -439,18 +444,19 @@ class Walker:
         return (*self._allowed, states)
 
     def dense_table(self, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(table, first_byte, byte_class) for the row walk of ``starts``: ``table[q, b]`` is
-        the shift target, ``Q`` (the sink) when dead and ``Q + 1`` when the byte calls or
-        returns; row ``Q`` is the sink's. Bytes whose columns are equal over the rows of
-        the starts' rules share a class: a row walk reads no others, as shifts never leave
-        a rule (the frame of 1,000 tools has 14,000 of the PDA's 200,000 states)."""
+        """(columns, first_byte, byte_class) for the row walk of ``starts``: ``columns[b, q]``
+        is the shift target, ``Q`` (the sink) when dead and ``Q + 1`` when the byte calls or
+        returns; column ``Q`` is the sink's. Byte-major, so that a level's step reads one
+        byte's contiguous row (`step_rows`). Bytes that act alike on the states of the
+        starts' rules share a class: a row walk reads no others, as shifts never leave a
+        rule (the frame of 1,000 tools has 14,000 of the PDA's 200,000 states)."""
         pda, q = self.pda, self.pda.num_states
         if self._dense_table is None:
-            # only the walked rules' rows are written (a row walk reads no others), when
-            # they are first walked: 1,000 tools' frame is 14,000 of 200,000 rows
+            # only the walked rules' states are written (a row walk reads no others), when
+            # they are first walked: 1,000 tools' frame is 14,000 of 200,000 states
             dtype = np.int16 if q + 1 < np.iinfo(np.int16).max else np.int32
-            self._dense_table = np.empty((q + 1, 256), dtype=dtype)
-            self._dense_table[q] = q
+            self._dense_table = np.empty((256, q + 1), dtype=dtype)
+            self._dense_table[:, q] = q
             self._dense_rules = np.zeros(len(pda.names), bool)
         table = self._dense_table
         rules = np.unique(pda.rule_of[starts])
@@ -460,12 +466,12 @@ class Walker:
             kind = pda.kind[fill]
             rows = np.where(kind == SHIFT, pda.arg[fill], q)
             rows[(kind == CALL) | (kind == RETURN)] = q + 1
-            table[fill] = rows
+            table[:, fill] = rows.T
             self._dense_rules[new] = True
         got = self._byte_classes.get(rules.tobytes())
         if got is None:
             rows = np.append(np.flatnonzero(np.isin(pda.rule_of, rules)), q)
-            cols, byte_class = unique_rows(table[rows].T)
+            cols, byte_class = unique_rows(table[:, rows])
             first_byte = np.full(cols.shape[0], 256, np.int64)
             np.minimum.at(first_byte, byte_class, np.arange(256))
             got = self._byte_classes[rules.tobytes()] = (first_byte, byte_class.astype(np.int64))
@@ -564,9 +570,9 @@ class _Dense:
 
     def __init__(self, walker: Walker, wide: np.ndarray):
         self.walker, self.wide = walker, wide
-        self.table, self.first_byte, self.byte_class = walker.dense_table(wide)
+        self.columns, self.first_byte, self.byte_class = walker.dense_table(wide)
         self.sink = walker.pda.num_states
-        self.rows = wide[None, :].astype(self.table.dtype)  # the root's row
+        self.rows = wide[None, :].astype(self.columns.dtype)  # the root's row
         # the live nodes of the previous level (ascending) and their rows: a level reads
         # only their children, not every node of the level (deep levels: a few live)
         self.live_node = np.zeros(1, np.int64)
@@ -609,13 +615,14 @@ class _Dense:
             return [z, z, z, z, z]
         key = self.live_row[rep] * nc + self.byte_class[trie.byte[d][sel]]
         ukey, key_of = unique_small(key, self.rows.shape[0] * nc)
-        prev = self.rows[ukey // nc]
-        cur = self.table[prev, self.first_byte[ukey % nc][:, None]]
+        row = ukey // nc
+        cur = step_rows(self.columns, self.first_byte[ukey % nc], self.rows, row)
         diverted = [z, z, z, z, z]
         div = cur == sink + 1
         if div.any():
-            cur = np.where(div, sink, cur)
-            diverted = self._diverted(d, sel, key_of, prev, div)
+            kk, ww = np.nonzero(div)  # row-major: grouped by key
+            cur[kk, ww] = sink
+            diverted = self._diverted(d, sel, key_of, row, kk, ww)
         rows, row_of_key = _level_rows(cur)
         live = ~(rows == sink).all(axis=1)
         ids = row_of_key[key_of]
@@ -630,18 +637,19 @@ class _Dense:
         self.rows = rows
         return diverted
 
-    def _diverted(self, d, sel, key_of, prev, div) -> list:
-        """The (node, wide start) pairs whose byte calls or returns, as sparse lanes."""
-        per_key = div.sum(axis=1)
+    def _diverted(self, d, sel, key_of, row, kk, ww) -> list:
+        """The (node, wide start) pairs whose byte calls or returns, as sparse lanes (the
+        diverted cells ``(kk, ww)`` of the level's keys, grouped by key; ``row``: each
+        key's row of the previous level)."""
+        per_key = np.bincount(kk, minlength=row.shape[0])
         nodes = np.flatnonzero(per_key[key_of] > 0)
         k = key_of[nodes]
         counts = per_key[k]
-        kk, ww = np.nonzero(div)  # row-major: grouped by key, as ``starts`` below expects
         starts = np.concatenate([[0], np.cumsum(per_key)])[k]
         idx = ranges(starts, counts)
         child = np.repeat(sel[nodes], counts)
         w = ww[idx]
-        state = prev[kk[idx], w].astype(np.int64)
+        state = self.rows[row[kk[idx]], w].astype(np.int64)
         byte = self.walker.trie.byte[d][child].astype(np.int64)
         return [child.astype(np.int64), state, np.zeros_like(state), self.wide[w], byte]
 

@@ -13,13 +13,23 @@ from __future__ import annotations
 import bisect
 import re
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from automata_compile.automata import _byte_dfa, _char_dfa
+from automata_compile.automata import _byte_dfa, _char_dfa, _fsa
 from automata_compile.automata import _charsets as cs
-from automata_compile.automata._ir import NEVER, Automaton, Chars, fingerprint
+from automata_compile.automata._ir import (
+    NEVER,
+    Alt,
+    Automaton,
+    Chars,
+    Repeat,
+    Seq,
+    children,
+    fingerprint,
+)
 from automata_compile.frontends import _regex
 
 PATTERNS = [
@@ -104,6 +114,36 @@ def test_to_ir_round_trip_keeps_the_language(pattern, text):
     assert _byte_dfa.ir_matches(back, text.encode("utf-8")) == _fullmatch(pattern, text)
 
 
+def _to_ir_row_by_row(part, dfa):
+    """The former `to_ir` body (one row at a time), the oracle of the vectorized one."""
+    order = [dfa.start] + [q for q in range(dfa.num_states) if q != dfa.start]
+    new = {q: i for i, q in enumerate(order)}
+    edges = []
+    for q in order:
+        row = dfa.trans[q]
+        by_target: dict[int, list] = {}
+        for a in np.flatnonzero(row >= 0).tolist():
+            by_target.setdefault(int(row[a]), []).extend(part.atoms[a])
+        edges.append(tuple((cs.normalize(r), new[t]) for t, r in sorted(by_target.items())))
+    finals = frozenset(new[q] for q in np.flatnonzero(dfa.accepting).tolist())
+    return tuple(edges), finals
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_to_ir_is_the_row_by_row_automaton(pattern):
+    """The same edges (labels, targets, order) and finals as the former row loop, on a
+    minimal DFA and on one whose start is not state 0 (a reversed complement's)."""
+    node = _regex.parse(pattern, None)
+    for n in (node, _char_dfa.complement(node)):
+        part, (d,) = _char_dfa.dfas(n)
+        for dfa in (d, _fsa.DFA(d.trans[::-1], d.accepting[::-1], d.num_states - 1 - d.start)):
+            renumbered = np.where(dfa.trans >= 0, dfa.num_states - 1 - dfa.trans, dfa.trans)
+            if dfa is not d:
+                dfa = _fsa.DFA(renumbered.astype(np.int32), dfa.accepting, dfa.start)
+            got = _char_dfa.to_ir(part, dfa, is_minimal=True)
+            assert (got.edges, got.finals) == _to_ir_row_by_row(part, dfa)
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     p=st.sampled_from(PATTERNS),
@@ -172,6 +212,28 @@ def test_char_sets_collects_every_set():
         finals=frozenset({1}),
     )
     assert _char_dfa.char_sets(auto, set()) == {((0x3B1, 0x3C9),), ((0x31, 0x31),)}
+
+
+def test_char_sets_walks_shared_subtrees_once():
+    """A tree of shared subtrees (2**40 paths, 41 distinct nodes) gives the sets a plain
+    recursive walk gives on a small one (shared subtrees are walked once, by identity)."""
+
+    def recursive(node, acc):
+        if isinstance(node, Chars):
+            acc.add(node.ranges)
+        for kid in children(node):
+            recursive(kid, acc)
+        return acc
+
+    leaves = [Chars(((0x30 + i, 0x30 + i),)) for i in range(3)]
+    node = Alt(tuple(leaves))
+    small = node
+    for i in range(40):
+        node = Seq((node, Repeat(node, 0, 2), leaves[i % 3]))
+        if i == 3:
+            small = node
+    assert _char_dfa.char_sets(small, set()) == recursive(small, set())
+    assert _char_dfa.char_sets(node, set()) == {leaf.ranges for leaf in leaves}
 
 
 def test_empty_languages():

@@ -10,6 +10,7 @@ from hypothesis.extra import numpy as hnp
 from automata_compile.tokens import _rows
 from automata_compile.tokens._rows import (
     distinct_rows,
+    step_rows,
     unique_rows,
     unique_rows_unordered,
     unique_small,
@@ -73,3 +74,33 @@ def test_unique_rows_unordered_groups_as_unique_rows(a, collide):
     np.testing.assert_array_equal(rows[inv], a)
     assert rows.shape == ref_rows.shape
     assert ((inv[:, None] == inv[None, :]) == (ref[:, None] == ref[None, :])).all()
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.integers(1, 6),  # classes
+    st.integers(1, 9),  # states
+    st.integers(0, 5),  # previous rows
+    st.integers(0, 12),  # keys
+    st.integers(1, 7),  # wide starts
+    st.sampled_from([np.int16, np.int32]),
+    st.randoms(use_true_random=False),
+)
+def test_step_rows_is_the_fancy_index_on_both_paths(c, q, r, k, w, dtype, rnd):
+    """``out[i, j] == columns[col[i], rows[row[i], j]]``, by one flat take and by one take
+    per class (`GROUPED_CELLS` forces each path): the walks' former 2-D fancy index."""
+    rng = np.random.default_rng(rnd.getrandbits(32))
+    columns = rng.integers(0, q + 2, size=(c, q + 1)).astype(dtype)
+    rows = rng.integers(0, q + 1, size=(max(r, 1), w)).astype(dtype)
+    col = rng.integers(0, c, size=k)
+    row = rng.integers(0, rows.shape[0], size=k)
+    want = columns[col[:, None], rows[row]]
+    default = _rows.GROUPED_CELLS
+    try:
+        for cells in (0, 1 << 30):
+            _rows.GROUPED_CELLS = cells
+            got = step_rows(columns, col, rows, row)
+            assert got.dtype == columns.dtype and got.shape == (k, w)
+            np.testing.assert_array_equal(got, want)
+    finally:
+        _rows.GROUPED_CELLS = default

@@ -281,8 +281,11 @@ def has_anchor(node) -> bool:
     return isinstance(node, Anchor) or any(has_anchor(k) for k in _kids(node))
 
 
+@functools.lru_cache(maxsize=65536)
 def printable(node) -> bool:
-    """Whether `to_regex` can print the tree (it holds no automaton and no anchor)."""
+    """Whether `to_regex` can print the tree (it holds no automaton and no anchor).
+    Memoized, as `size` (which asks it of every subtree) is: a tree of shared subtrees is
+    otherwise walked again for each of its ancestors."""
     if isinstance(node, (Automaton, Anchor, Terminal)):
         return False
     return all(printable(k) for k in _kids(node))
