@@ -112,7 +112,7 @@ VALUES = [{"type": "integer"}, {"type": "boolean"}, {"type": "string", "maxLengt
 
 
 def schemas():
-    return nested_objects(depth=2, names="abcdef", sizes=(1, 5), values=VALUES, tail=closed_or_open)
+    return nested_objects(depth=2, names="abcde", sizes=(1, 4), values=VALUES, tail=closed_or_open)
 
 
 def _language(schema, order: str, loops: bool, monkeypatch):
