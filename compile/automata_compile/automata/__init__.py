@@ -28,6 +28,7 @@ from automata_compile.automata._ir import (
     Seq,
     Terminal,
     children,
+    distinct_nodes,
     fingerprint,
     map_terminals,
 )
@@ -59,6 +60,7 @@ __all__ = [
     "charsets",
     "check_time",
     "children",
+    "distinct_nodes",
     "map_terminals",
     "dfa_ops",
     "fingerprint",

@@ -20,7 +20,15 @@ import numpy as np
 from automata_compile._errors import StateBudgetExceededError
 from automata_compile.automata import _charsets as cs
 from automata_compile.automata import _fsa, _subset, _thompson
-from automata_compile.automata._ir import NEVER, Alt, Automaton, Chars, Repeat, Seq, fingerprint
+from automata_compile.automata._ir import (
+    NEVER,
+    Alt,
+    Automaton,
+    Chars,
+    Seq,
+    distinct_nodes,
+    fingerprint,
+)
 
 MAX_STATES = 20_000
 MAX_WORK = 2_000_000
@@ -88,28 +96,11 @@ class _Atoms(_thompson.Builder):
 def char_sets(node, acc: set) -> set:
     """Collects the character sets (`Ranges`) of an IR tree into ``acc``; a subtree shared
     by several parents (the same object) is walked once."""
-    seen: set[int] = set()
-    stack = [node]
-    while stack:
-        x = stack.pop()
-        if id(x) in seen:
-            continue
-        seen.add(id(x))
+    for x in distinct_nodes([node]):
         if isinstance(x, Chars):
             acc.add(x.ranges)
-        elif isinstance(x, Seq):
-            stack.extend(x.items)
-        elif isinstance(x, Alt):
-            stack.extend(x.options)
-        elif isinstance(x, Repeat):
-            stack.append(x.item)
         elif isinstance(x, Automaton):
-            for out in x.edges:
-                for label, _ in out:
-                    if isinstance(label, tuple):
-                        acc.add(label)
-                    else:
-                        stack.append(label)
+            acc.update(label for out in x.edges for label, _ in out if isinstance(label, tuple))
     return acc
 
 

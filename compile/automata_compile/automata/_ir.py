@@ -135,6 +135,20 @@ def children(node) -> tuple:
     return ()
 
 
+def distinct_nodes(roots):
+    """Each node of the IR trees ``roots`` once (a subtree shared by several parents, the same
+    object, is visited once), an `Automaton`'s IR labels included; in no particular order."""
+    seen: set[int] = set()
+    stack = list(roots)
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        yield x
+        stack.extend(_children(x))
+
+
 def _plain_seq(*items):
     return Seq(tuple(items))
 

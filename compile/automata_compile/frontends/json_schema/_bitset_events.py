@@ -9,7 +9,7 @@ written: ``SET`` after a declared key's closing quote, ``CLEAR`` after ``{``, ``
 
 from __future__ import annotations
 
-from automata_compile.automata import Automaton, Event, children, map_terminals
+from automata_compile.automata import Event, distinct_nodes, map_terminals
 
 SET, CLEAR, REQUIRE = 0, 1, 2
 
@@ -97,22 +97,12 @@ def has_event(nodes) -> bool:
 def events_in(nodes, first: bool = False) -> set:
     """The ids of the `Event`s in the IR trees ``nodes`` (automata labels too); ``first``:
     stop at the first one."""
-    seen: set = set()
     out: set = set()
-    todo = list(nodes)
-    while todo:
-        x = todo.pop()
-        if id(x) in seen:
-            continue
-        seen.add(id(x))
+    for x in distinct_nodes(nodes):
         if isinstance(x, Event):
             out.add(x.index)
             if first:
                 return out
-        elif isinstance(x, Automaton):
-            todo.extend(lb for out_ in x.edges for lb, _ in out_ if not isinstance(lb, tuple))
-        else:
-            todo.extend(children(x))
     return out
 
 
