@@ -201,13 +201,13 @@ def _outlined(schema, opts: SchemaOptions, vocab, max_states, spec, error):
         ``recursion="unroll"``; a conflict that names no outlined value), or the outlined
         grammar's own, naming the rule that still outgrows the budget.
     """
+    outliner = Outliner(schema, opts)  # translated once for every round below
+    if not outliner.possible:
+        raise error
     inline: frozenset = frozenset()
     for free_calls in (True, False):
-        outliner = Outliner(schema, opts, free_calls)
-        if not outliner.possible:
-            raise error
         while True:
-            g, named = outliner.grammar(inline)
+            g, named = outliner.grammar(inline, free_calls)
             if len(g.bodies) == 1:
                 raise error  # no value to outline
             try:

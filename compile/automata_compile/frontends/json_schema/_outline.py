@@ -34,8 +34,8 @@ class Outliner:
         a recursive ``$ref`` whose expansion an operation needs (the schema is unrolled).
     """
 
-    def __init__(self, schema, opts: _Options, free_calls: bool = True):
-        self.opts, self.free_calls = opts, free_calls
+    def __init__(self, schema, opts: _Options):
+        self.opts = opts
         self.tr = _Translator(schema, opts)
         self.t = None
         if opts.recursion == "stack":
@@ -47,16 +47,15 @@ class Outliner:
         self.possible = self.t is not None
         self.values = shared_types([self.t, *self.tr.rule_types], 1) if self.possible else set()
 
-    def grammar(self, inline=frozenset()) -> tuple[GrammarIR, dict]:
+    def grammar(self, inline=frozenset(), free_calls: bool = True) -> tuple[GrammarIR, dict]:
         """The rules with every value of at least `OUTLINE_MIN_SIZE` IR units outlined but
         the typed languages in ``inline``, and the outlined rules' typed languages by rule
-        name (to name the values a `GrammarConflictError` involves)."""
+        name (to name the values a `GrammarConflictError` involves); ``free_calls=False``
+        spells schema-free values inline (as `translate_grammar` does)."""
         tr = self.tr
         rules = Rules(tr.rule_types, tr.rule_ptrs, self.values - inline)
         with schema_errors():
-            emitter = _Emitter(
-                self.opts, tr.refuse, rules, self.free_calls, OUTLINE_MIN_SIZE, tr.subset
-            )
+            emitter = _Emitter(self.opts, tr.refuse, rules, free_calls, OUTLINE_MIN_SIZE, tr.subset)
             grammar = rules.grammar(emitter.value(self.t))
         named = {rules.names[j]: key[1] for key, j in rules.ids.items() if key[0] == "shared"}
         return grammar, named
