@@ -568,7 +568,9 @@ def test_structural_drafts_change_the_drafts_not_the_outputs():
 
 def test_cache_length_is_what_generate_allocates(dfas, params):
     """`cache_length` (used by the job to build a prefix cache ahead) equals the length
-    `generate` asks its cache init function for, with and without chunked calls."""
+    `generate` asks its cache init function for, with and without chunked calls. The loop
+    asks while it is traced, so `jax.eval_shape` runs generate's own code without compiling
+    the eight loops."""
     tables = ConstraintTables.from_dfas(dfas, vocab_size=V)
     assert tables.forced_tokens is not None
     tokens, mask = aj.pad_prompts([[0, 1, 2], [5]], pad_id=PAD)
@@ -580,10 +582,13 @@ def test_cache_length_is_what_generate_allocates(dfas, params):
                 asked.append(length)
                 return MODEL.init_cache(b, length)
 
-            aj.generate(
-                MODEL.apply_step, params, tokens, tables, np.asarray([0, 1], np.int32),
-                sampler=Greedy(), max_new_tokens=n, rng=jax.random.key(0), prompt_mask=mask,
-                pad_id=PAD, cache=init_cache, fast_forward=ff, speculate=spec,
+            jax.eval_shape(
+                lambda init_cache=init_cache, ff=ff, spec=spec, n=n: aj.generate(
+                    MODEL.apply_step, params, tokens, tables, np.asarray([0, 1], np.int32),
+                    sampler=Greedy(), max_new_tokens=n, rng=jax.random.key(0),
+                    prompt_mask=mask, pad_id=PAD, cache=init_cache, fast_forward=ff,
+                    speculate=spec,
+                )
             )  # fmt: skip
             want = aj.cache_length(tokens.shape[1], n, tables, fast_forward=ff, speculate=spec)
             assert asked == [want], (ff, spec, n)
