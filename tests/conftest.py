@@ -8,9 +8,7 @@ each comes from).
 from __future__ import annotations
 
 import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -27,31 +25,6 @@ if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
         os.environ.get("XLA_FLAGS", "")
         + " --xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
     ).strip()
-
-
-# jax's persistent compilation cache, fresh for each test session: a program compiled again
-# (after `_release_compiled_programs` dropped it, by the other xdist worker, or by a job the
-# tests start in a subprocess, which inherits the environment) is read back, not rebuilt. The
-# key is the program's HLO with the compile options, flags and jax version, so a hit is the
-# same executable; nothing crosses sessions (the directory is made here, in the first process,
-# inherited by the workers, and removed at the end). A cap on the size (never reached) turns
-# on jax's file lock (the `filelock` package, a dependency of `tokenizers`), so two processes
-# never read an entry another is still writing. A JAX_COMPILATION_CACHE_DIR the caller sets is
-# used and kept (JAX_ENABLE_COMPILATION_CACHE=false turns the cache off).
-_SESSION_CACHE_DIR = None
-if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
-    _SESSION_CACHE_DIR = tempfile.mkdtemp(prefix="automata-jax-test-xla-cache-")
-    os.environ["JAX_COMPILATION_CACHE_DIR"] = _SESSION_CACHE_DIR
-    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
-    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "-1")
-    os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(1 << 40))
-
-
-def pytest_unconfigure(config):
-    """Remove the session's compilation cache (in the process that made it)."""
-    if _SESSION_CACHE_DIR is not None:
-        shutil.rmtree(_SESSION_CACHE_DIR, ignore_errors=True)
-
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # shared/tokenizers sits beside the repository checkout (see its README.md);
