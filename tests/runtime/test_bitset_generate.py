@@ -312,8 +312,10 @@ def test_several_bitset_constraints_decode_each_row_as_alone(setup):
     mixed = ConstraintTables.from_bitset(bts, vocab_size=vocab.size, capacity=cap)
     assert mixed.bitset.capacity == cap and mixed.padded_shape[0] == 2
     ids = (0, 1, 1, 0)
+    # each alone at the batch's capacity: one loop per setting for them and the batch
+    own = [ConstraintTables.from_bitset([b], vocab_size=vocab.size, capacity=cap) for b in bts]
     for kw in ({}, {"speculate": True}, {"fast_forward": True}, {"sampler": aj.Temperature(1.0)}):
-        alone = [_run(model, model.apply_step, params, tables[n][0], **kw) for n in "AB"]
+        alone = [_run(model, model.apply_step, params, t, **kw) for t in own]
         _rows_equal(_run(model, model.apply_step, params, mixed, ids=ids, **kw), alone, ids)
     swapped = ConstraintTables.from_bitset(bts[::-1], vocab_size=vocab.size, capacity=cap)
     counting = CountingStep(model.apply_step)
@@ -338,12 +340,12 @@ def test_bitset_grammar_and_plain_constraints_in_one_batch(setup):
     plain = ac.compile_json_schema({"type": "array", "items": BOOL}, vocab, whitespace="compact")
     mixed = ConstraintTables.from_bitset([bts[0], bts[1], plain, bts[2]], vocab_size=vocab.size)
     assert mixed.has_stack and mixed.padded_shape[0] == 4
-    own = [
-        tables["A"][0],
-        ConstraintTables.from_bitset(bts[1], vocab_size=vocab.size),
-        ConstraintTables.from_dfas([plain], vocab_size=vocab.size),
-        tables["B"][0],
-    ]
+    # the bitset constraints alone at the batch's capacity (one loop for them and the batch;
+    # a capacity's padding decodes as the tight tables: the no-retrace tests); the plain DFA
+    # alone through `from_dfas`, the other runtime path
+    cap = mixed.bitset.capacity
+    own = [ConstraintTables.from_bitset([b], vocab_size=vocab.size, capacity=cap) for b in bts]
+    own.insert(2, ConstraintTables.from_dfas([plain], vocab_size=vocab.size))
     ids = (0, 1, 2, 3)
     for kw in ({}, {"speculate": True}, {"sampler": aj.Temperature(1.0)}):
         alone = [_run(model, model.apply_step, params, t, **kw) for t in own]
