@@ -304,7 +304,8 @@ def minimize(dfa: DFA, budget: Budget | None = None) -> DFA | None:
 
     Raises:
       StateBudgetExceededError: partition refinement past ``5 * budget.max_work`` states
-        times rounds (a long chain, e.g. ``.{0,10000}``, needs one round per link).
+        sorted, summed over rounds (a round sorts the states whose successors changed
+        block: a long chain, e.g. ``.{0,10000}``, needs a round per link, of a few states).
     """
     return _minimize_table(dfa.trans, dfa.accepting, dfa.start, budget)
 
