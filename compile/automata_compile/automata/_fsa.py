@@ -158,8 +158,8 @@ class Budget:
     def work_exceeded(self, step: str) -> StateBudgetExceededError:
         return StateBudgetExceededError(
             f"{step} of {self.what}{_where()} exceeds its work budget ({self.max_work:,} units; large "
-            "sets of NFA states or long chains of states, as large or stacked bounded "
-            "repeats like (.{0,100}){100} produce); simplify it or raise max_states"
+            "sets of NFA states, as stacked bounded repeats like ((ab|.){0,100}){10} "
+            "produce); simplify it or raise max_states"
         )
 
 
