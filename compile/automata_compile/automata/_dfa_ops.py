@@ -174,7 +174,7 @@ def minimize(
         moved, new_block = _refine_round(touched, block, sig, size, ref, num_blocks)
         if moved.shape[0] == 0:
             break
-        num_blocks = int(new_block.max()) + 1
+        num_blocks = int(new_block[-1]) + 1  # the new ids ascend
         delta = (new_block - block[moved]).astype(np.uint64)  # wraps for negatives
         block[moved] = new_block
         counts = roff[moved + 1] - roff[moved]
@@ -197,48 +197,49 @@ def _refine_round(touched, block, sig, size, ref, num_blocks):
 
     A block's untouched members, and its touched ones whose signature is back at the
     block's ``ref``, form one group that keeps the block's id; where every member is
-    touched, its largest group keeps it. Every other group gets a new
-    id (from ``num_blocks`` on, in (block, signature) order). Updates ``size`` and ``ref``.
+    touched, its largest group keeps it (the first of equals): a state then moves only
+    into a part at most half its block, as in Hopcroft's algorithm. Every other group gets
+    a new id (from ``num_blocks`` on, in (block, signature) order). Updates ``size`` and
+    ``ref``.
 
     Returns:
       (moved, new_block): the states that change block and their new ids.
     """
-    order = touched[np.lexsort((sig[touched], block[touched]))]
-    b, s = block[order], sig[order]
-    n = order.shape[0]
-    starts_block = np.ones(n, dtype=bool)
-    starts_block[1:] = b[1:] != b[:-1]
+    n = touched.shape[0]
+    if n == 0:
+        return touched, touched
+    b, s = block[touched], sig[touched]
+    perm = np.lexsort((s, b))
+    order, b, s = touched[perm], b[perm], s[perm]
+    starts_block = np.empty(n, dtype=bool)
+    starts_block[0] = True
+    np.not_equal(b[1:], b[:-1], out=starts_block[1:])
     starts_group = starts_block.copy()
     starts_group[1:] |= s[1:] != s[:-1]
-    # the touched members of each block (counted at its first touched state)
     first = np.flatnonzero(starts_block)
     touched_in = np.diff(np.append(first, n))
-    has_ref = np.repeat(size[b[first]] > touched_in, touched_in)
-    # where every member is touched, the largest group keeps the id (the first of equals):
-    # a state then moves only into a part at most half its block (Hopcroft's rule), and
-    # the moves, which touch their predecessors, stay O(Q log Q) in all
-    group_size = np.diff(np.append(np.flatnonzero(starts_group), n))
-    block_start = np.flatnonzero(starts_block[starts_group])  # each block's first group
-    group_block = np.cumsum(starts_block[starts_group]) - 1
-    best = group_size == np.maximum.reduceat(group_size, block_start)[group_block]
-    seen = np.cumsum(best)  # best groups so far; the block's first has its count + 1
-    best &= seen == (seen - best)[block_start][group_block] + 1
-    keeps = np.repeat(best, group_size)
-    keeps = (has_ref & (s == ref[b])) | (~has_ref & keeps)
-    keeps = keeps[np.maximum.accumulate(np.where(starts_group, np.arange(n), 0))]
-    is_new = starts_group & ~keeps
-    if not is_new.any():
-        return order[:0], order[:0]
-    group_id = num_blocks + np.cumsum(is_new) - 1
-    group_id = group_id[np.maximum.accumulate(np.where(starts_group, np.arange(n), 0))]
+    keeps = s == ref[b]  # with the untouched members (where the block has some)
+    whole = size[b[first]] == touched_in  # blocks every member of which is touched
+    if whole.any():
+        groups = np.flatnonzero(starts_group)
+        group_size = np.diff(np.append(groups, n))
+        block_start = np.flatnonzero(starts_block[groups])  # each block's first group
+        group_block = np.cumsum(starts_block[groups]) - 1
+        best = group_size == np.maximum.reduceat(group_size, block_start)[group_block]
+        seen = np.cumsum(best)  # best groups so far; a block's first has its count + 1
+        best &= seen == (seen - best)[block_start][group_block] + 1
+        keeps = np.where(np.repeat(whole, touched_in), np.repeat(best, group_size), keeps)
+        kept = groups[best & whole[group_block]]
+        ref[b[kept]] = s[kept]  # the keeping group's signature is its block's now
     move = ~keeps
-    moved, old, new = order[move], b[move], group_id[move]
+    if not move.any():
+        return order[:0], order[:0]
+    # a moving group's new id: its rank among the moving groups (constant along a group)
+    new = num_blocks - 1 + np.cumsum(starts_group & move)[move]
+    moved, old, s = order[move], b[move], s[move]
     np.subtract.at(size, old, 1)
-    np.add.at(size, new, 1)
-    ref[new] = s[move]
-    # a block every member of which was touched takes its keeping group's signature
-    kept = np.flatnonzero(keeps & ~has_ref)
-    ref[b[kept]] = s[kept]
+    size[num_blocks : int(new[-1]) + 1] = np.bincount(new - num_blocks)
+    ref[new] = s
     return moved, new
 
 

@@ -411,14 +411,14 @@ def bounded_repeat(x, low: int, high: int):
         return frozenset(out)
 
     def accepts(subset) -> bool:
-        return any(accepting[y] and i + 1 >= low for i, y in subset)
+        return any(i >= 0 and accepting[y] and i + 1 >= low for i, y in subset)
 
-    first = closure({(0, start)})
+    first = closure({(0, start)}) | {(-1, -1)}  # (-1, -1): the start, distinct from a loop
     ids, order, rows = {first: 0}, [first], []
     for subset in order:
         row = []
         for a in range(trans.shape[1]):
-            nxt = closure({(i, int(trans[y, a])) for i, y in subset if trans[y, a] >= 0})
+            nxt = closure({(i, int(trans[y, a])) for i, y in subset if i >= 0 and trans[y, a] >= 0})
             if not nxt:
                 row.append(-1)
                 continue
