@@ -219,24 +219,34 @@ def _canonical_pda(dfa, class_order, class_id) -> tuple:
                 order.append(t)
 
     # First what the context-independent edges reach (no ties: targets and pushes in class
-    # order), then, in that order, the context-dependent edges of each state, by class and
-    # the ranks of the symbols they pop (a tie left keeps its own order).
+    # order); then, in passes over that order, the context-dependent edges whose popped
+    # symbols all have ranks, by class and those ranks (a pass ranks more states, a later
+    # pass takes the edges that waited; a tie left keeps its own order).
     for s in order:
         reach([ns[s][ns[s] >= 0], *(seq[r, : seq_len[r]] for r in ep[s][ep[s] > 0])])
-    done = len(order)
-    for i, s in enumerate(order):  # grows while it is read
-        if i >= done:
-            reach([ns[s][ns[s] >= 0], *(seq[r, : seq_len[r]] for r in ep[s][ep[s] > 0])])
-        mine = by_state[cut[s] : cut[s + 1]]
-        pops = rank[np.where(cd_pop[mine] >= 0, cd_pop[mine], q)]
-        for e in mine[np.lexsort((*pops.T[::-1], cd_class[mine]))]:
-            reach(
-                [
-                    cd_target[e : e + 1],
-                    cd_pop[e, : cd_npop[e]],
-                    seq[cd_push[e], : seq_len[cd_push[e]]],
-                ]
-            )
+    expanded = len(order)
+    taken = np.zeros(cd_state.shape[0], dtype=bool)
+    while not taken.all():
+        before = int(taken.sum())
+        for i, s in enumerate(order):  # grows while it is read
+            if i >= expanded:
+                reach([ns[s][ns[s] >= 0], *(seq[r, : seq_len[r]] for r in ep[s][ep[s] > 0])])
+                expanded = i + 1
+            mine = by_state[cut[s] : cut[s + 1]]
+            mine = mine[~taken[mine]]
+            pops = rank[np.where(cd_pop[mine] >= 0, cd_pop[mine], q)]
+            pops[cd_pop[mine] < 0] = -1
+            mine, pops = mine[(pops < q).all(axis=1)], pops[(pops < q).all(axis=1)]
+            for e in mine[np.lexsort((*pops.T[::-1], cd_class[mine]))]:
+                targets = [cd_target[e : e + 1], seq[cd_push[e], : seq_len[cd_push[e]]]]
+                reach(targets)
+            taken[mine] = True
+        if int(taken.sum()) == before:  # the rest pop symbols nothing ranks
+            for s in order:
+                mine = by_state[cut[s] : cut[s + 1]]
+                for e in mine[~taken[mine]]:
+                    reach([cd_target[e : e + 1], cd_pop[e, : cd_npop[e]]])
+            taken[:] = True
     order = np.asarray(order + np.flatnonzero(rank[:q] == q).tolist())
     state_id = np.full(q + 1, -1, dtype=np.int64)  # index -1 reads the last slot: -1
     state_id[order] = np.arange(q)
