@@ -182,8 +182,8 @@ def minimize(
         hit = rsrc[idx]
         np.add.at(sig, hit, rweight[idx] * np.repeat(delta, counts))
         touched = np.unique(hit)
-    block = _first_member_order(block)
-    block = _verify_or_refine(trans, accepting, block)
+    # (numbered after the check: a collision's exact split numbers blocks its own way)
+    block = _first_member_order(_verify_or_refine(trans, accepting, block))
     nb = int(block.max()) + 1
     rep = np.zeros(nb, dtype=np.int64)
     rep[block[::-1]] = np.arange(q)[::-1]  # first member of each block
