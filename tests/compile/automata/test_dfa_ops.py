@@ -492,3 +492,18 @@ def test_minimize_a_long_bounded_repeat_in_linear_work():
     )
     assert m_trans.shape[0] == q and np.array_equal(block[:q], block[q:])
     assert equivalent((m_trans, m_acc, m_start), (t, a, s0))
+
+
+def test_minimize_when_every_signature_collides():
+    """Zero weights make every signature equal: the exact check then splits the blocks
+    itself, and the result (numbered by first member) is the one hashing gives."""
+    rng = np.random.default_rng(3)
+    for _ in range(60):
+        q, s = int(rng.integers(2, 60)), int(rng.integers(1, 4))
+        trans = rng.integers(-1, q, size=(q, s)).astype(np.int32)
+        trimmed = _dfa_ops.trim(trans, rng.random(q) < 0.3, 0)
+        if trimmed is None:
+            continue
+        hashed = _dfa_ops.minimize(*trimmed)
+        exact = _dfa_ops.minimize(*trimmed, weights=np.zeros(s, np.uint64))
+        assert all(np.array_equal(x, y) for x, y in zip(hashed, exact, strict=True))
