@@ -11,7 +11,9 @@ states, accepting, start, forced runs) numbered canonically
 equal digests mean isomorphic token DFAs, the same language and forced runs, however each
 checkout numbers its states and classes.
 
-Run: ``python benchmarks/first_mask_ab.py --baseline /tmp/perf-base [--suite-limit N]``.
+Run: ``python benchmarks/first_mask_ab.py --baseline /tmp/perf-base [--suite-limit N]``
+(``--schemastore-all``: every vendored SchemaStore schema, not the six that compile;
+``--timeout-s 30``: `compile_json_schema`'s own deadline, as a user would set it).
 Writes ``benchmarks/results/first_mask_ab.json`` (or ``--out``) and prints a summary. The
 tables' digest covers the PDA block too. The summary also gives each side's compile CPU time
 (``compile_cpu``: the worker's `time.process_time`, steadier than wall time when other jobs
@@ -41,18 +43,27 @@ def main(argv=None) -> int:
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per compile")
     parser.add_argument("--suite-limit", type=int, default=None, help="first N suite groups")
     parser.add_argument("--no-schemastore", action="store_true")
+    parser.add_argument(
+        "--schemastore-all", action="store_true", help="every vendored SchemaStore schema"
+    )
+    parser.add_argument("--no-suite", action="store_true", help="no test-suite corpus")
+    parser.add_argument(
+        "--timeout-s", type=float, default=None, help="compile_json_schema's own timeout_s"
+    )
     parser.add_argument("--bfcl", type=int, default=0, help="BFCL function schemas (sampled)")
     parser.add_argument("--out", default=str(RESULTS), help="results JSON file")
     args = parser.parse_args(argv)
     tok = scb.TOKENIZERS / "llama3" / "tokenizer.json"
-    corpora = {"test-suite": scb.suite_schemas(args.suite_limit)}
+    corpora = {} if args.no_suite else {"test-suite": scb.suite_schemas(args.suite_limit)}
     if not args.no_schemastore:
         store = scb.schemastore_schemas()
-        corpora["schemastore"] = {n: store[n] for n in SCHEMASTORE}
+        names = store if args.schemastore_all else SCHEMASTORE
+        corpora["schemastore"] = {n: store[n] for n in names}
     if args.bfcl:
         corpora["bfcl"] = scb.bfcl_schemas(args.bfcl)
     workers = {"before": scb.Worker(tok, args.timeout, args.baseline),
                "after": scb.Worker(tok, args.timeout, str(ROOT))}  # fmt: skip
+    options = {} if args.timeout_s is None else {"timeout_s": args.timeout_s}
     results = {"machine": machine(), "baseline": git_commit(args.baseline), "corpora": {}}
     try:
         i = 0
@@ -60,7 +71,7 @@ def main(argv=None) -> int:
             rows = results["corpora"][corpus] = {}
             for name, schema in schemas.items():
                 order = ("before", "after") if i % 2 == 0 else ("after", "before")
-                rows[name] = {w: workers[w].run(schema) for w in order}
+                rows[name] = {w: workers[w].run(schema, **options) for w in order}
                 i += 1
                 b, a = rows[name]["before"], rows[name]["after"]
                 print(f"{corpus:11} {name:45} {b.get('first_mask_s', -1):7.3f} "

@@ -119,6 +119,7 @@ def _compile_one(vocab, schema, strict: bool, profile: bool, options: dict) -> d
                 "pointer": getattr(e, "pointer", None),
                 "message": str(e)[:300],
                 "seconds": time.perf_counter() - t0,
+                "cpu_s": time.process_time() - c0,
             }
         finally:
             if prof:
@@ -157,8 +158,9 @@ def canonical_arrays(dfa) -> tuple:
     arrays mean isomorphic DFAs (the same language, and the same forced runs) however a
     compiler version numbers them: classes by their first token id (class 0, the dead
     class, first), states in breadth-first order from the start over the classes in that
-    order. A PDA's arrays are returned as they are (its composer numbers them)."""
-    if dfa.is_pda:
+    order. A PDA (not in state blocks) is numbered so too, see `_canonical_pda`; a PDA in
+    state blocks is returned as it is (its composer numbers it)."""
+    if dfa.is_pda and dfa.is_blocked:
         forced = (dfa.forced_tokens, dfa.forced_len, dfa.forced_next)
         arrays = (dfa.token_class, dfa.next_state, dfa.accepting, np.int64(dfa.start))
         return (*arrays, *forced, *dfa.pda_arrays().values())
@@ -169,6 +171,8 @@ def canonical_arrays(dfa) -> tuple:
     class_order = np.argsort(first, kind="stable")
     class_id = np.empty_like(class_order)
     class_id[class_order] = np.arange(class_order.shape[0])
+    if dfa.is_pda:
+        return _canonical_pda(dfa, class_order, class_id)
     ns = ns[:, class_order]
     order, seen = [int(dfa.start)], np.zeros(ns.shape[0], dtype=bool)
     seen[dfa.start] = True
@@ -183,6 +187,81 @@ def canonical_arrays(dfa) -> tuple:
     state_id = np.full(ns.shape[0] + 1, -1, dtype=np.int64)
     state_id[order] = np.arange(order.shape[0])
     out = [class_id[tc], state_id[ns[order]], np.asarray(dfa.accepting)[order], np.int64(0)]
+    if dfa.forced_tokens is not None:
+        out += [np.asarray(dfa.forced_tokens)[order], np.asarray(dfa.forced_len)[order],
+                state_id[np.asarray(dfa.forced_next)[order]]]  # fmt: skip
+    return tuple(out)
+
+
+def _canonical_pda(dfa, class_order, class_id) -> tuple:
+    """A PDA's arrays with states numbered breadth-first from the start (see the loops),
+    ``push_seq`` rows and context-dependent edges sorted. The arrays are an isomorphic image
+    of the PDA (stack symbols are states), so equal arrays mean isomorphic PDAs; two
+    numberings of one PDA can differ only where a tie keeps its own order (a false "not
+    equal", never a false "equal")."""
+    ns = np.asarray(dfa.next_state)[:, class_order]
+    ep = np.asarray(dfa.edge_push)[:, class_order]
+    seq, seq_len = np.asarray(dfa.push_seq), np.asarray(dfa.push_len)
+    cd_state, cd_class = np.asarray(dfa.cd_state), class_id[np.asarray(dfa.cd_class)]
+    cd_pop, cd_npop = np.asarray(dfa.cd_pop), np.asarray(dfa.cd_npop)
+    cd_target, cd_push = np.asarray(dfa.cd_target), np.asarray(dfa.cd_push)
+    q = ns.shape[0]
+    by_state = np.argsort(cd_state, kind="stable")
+    cut = np.searchsorted(cd_state[by_state], np.arange(q + 1))
+    rank = np.full(q + 1, q, dtype=np.int64)  # breadth-first rank so far (q: not yet)
+    order = [int(dfa.start)]
+    rank[dfa.start] = 0
+
+    def reach(targets):
+        for t in np.concatenate(targets).tolist():
+            if rank[t] == q:
+                rank[t] = len(order)
+                order.append(t)
+
+    # First what the context-independent edges reach (no ties: targets and pushes in class
+    # order); then, in passes over that order, the context-dependent edges whose popped
+    # symbols all have ranks, by class and those ranks (a pass ranks more states, a later
+    # pass takes the edges that waited; a tie left keeps its own order).
+    for s in order:
+        reach([ns[s][ns[s] >= 0], *(seq[r, : seq_len[r]] for r in ep[s][ep[s] > 0])])
+    expanded = len(order)
+    taken = np.zeros(cd_state.shape[0], dtype=bool)
+    while not taken.all():
+        before = int(taken.sum())
+        for i, s in enumerate(order):  # grows while it is read
+            if i >= expanded:
+                reach([ns[s][ns[s] >= 0], *(seq[r, : seq_len[r]] for r in ep[s][ep[s] > 0])])
+                expanded = i + 1
+            mine = by_state[cut[s] : cut[s + 1]]
+            mine = mine[~taken[mine]]
+            pops = rank[np.where(cd_pop[mine] >= 0, cd_pop[mine], q)]
+            pops[cd_pop[mine] < 0] = -1
+            mine, pops = mine[(pops < q).all(axis=1)], pops[(pops < q).all(axis=1)]
+            for e in mine[np.lexsort((*pops.T[::-1], cd_class[mine]))]:
+                targets = [cd_target[e : e + 1], seq[cd_push[e], : seq_len[cd_push[e]]]]
+                reach(targets)
+            taken[mine] = True
+        if int(taken.sum()) == before:  # the rest pop symbols nothing ranks
+            for s in order:
+                mine = by_state[cut[s] : cut[s + 1]]
+                for e in mine[~taken[mine]]:
+                    reach([cd_target[e : e + 1], cd_pop[e, : cd_npop[e]]])
+            taken[:] = True
+    order = np.asarray(order + np.flatnonzero(rank[:q] == q).tolist())
+    state_id = np.full(q + 1, -1, dtype=np.int64)  # index -1 reads the last slot: -1
+    state_id[order] = np.arange(q)
+    seq = np.where(seq >= 0, state_id[seq], -1)
+    rows = np.concatenate([seq_len[:, None], seq], axis=1)[1:]
+    seq_order = np.concatenate([[0], 1 + np.lexsort(rows.T[::-1])])  # row 0 (nothing) first
+    seq_id = np.empty_like(seq_order)
+    seq_id[seq_order] = np.arange(seq_order.shape[0])
+    pop = np.where(cd_pop >= 0, state_id[cd_pop], -1)
+    head = np.stack([state_id[cd_state], cd_class, cd_npop], 1)
+    cd = np.concatenate([head, pop, np.stack([state_id[cd_target], seq_id[cd_push]], 1)], 1)
+    cd = cd[np.lexsort(cd.T[::-1])] if cd.shape[0] else cd
+    out = [class_id[np.asarray(dfa.token_class)], state_id[ns[order]],
+           np.asarray(dfa.accepting)[order], np.int64(0), seq_id[ep[order]],
+           seq[seq_order], seq_len[seq_order], cd]  # fmt: skip
     if dfa.forced_tokens is not None:
         out += [np.asarray(dfa.forced_tokens)[order], np.asarray(dfa.forced_len)[order],
                 state_id[np.asarray(dfa.forced_next)[order]]]  # fmt: skip

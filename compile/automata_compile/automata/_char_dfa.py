@@ -272,7 +272,7 @@ def _fits(k: int, counts) -> bool:
       atoms + ``k``: a one-character set adds at most one), so a state's edges and moves
       grow at most ``a``-fold: the work is at most ``4k + N + a * W``, a level's moves
       ``a`` times the tail's peak, a level's closures the tail's peak;
-    - minimization: at most one round per state, ``states`` work per round.
+    - minimization: at most one round per state, at most ``states`` work per round.
     """
     nfa_states, atoms, st = counts
     a = atoms + k

@@ -115,22 +115,28 @@ def minimize(
     """Moore partition refinement with incremental random hashing, then verified exactly.
 
     Each state's signature is a random linear form of its successors' block ids. When
-    a block splits, only the edges into the states that changed block update their
-    predecessors' signatures, so a round costs what changed, not Q × S.
+    states change block, only their predecessors' signatures change (the *touched*
+    states). At the end of a round every member of a block has the same signature, so the
+    untouched members of a block stay together with their block's id: a round sorts only
+    the touched states, and only they can move. A round costs what changed, not the size
+    of the blocks it splits: a chain of n states (a bounded repeat such as ``.{0,n}``
+    needs one round per link) costs O(n) rounds of O(1) states, not O(n²).
 
     Args:
       trans: int32[Q, S], a trimmed DFA (every state useful).
       accepting: bool[Q].
       start: initial state.
-      max_work: optional cap on rounds × states (a chain of n states needs n rounds).
+      max_work: optional cap on the states sorted, summed over rounds (at least one a
+        round; a round sorts at most Q).
       tick: optional callable run once per round (a deadline check; it may raise).
       weights: optional uint64[S], the symbols' hash weights (default: `symbol_weights`);
         a table over symbol classes passes each class's sum of its symbols' weights, which
         gives the same signatures, so the same blocks, as the full table.
 
     Returns:
-      (trans, accepting, start, block) of the minimal DFA; ``block`` int32[Q] maps
-      old states to new ones.
+      (trans, accepting, start, block) of the minimal DFA, its states numbered in the
+      order of their first member (a minimal input comes back as it was); ``block``
+      int32[Q] maps old states to new ones.
 
     Raises:
       WorkBudgetExceeded: past ``max_work``.
@@ -147,65 +153,102 @@ def minimize(
     order = np.argsort(dst.astype(np.int16) if q <= 2**15 else dst, kind="stable")
     rsrc, rweight = src[order], weights[sym[order]]
     roff = np.searchsorted(dst[order], np.arange(q + 1))
-    # Stable block ids: a split keeps the old id for one part.
-    # Dense block ids 0..num_blocks-1 (new ids are numbered from num_blocks, so a count
-    # that was one too many when every state accepts gave a new block an id in use).
+    # Dense block ids 0..num_blocks-1; a split keeps the old id for one part.
     block = accepting.astype(np.int64)
     if block.min() == 1:
         block[:] = 0
     num_blocks = int(block.max()) + 1
+    size = np.zeros(q + 1, dtype=np.int64)  # members of each block
+    size[:num_blocks] = np.bincount(block)
+    ref = np.zeros(q + 1, dtype=np.uint64)  # each block's signature at the end of a round
     sig = np.zeros(q, dtype=np.uint64)
     np.add.at(sig, rsrc, rweight * (block[dst[order]] + 1).astype(np.uint64))
+    touched = np.arange(q)  # distinct states whose signature may differ from their block's
     work = 0
-    # A round sorts only the candidate blocks: those holding a state whose signature changed
-    # or a state that moved in the last round. Every other block is one (block, signature)
-    # group, as the last round left it, and gets no new id, so the groups get the ids (and
-    # the round its count) that a sort of every state would give.
-    cand = np.arange(q)
-    mark = np.zeros(2 * q + 4, dtype=bool)  # ids stay below num_blocks + splits <= 2q + 2
     while True:
-        work += q
+        work += max(touched.shape[0], 1)
         if max_work is not None and work > max_work:
             raise WorkBudgetExceeded(work)
         if tick is not None:
             tick()
-        order = cand[np.lexsort((sig[cand], block[cand]))]
-        b_sorted, s_sorted = block[order], sig[order]
-        n = order.shape[0]
-        starts_block = np.ones(n, dtype=bool)
-        starts_block[1:] = b_sorted[1:] != b_sorted[:-1]
-        starts_group = starts_block.copy()
-        starts_group[1:] |= s_sorted[1:] != s_sorted[:-1]
-        # the groups of every state: the candidates' and one per other block
-        ids_in_use = int(np.count_nonzero(np.bincount(block)))
-        count = ids_in_use - int(starts_block.sum()) + int(starts_group.sum())
-        if count == num_blocks:
+        moved, new_block = _refine_round(touched, block, sig, size, ref, num_blocks)
+        if moved.shape[0] == 0:
             break
-        # The first group of each old block keeps its id; the others get new ids.
-        is_new = starts_group & ~starts_block
-        group_id = np.where(starts_block, b_sorted, num_blocks + np.cumsum(is_new) - 1)
-        group_id = group_id[np.maximum.accumulate(np.where(starts_group, np.arange(n), 0))]
-        moved = group_id != b_sorted
-        changed = order[moved]
-        num_blocks = count
-        delta = (group_id[moved] - b_sorted[moved]).astype(np.uint64)  # wraps for negatives
-        block[changed] = group_id[moved]
-        counts = roff[changed + 1] - roff[changed]
-        idx = ranges(roff[changed], counts)
-        touched = rsrc[idx]
-        np.add.at(sig, touched, rweight[idx] * np.repeat(delta, counts))
-        mark[:] = False
-        mark[block[touched]] = True
-        mark[block[changed]] = True
-        cand = np.flatnonzero(mark[block])
-    _, block = np.unique(block, return_inverse=True)
-    block = _verify_or_refine(trans, accepting, block.reshape(-1).astype(np.int64))
+        num_blocks = int(new_block[-1]) + 1  # the new ids ascend
+        delta = (new_block - block[moved]).astype(np.uint64)  # wraps for negatives
+        block[moved] = new_block
+        counts = roff[moved + 1] - roff[moved]
+        idx = ranges(roff[moved], counts)
+        hit = rsrc[idx]
+        np.add.at(sig, hit, rweight[idx] * np.repeat(delta, counts))
+        touched = np.unique(hit)
+    # (numbered after the check: a collision's exact split numbers blocks its own way)
+    block = _first_member_order(_verify_or_refine(trans, accepting, block))
     nb = int(block.max()) + 1
     rep = np.zeros(nb, dtype=np.int64)
     rep[block[::-1]] = np.arange(q)[::-1]  # first member of each block
     lut = np.append(block, DEAD).astype(np.int32)  # trans == -1 reads the appended DEAD
     out = lut[trans[rep].astype(np.intp)]  # (an intp index is gathered faster)
     return out, accepting[rep].copy(), int(block[start]), block.astype(np.int32)
+
+
+def _refine_round(touched, block, sig, size, ref, num_blocks):
+    """One Moore round over the ``touched`` states: their groups by (block, signature).
+
+    A block's untouched members, and its touched ones whose signature is back at the
+    block's ``ref``, form one group that keeps the block's id; where every member is
+    touched, its largest group keeps it (the first of equals): a state then moves only
+    into a part at most half its block, as in Hopcroft's algorithm. Every other group gets
+    a new id (from ``num_blocks`` on, in (block, signature) order). Updates ``size`` and
+    ``ref``.
+
+    Returns:
+      (moved, new_block): the states that change block and their new ids.
+    """
+    n = touched.shape[0]
+    if n == 0:
+        return touched, touched
+    b, s = block[touched], sig[touched]
+    perm = np.lexsort((s, b))
+    order, b, s = touched[perm], b[perm], s[perm]
+    starts_block = np.empty(n, dtype=bool)
+    starts_block[0] = True
+    np.not_equal(b[1:], b[:-1], out=starts_block[1:])
+    starts_group = starts_block.copy()
+    starts_group[1:] |= s[1:] != s[:-1]
+    first = np.flatnonzero(starts_block)
+    touched_in = np.diff(np.append(first, n))
+    keeps = s == ref[b]  # with the untouched members (where the block has some)
+    whole = size[b[first]] == touched_in  # blocks every member of which is touched
+    if whole.any():
+        groups = np.flatnonzero(starts_group)
+        group_size = np.diff(np.append(groups, n))
+        block_start = np.flatnonzero(starts_block[groups])  # each block's first group
+        group_block = np.cumsum(starts_block[groups]) - 1
+        best = group_size == np.maximum.reduceat(group_size, block_start)[group_block]
+        seen = np.cumsum(best)  # best groups so far; a block's first has its count + 1
+        best &= seen == (seen - best)[block_start][group_block] + 1
+        keeps = np.where(np.repeat(whole, touched_in), np.repeat(best, group_size), keeps)
+        kept = groups[best & whole[group_block]]
+        ref[b[kept]] = s[kept]  # the keeping group's signature is its block's now
+    move = ~keeps
+    if not move.any():
+        return order[:0], order[:0]
+    # a moving group's new id: its rank among the moving groups (constant along a group)
+    new = num_blocks - 1 + np.cumsum(starts_group & move)[move]
+    moved, old, s = order[move], b[move], s[move]
+    np.subtract.at(size, old, 1)
+    size[num_blocks : int(new[-1]) + 1] = np.bincount(new - num_blocks)
+    ref[new] = s
+    return moved, new
+
+
+def _first_member_order(block):
+    """``block`` renumbered 0.. in the order of each block's first member."""
+    _, first, inverse = np.unique(block, return_index=True, return_inverse=True)
+    rank = np.empty(first.shape[0], dtype=np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(first.shape[0])
+    return rank[inverse.reshape(-1)]
 
 
 def symbol_weights(num_symbols: int) -> np.ndarray:

@@ -158,8 +158,8 @@ class Budget:
     def work_exceeded(self, step: str) -> StateBudgetExceededError:
         return StateBudgetExceededError(
             f"{step} of {self.what}{_where()} exceeds its work budget ({self.max_work:,} units; large "
-            "sets of NFA states or long chains of states, as large or stacked bounded "
-            "repeats like (.{0,100}){100} produce); simplify it or raise max_states"
+            "sets of NFA states, as stacked bounded repeats like ((ab|.){0,100}){10} "
+            "produce); simplify it or raise max_states"
         )
 
 
@@ -304,7 +304,8 @@ def minimize(dfa: DFA, budget: Budget | None = None) -> DFA | None:
 
     Raises:
       StateBudgetExceededError: partition refinement past ``5 * budget.max_work`` states
-        times rounds (a long chain, e.g. ``.{0,10000}``, needs one round per link).
+        sorted, summed over rounds (a round sorts the states whose successors changed
+        block: a long chain, e.g. ``.{0,10000}``, needs a round per link, of a few states).
     """
     return _minimize_table(dfa.trans, dfa.accepting, dfa.start, budget)
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import io
+import json
 import threading
 import time
 
@@ -238,6 +239,25 @@ def test_json_schema_compiles_end_within_30_s_by_default(vocab):
     assert ac.compile_json_schema({"type": "boolean"}, vocab, timeout_s=None).num_states > 1
     with _fsa.limits(1e-9, "the job"), pytest.raises(CompileTimeoutError, match="the job"):
         ac.compile_json_schema(SCHEMA, vocab, timeout_s=None)
+
+
+def test_a_long_max_length_string_compiles_exactly(vocab):
+    """Issue 20: ``maxLength: 1024`` is a chain of about 20,000 byte states (a character is
+    1-4 UTF-8 bytes or an escape); refining it took a round per link over every state and
+    passed the minimization's work budget. Exactly 1024 characters, however spelled, are
+    accepted; 1025 are refused."""
+    dfa = ac.compile_json_schema({"type": "string", "maxLength": 1024}, vocab)
+
+    def accepts(text: str, ascii_only: bool) -> bool:
+        return dfa.accepts(list(json.dumps(text, ensure_ascii=ascii_only).encode()))
+
+    mixed = "".join('aé\n😀"\\€\x01'[i % 8] for i in range(1025))
+    for ch in ("a", "é", "\n", "😀", mixed):
+        text = (ch * 1025)[:1025]
+        for ascii_only in (False, True):  # raw UTF-8, and \uXXXX escapes (surrogate pairs)
+            assert accepts(text[:1024], ascii_only), (ch[:3], ascii_only)
+            assert not accepts(text, ascii_only), (ch[:3], ascii_only)
+    assert accepts("", True)
 
 
 def test_the_type_algebra_stops_at_the_deadline():
