@@ -215,6 +215,21 @@ def _negate(t) -> _T:
         return _TOP
     if t.calls:
         raise _Unroll("the complement of a recursive $ref")
+    hit = _NEGATE_CACHE.get(t)
+    if hit is None:
+        hit = _negate_uncached(t)
+        if len(_NEGATE_CACHE) > 20000:
+            _NEGATE_CACHE.clear()
+        _NEGATE_CACHE[t] = hit
+    return hit
+
+
+# complements by typed language: a definition negated at many places (``not``, ``oneOf``
+# exclusions, ``if`` conditions reached by many $ref paths) is negated once
+_NEGATE_CACHE: dict = {}
+
+
+def _negate_uncached(t: _T) -> _T:
     nums = [_FREE_NUM]
     for n in t.nums:
         nums = _pairs(nums, _num_negate(n), _FREE_NUM, _num_meet) if nums else []
