@@ -74,7 +74,11 @@ def _pairs(xs, ys, free, meet):
         return ys
     if len(ys) == 1 and ys[0] == free:
         return xs
-    out = []
+    if len(xs) * len(ys) > MAX_PAIRS:
+        raise TooComplexError(
+            f"{len(xs):,} alternatives meet {len(ys):,}: more than {MAX_PAIRS:,} intersections"
+        )
+    out: dict = {}  # distinct, in order: `_T` keeps the first of equal alternatives too
     for x in xs:
         for y in ys:
             # the pairs multiply (a complement of n alternatives meets each of m): a
@@ -82,8 +86,15 @@ def _pairs(xs, ys, free, meet):
             _fsa.check_time("the intersections of the schema's types")
             z = meet(x, y)
             if z is not None and not z.surely_empty():
-                out.append(z)
-    return out
+                out[z] = None
+    return list(out)
+
+
+# Intersections of alternatives one meet may compute (two typed languages of `_MAX_DNF`
+# alternatives each meet in full): a complement's alternatives multiply with each
+# alternative it excludes, and past this they are refused (`TooComplexError`, which names
+# the keyword) in a deterministic amount of work, not by the deadline.
+MAX_PAIRS = 65_536
 
 
 def _join(*ts) -> _T:
