@@ -38,7 +38,7 @@ VARIANTS = {
 
 
 def _cpu(r: dict) -> float | None:
-    return r.get("compile_cpu_s", r.get("cpu_s"))
+    return r.get("compile_cpu_s")
 
 
 def _outcome(r: dict) -> str:

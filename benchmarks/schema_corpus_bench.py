@@ -119,7 +119,7 @@ def _compile_one(vocab, schema, strict: bool, profile: bool, options: dict) -> d
                 "pointer": getattr(e, "pointer", None),
                 "message": str(e)[:300],
                 "seconds": time.perf_counter() - t0,
-                "cpu_s": time.process_time() - c0,
+                "compile_cpu_s": time.process_time() - c0,
             }
         finally:
             if prof:

@@ -15,7 +15,7 @@ from automata_compile._errors import (
     StateBudgetExceededError,
     UnsupportedSchemaError,
 )
-from automata_compile.automata import NEVER, Automaton
+from automata_compile.automata import NEVER, Automaton, fingerprint
 from automata_compile.automata import byte_dfa as _byte_dfa
 from automata_compile.automata import char_dfa as _char_dfa
 from automata_compile.frontends.json_schema import _content as sf
@@ -642,6 +642,9 @@ class _Emitter:
                     n = _byte_dfa.lead_then_states(bytes(parts[0]), parts[1])
             if n is None:
                 calls = 1 + max(rule_calls(label, set()), default=-1)
+                key = (fingerprint(label), calls, _byte_dfa.DEFAULT_MAX_STATES)
+                if key in _OVER_BUDGET:
+                    raise StateBudgetExceededError(_OVER_BUDGET[key])
                 try:
                     n = (
                         0
@@ -650,6 +653,11 @@ class _Emitter:
                     )
                 except EmptyLanguageError:
                     n = 0
+                except StateBudgetExceededError as e:
+                    if len(_OVER_BUDGET) >= 1024:
+                        _OVER_BUDGET.clear()
+                    _OVER_BUDGET[key] = str(e)
+                    raise
             hit = self.dfa_sizes[id(label)] = (label, n)
         return hit[1]
 
@@ -690,6 +698,11 @@ def order_fallback_warning(opts: _Options, ptr: str, why: str) -> None:
         stacklevel=2,
     )
 
+
+# Labels (by structure, rule count and state budget) whose byte DFA passed its state or
+# work budget (`_dfa_size`), with the error's message: deterministic, so a label that recurs (a common
+# property in many objects, across compiles) is refused again without its construction.
+_OVER_BUDGET: dict = {}
 
 # Budget of one any-order object (see `_OrderBudget`), measured in BENCHMARKS.md: about
 # 0.4 ms of compile time per state for Llama-3 on two loaded CPU cores.

@@ -115,6 +115,7 @@ def _encode_set(ranges: tuple, escapes: str):
     return alt(*parts)
 
 
+@functools.lru_cache(maxsize=4096)
 def encode_json_string(content, escapes: str = "standard"):
     """The JSON string literals (with quotes) whose decoded value is in ``content``.
 
@@ -128,6 +129,8 @@ def encode_json_string(content, escapes: str = "standard"):
     states per character. Hex digits may be of either case. Where
     any character is allowed (free text), every spelling is accepted in both modes. Lone
     surrogate escapes (``\\ud800`` not followed by a low surrogate) are never accepted.
+    Cached: an object's key language (the complement of its declared names) is spelled
+    wherever the object is.
     """
     quote = char('"')
     return seq(quote, _encode(content, escapes), quote)
@@ -137,17 +140,27 @@ def _encode(node, escapes: str):
     return map_chars(node, lambda ranges: _encode_set(ranges, escapes))
 
 
-def map_chars(node, spell):
+def map_chars(node, spell, memo: dict | None = None):
     """Replaces every character set of a content tree by ``spell(ranges)`` (an IR tree):
-    automaton edges then carry IR labels (see `automata._ir.Automaton`)."""
+    automaton edges then carry IR labels (see `automata._ir.Automaton`). A subtree shared
+    by several parents (the tree is a DAG) is mapped once (``memo``, by ``id``, kept with
+    the node so an id is never reused while cached)."""
+    memo = {} if memo is None else memo
+    hit = memo.get(id(node))
+    if hit is None:
+        hit = memo[id(node)] = (node, _map_chars(node, spell, memo))
+    return hit[1]
+
+
+def _map_chars(node, spell, memo: dict):
     if isinstance(node, Chars):
         return spell(node.ranges)
     if isinstance(node, Seq):
-        return seq(*(map_chars(x, spell) for x in node.items))
+        return seq(*(map_chars(x, spell, memo) for x in node.items))
     if isinstance(node, Alt):
-        return alt(*(map_chars(x, spell) for x in node.options))
+        return alt(*(map_chars(x, spell, memo) for x in node.options))
     if isinstance(node, Repeat):
-        return rep(map_chars(node.item, spell), node.min, node.max)
+        return rep(map_chars(node.item, spell, memo), node.min, node.max)
     if isinstance(node, Automaton):
         edges = tuple(
             tuple((x, dst) for label, dst in out for x in (spell(label),) if not is_never(x))
@@ -163,6 +176,12 @@ def json_string_literal(value: str, escapes: str = "standard"):
 
 def none_of(names):
     """All strings except the given ones (linear in the size of their trie)."""
+    return _none_of(frozenset(names))
+
+
+@functools.lru_cache(maxsize=4096)
+def _none_of(names: frozenset):
+    # by set: an object's declared names are complemented wherever it is negated or met
     trie: dict = {}
     for name in names:
         node = trie

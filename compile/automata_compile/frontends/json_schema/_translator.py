@@ -147,7 +147,12 @@ class _Translator(_Keywords):
         self.dynamic = "$dynamicRef" in text
         self.track_ev = "unevaluated" in text
         self.depth = 0
+        # translations by (node, base, dynamic scope), each with the $ref targets it looked
+        # up and the stack entries of those targets it saw (`_context`): the only part of the
+        # stack a translation reads, so a definition reached by many $ref paths is
+        # translated once, not once per path
         self.memo: dict = {}
+        self.refs_seen: set[int] = set()  # $ref targets looked up by the open translation
         self.truncated: str | None = None
         # recursive $ref targets compiled as grammar rules (recursion="stack"): the rule id
         # of each target, and each rule's typed language and JSON pointer
@@ -214,13 +219,16 @@ class _Translator(_Keywords):
             )
         if isinstance(node.get("$id"), str) and not node["$id"].startswith("#"):
             base = _join_uri(base, node["$id"]).split("#", 1)[0]
-        key = (id(node), base, tuple(self.stack), tuple(self.scope) if self.dynamic else ())
-        hit = self.memo.get(key)
-        if hit is not None:
-            return hit[0]
+        key = (id(node), base, tuple(self.scope) if self.dynamic else ())
+        entries = self.memo.setdefault(key, [])
+        for out, seen, context, _ in entries:
+            if self._context(seen) == context:
+                self.refs_seen |= seen
+                return out
         entered = not self.scope or self.scope[-1] != base
         if entered:
             self.scope.append(base)
+        outer, self.refs_seen = self.refs_seen, set()
         try:
             out = self._schema(node, base, ptr)
         except _Unroll as e:
@@ -237,10 +245,17 @@ class _Translator(_Keywords):
         finally:
             if entered:
                 self.scope.pop()
+            seen, self.refs_seen = self.refs_seen, outer | self.refs_seen
         if out.is_bottom() and node and self.empty_at is None:
             self.empty_at = ptr
-        self.memo[key] = (out, node)
+        entries.append((out, frozenset(seen), self._context(seen), node))
         return out
+
+    def _context(self, targets) -> tuple:
+        """The stack entries of ``targets`` with their depths relative to the current
+        one: what `_ref` reads of the stack (a target already open, how often, at which
+        depth) when it meets them, so equal contexts give equal translations."""
+        return tuple((t, d - self.depth) for t, d in self.stack if t in targets)
 
     def sub(self, node, base, ptr, *, descend: bool) -> _T:
         if descend:
@@ -430,6 +445,7 @@ class _Translator(_Keywords):
                         node, nptr, nbase = hit
                         break
         target = id(node)
+        self.refs_seen.add(target)
         if (target, self.depth) in self.stack:
             self.invalid(
                 ptr, f"$ref {ref!r} loops back to itself without descending into the instance"

@@ -74,7 +74,11 @@ def _pairs(xs, ys, free, meet):
         return ys
     if len(ys) == 1 and ys[0] == free:
         return xs
-    out = []
+    if len(xs) * len(ys) > MAX_PAIRS:
+        raise TooComplexError(
+            f"{len(xs):,} alternatives meet {len(ys):,}: more than {MAX_PAIRS:,} intersections"
+        )
+    out: dict = {}  # distinct, in order: `_T` keeps the first of equal alternatives too
     for x in xs:
         for y in ys:
             # the pairs multiply (a complement of n alternatives meets each of m): a
@@ -82,8 +86,15 @@ def _pairs(xs, ys, free, meet):
             _fsa.check_time("the intersections of the schema's types")
             z = meet(x, y)
             if z is not None and not z.surely_empty():
-                out.append(z)
-    return out
+                out[z] = None
+    return list(out)
+
+
+# Intersections of alternatives one meet may compute (two typed languages of `_MAX_DNF`
+# alternatives each meet in full): a complement's alternatives multiply with each
+# alternative it excludes, and past this they are refused (`TooComplexError`, which names
+# the keyword) in a deterministic amount of work, not by the deadline.
+MAX_PAIRS = 65_536
 
 
 def _join(*ts) -> _T:
@@ -215,6 +226,21 @@ def _negate(t) -> _T:
         return _TOP
     if t.calls:
         raise _Unroll("the complement of a recursive $ref")
+    hit = _NEGATE_CACHE.get(t)
+    if hit is None:
+        hit = _negate_uncached(t)
+        if len(_NEGATE_CACHE) > 20000:
+            _NEGATE_CACHE.clear()
+        _NEGATE_CACHE[t] = hit
+    return hit
+
+
+# complements by typed language: a definition negated at many places (``not``, ``oneOf``
+# exclusions, ``if`` conditions reached by many $ref paths) is negated once
+_NEGATE_CACHE: dict = {}
+
+
+def _negate_uncached(t: _T) -> _T:
     nums = [_FREE_NUM]
     for n in t.nums:
         nums = _pairs(nums, _num_negate(n), _FREE_NUM, _num_meet) if nums else []
