@@ -7,6 +7,8 @@ constraints raises `_types._Unroll`.
 
 from __future__ import annotations
 
+import functools
+
 from automata_compile.automata import NEVER
 from automata_compile.automata import fsa as _fsa
 from automata_compile.frontends.json_schema import _content as sf
@@ -44,18 +46,12 @@ def _meet(a, b) -> _T:
     return _meet_cached(a, b)
 
 
-_MEET_CACHE: dict = {}
-
-
+@functools.lru_cache(maxsize=20000)
 def _meet_cached(a: _T, b: _T) -> _T:
-    key = (a, b)
-    hit = _MEET_CACHE.get(key)
-    if hit is not None:
-        return hit
     nums = _pairs(a.nums, b.nums, _FREE_NUM, _num_meet)
     arrays = _pairs(a.arrays, b.arrays, _FREE_ARR, _arr_meet)
     objects = _pairs(a.objects, b.objects, _FREE_OBJ, _obj_meet)
-    out = _T(
+    return _T(
         a.null and b.null,
         a.bools & b.bools,
         nums,
@@ -63,10 +59,6 @@ def _meet_cached(a: _T, b: _T) -> _T:
         arrays,
         objects,
     )
-    if len(_MEET_CACHE) > 20000:
-        _MEET_CACHE.clear()
-    _MEET_CACHE[key] = out
-    return out
 
 
 def _pairs(xs, ys, free, meet):
@@ -226,21 +218,13 @@ def _negate(t) -> _T:
         return _TOP
     if t.calls:
         raise _Unroll("the complement of a recursive $ref")
-    hit = _NEGATE_CACHE.get(t)
-    if hit is None:
-        hit = _negate_uncached(t)
-        if len(_NEGATE_CACHE) > 20000:
-            _NEGATE_CACHE.clear()
-        _NEGATE_CACHE[t] = hit
-    return hit
+    return _negate_cached(t)
 
 
-# complements by typed language: a definition negated at many places (``not``, ``oneOf``
+# cached by typed language: a definition negated at many places (``not``, ``oneOf``
 # exclusions, ``if`` conditions reached by many $ref paths) is negated once
-_NEGATE_CACHE: dict = {}
-
-
-def _negate_uncached(t: _T) -> _T:
+@functools.lru_cache(maxsize=20000)
+def _negate_cached(t: _T) -> _T:
     nums = [_FREE_NUM]
     for n in t.nums:
         nums = _pairs(nums, _num_negate(n), _FREE_NUM, _num_meet) if nums else []
