@@ -218,19 +218,22 @@ def _canonical_pda(dfa, class_order, class_id) -> tuple:
                 rank[t] = len(order)
                 order.append(t)
 
+    def expand(s):  # what a state's context-independent edges reach
+        reach([ns[s][ns[s] >= 0], *(seq[r, : seq_len[r]] for r in ep[s][ep[s] > 0])])
+
     # First what the context-independent edges reach (no ties: targets and pushes in class
     # order); then, in passes over that order, the context-dependent edges whose popped
     # symbols all have ranks, by class and those ranks (a pass ranks more states, a later
     # pass takes the edges that waited; a tie left keeps its own order).
     for s in order:
-        reach([ns[s][ns[s] >= 0], *(seq[r, : seq_len[r]] for r in ep[s][ep[s] > 0])])
+        expand(s)
     expanded = len(order)
     taken = np.zeros(cd_state.shape[0], dtype=bool)
     while not taken.all():
         before = int(taken.sum())
         for i, s in enumerate(order):  # grows while it is read
             if i >= expanded:
-                reach([ns[s][ns[s] >= 0], *(seq[r, : seq_len[r]] for r in ep[s][ep[s] > 0])])
+                expand(s)
                 expanded = i + 1
             mine = by_state[cut[s] : cut[s + 1]]
             mine = mine[~taken[mine]]
