@@ -157,12 +157,15 @@ def order_fallback(opts: SchemaOptions, e: Exception) -> SchemaOptions | None:
     if isinstance(e, UnsupportedSchemaError) and e.keyword is not None:
         return None  # a keyword's own refusal: not the objects' size
     objects = sorted(set(opts.any_ordered))
+    # a state budget, or another failure of the whole schema (an algebra budget, nesting too
+    # deep to translate) that declared order may avoid: the warning names which
+    why = "outgrows its budget" if isinstance(e, StateBudgetExceededError) else "fails to compile"
     for ptr in objects:
         order_fallback_warning(
             opts,
             ptr,
             f"the schema's automaton with the object at {pointer_fragment(ptr)} in any property order "
-            f"outgrows its budget ({e})",
+            f"{why} ({e})",
         )
     return dataclasses.replace(opts, declared_at=frozenset(objects), any_ordered=[])
 

@@ -272,3 +272,31 @@ def test_the_type_algebra_stops_at_the_deadline():
         with pytest.raises(ac.CompileTimeoutError, match="intersections of the schema's types"):
             _pairs([1, 2], [3, 4], None, lambda x, y: met.append((x, y)))
     assert met == []
+
+
+def test_order_fallback_names_why_the_whole_schema_failed():
+    """The any-order fallback's warning says "outgrows its budget" for a state budget only;
+    another failure of the whole schema (here nesting too deep to translate) is named as
+    such, not reported as a budget."""
+    from automata_compile.frontends.json_schema._options import parse_options
+    from automata_compile.pipeline._json_schema import order_fallback
+
+    def options():
+        opts = parse_options({})
+        opts.any_ordered.append("/properties/x")
+        return opts
+
+    def warned(error):
+        opts = options()
+        with pytest.warns(ac.OrderFallbackWarning) as record:
+            retry = order_fallback(opts, error)
+        assert retry.declared_at == frozenset({"/properties/x"}) and not retry.any_ordered
+        return str(record[0].message)
+
+    budget = warned(StateBudgetExceededError("max_states=5"))
+    assert "any property order outgrows its budget (max_states=5)" in budget
+    nesting = ac.UnsupportedSchemaError("#: the schema nests too deeply to translate")
+    text = warned(nesting)
+    assert "fails to compile (#: the schema nests too deeply" in text and "budget" not in text
+    keyword = ac.UnsupportedSchemaError("no", keyword="uniqueItems")
+    assert order_fallback(options(), keyword) is None  # a keyword's refusal: no fallback
