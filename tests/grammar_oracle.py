@@ -7,13 +7,16 @@ Earley-style chart without positions). A byte step expands leftmost nonterminals
 until a byte set heads each form and keeps the forms whose head admits the byte;
 ``p`` is a viable prefix iff the configuration after ``p`` is non-empty (every
 nonterminal is productive), and ``p`` is in the language iff some remaining form
-derives the empty string. Steps are memoized per (configuration, byte), so
-walking a whole vocabulary in sorted order, reusing shared prefixes, is cheap.
+derives the empty string. Steps are memoized per (configuration, byte), and a whole
+vocabulary is walked byte position by byte position with NumPy, one step per distinct
+(configuration, byte) pair, so brute force over 262k tokens is cheap.
 The grammars are left-factored so that the set of forms stays small (alternatives
 sharing a prefix would otherwise multiply with the nesting depth).
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 
 def bset(*parts) -> frozenset:
@@ -88,27 +91,50 @@ class Oracle:
         return self.accepts(self.feed(self.start, data))
 
     def allowed_tokens(self, prefix: bytes, tokens: list) -> set:
-        """Ids t with ``prefix + tokens[t]`` viable (tokens: bytes or None), by brute force over
-        all tokens in sorted order, sharing the work of common prefixes."""
+        """Ids t with ``prefix + tokens[t]`` viable (tokens: bytes or None), by brute force."""
+        return set(np.flatnonzero(self.allowed_mask(prefix, TokenBytes(tokens))).tolist())
+
+    def allowed_mask(self, prefix: bytes, vocab: TokenBytes) -> np.ndarray:
+        """Boolean mask of the token ids t with ``prefix + tokens[t]`` viable, by brute force over
+        every token: byte position by byte position, all tokens still viable at once, one
+        `step` per distinct (configuration, byte) pair of that position."""
+        allowed = np.zeros(len(vocab.lengths), bool)
         base = self.feed(self.start, prefix)
-        order = sorted((t, i) for i, t in enumerate(tokens) if t)
-        out = set()
-        prev = b""
-        stack = [base]  # stack[d] = configuration after the first d bytes of ``prev``
-        for tok, i in order:
-            lcp = 0
-            n = min(len(prev), len(tok))
-            while lcp < n and prev[lcp] == tok[lcp]:
-                lcp += 1
-            del stack[lcp + 1 :]
-            config = stack[-1]
-            for b in tok[lcp:]:
-                config = self.step(config, b) if config else config
-                stack.append(config)
-            if config:
-                out.add(i)
-            prev = tok
-        return out
+        if not base:
+            return allowed
+        configs = [base]  # configuration by id, for this call
+        ids = {base: 0}
+        live = np.flatnonzero(vocab.lengths > 0)
+        cid = np.zeros(len(live), np.int64)
+        depth = 0
+        while live.size:
+            pairs = cid * 256 + vocab.flat[vocab.starts[live] + depth]
+            keys, inverse = np.unique(pairs, return_inverse=True)
+            stepped = []
+            for key in keys.tolist():
+                config = self.step(configs[key >> 8], key & 0xFF)
+                if config and config not in ids:
+                    ids[config] = len(configs)
+                    configs.append(config)
+                stepped.append(ids[config] if config else -1)
+            cid = np.asarray(stepped, np.int64)[inverse.reshape(-1)]
+            depth += 1
+            viable = cid >= 0
+            ended = vocab.lengths[live] == depth
+            allowed[live[viable & ended]] = True
+            keep = viable & ~ended
+            live, cid = live[keep], cid[keep]
+        return allowed
+
+
+class TokenBytes:
+    """A vocabulary's token byte strings (bytes or None) packed into one array, built once per
+    vocabulary for `Oracle.allowed_mask`."""
+
+    def __init__(self, tokens: list):
+        self.lengths = np.array([len(t) if t else 0 for t in tokens], np.int64)
+        self.starts = np.concatenate([[0], np.cumsum(self.lengths)[:-1]]).astype(np.int64)
+        self.flat = np.frombuffer(b"".join(t for t in tokens if t), np.uint8)
 
 
 WS = bset(b" \t\n\r")
