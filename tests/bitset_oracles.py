@@ -90,6 +90,7 @@ def random_walks(pair, vocab, rng, *, walks, steps, stop=None, short=0.8, label=
     at random where EOS is; it picks tokens of <= 2 bytes with probability ``short``: they
     reach key prefixes and punctuation."""
     eos = vocab.eos_ids
+    is_small = _small_tokens(vocab)
     for _ in range(walks):
         config, walked = pair.start(), []
         for _ in range(steps):
@@ -97,13 +98,27 @@ def random_walks(pair, vocab, rng, *, walks, steps, stop=None, short=0.8, label=
             assert np.array_equal(mo, mn), (
                 f"{label} after {vocab.decode(walked)!r}: {np.flatnonzero(mo != mn)[:5]}"
             )
-            allowed = [t for t in np.flatnonzero(mo).tolist() if t not in eos]
-            if not allowed or (stop is not None and mo[eos[0]] and rng.random() < stop):
+            not_eos = mo.copy()
+            not_eos[list(eos)] = False
+            allowed = np.flatnonzero(not_eos)
+            if not allowed.size or (stop is not None and mo[eos[0]] and rng.random() < stop):
                 break
-            small = [t for t in allowed if len(vocab.tokens[t]) <= 2]
-            tok = rng.choice(small if small and rng.random() < short else allowed)
+            small = allowed[is_small[allowed]]
+            tok = int(rng.choice(small if small.size and rng.random() < short else allowed))
             walked.append(tok)
             config = pair.step(config, tok)
+
+
+_SMALL_TOKENS: dict = {}
+
+
+def _small_tokens(vocab) -> np.ndarray:
+    """Which ids of ``vocab`` are tokens of <= 2 bytes (computed once per vocabulary)."""
+    if vocab.fingerprint not in _SMALL_TOKENS:
+        _SMALL_TOKENS[vocab.fingerprint] = np.array(
+            [t is not None and len(t) <= 2 for t in vocab.tokens]
+        )
+    return _SMALL_TOKENS[vocab.fingerprint]
 
 
 # -- instances ------------------------------------------------------------------------------
