@@ -6,6 +6,7 @@ forced arrays are the compile side's runs; no forced runs is the plain loop."""
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from pathlib import Path
@@ -48,11 +49,17 @@ def setup():
     return vocab, model, params, compiled
 
 
+@functools.cache
+def _jitted_step(model):
+    return jax.jit(model.apply_step)
+
+
 def _reference(t, model, params, prompt, n, f):
     """Greedy fast-forward of one row, one model call per fed token (the fake model is
     sequential): a state's forced run (cut to ``f``) is fed without sampling, the start's
     with the prompt."""
     runs = t.forced
+    step = _jitted_step(model)  # one compile per call shape, not an eager scan per call
 
     def run(q):
         return runs.tokens[q, : min(runs.length[q], f)].tolist()
@@ -61,7 +68,7 @@ def _reference(t, model, params, prompt, n, f):
     lead = run(q)[:n]
     tokens = jnp.asarray([prompt + lead], jnp.int32)
     cache = model.init_cache(1, len(prompt) + n + 16)
-    logits, cache = model.apply_step(
+    logits, cache = step(
         params, tokens, jnp.arange(tokens.shape[1])[None], jnp.ones_like(tokens, bool), cache
     )
     last, pos, calls = np.asarray(logits[0, -1]), tokens.shape[1], 1
@@ -87,7 +94,7 @@ def _reference(t, model, params, prompt, n, f):
         if len(out) >= n:
             return out, calls, False
         for tok in emit:
-            logits, cache = model.apply_step(
+            logits, cache = step(
                 params, jnp.asarray([[tok]]), jnp.asarray([[pos]]), jnp.ones((1, 1), bool), cache
             )
             pos += 1

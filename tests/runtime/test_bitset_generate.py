@@ -8,6 +8,7 @@ host callbacks, and the refusals."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import json
 import sys
@@ -57,25 +58,22 @@ FREE = {  # free values: grammar rules, so `BitsetPDATables`
     "required": ["b"],
     "additionalProperties": False,
 }
+# One capacity for every schema without rules (objects, unions of 2 and 3 members whose K = 2
+# alternatives pad to 4) and batches of two of them: every test's loop of one setting is one
+# compiled program (a capacity's padding decodes as the tight tables: the no-retrace tests).
 CAPACITY = aj.BitsetCapacity(
-    states=128,
-    classes=128,
-    words=1,
-    programs=16,
-    conditions=64,
-    mask_rows=64,
-    cond_tokens=64,
-    forced=4,
-)
+    states=256, classes=128, words=1, programs=64, alternatives=4, conditions=128, mask_rows=128,
+    cond_tokens=64, forced=4, constraints=2,
+)  # fmt: skip
 # grammar schemas: the stack block's sizes too
 PDA_CAPACITY = aj.BitsetCapacity(
     states=1024, classes=256, words=1, programs=32, conditions=64, mask_rows=128, cond_tokens=64,
     forced=0, stack=32, pushes=64, push_len=16, context_edges=8192, edges_per_state=128, pops=16,
 )  # fmt: skip
-UNION_CAPACITY = aj.BitsetCapacity(
-    states=256, classes=128, words=1, programs=64, alternatives=4, conditions=128, mask_rows=128,
-    cond_tokens=64, forced=4,
-)  # fmt: skip
+# ... and batches of four (`test_bitset_grammar_and_plain_constraints_in_one_batch`): one capacity
+# for every grammar table of the module, so they share their loops too
+PDA_BATCH_CAPACITY = dataclasses.replace(PDA_CAPACITY, constraints=4)
+PLAIN = {"type": "array", "items": BOOL}  # a plain `TokenDFA` in a bitset batch
 
 
 class CountingStep:
@@ -92,18 +90,55 @@ class CountingStep:
 
 @pytest.fixture(scope="module")
 def setup():
+    """Each schema's compiled bitset tables, its `from_bitset` tables at `CAPACITY` and its
+    exact any-order tables (`from_dfas`, one `TableCapacity` for all, `PLAIN` included)."""
     vocab = testing.default_vocabulary()
     model, params = testing.tiny_model(vocab.size)
-    tables = {}
+    dfas = {  # exact any order
+        n: ac.compile_json_schema(s, vocab, whitespace="compact")
+        for n, s in {**SCHEMAS, "plain": PLAIN}.items()
+    }
+    both = ConstraintTables.from_dfas(list(dfas.values()), vocab_size=vocab.size)
+    exact = dataclasses.replace(both.capacity, constraints=1)
+    tables = {"plain": (None, ConstraintTables.from_dfas([dfas["plain"]], vocab_size=vocab.size,
+                                                         capacity=exact), dfas["plain"])}  # fmt: skip
     for name, schema in SCHEMAS.items():
         bt = ac.compile_json_schema_bitset(schema, vocab, whitespace="compact")
-        dfa = ac.compile_json_schema(schema, vocab, whitespace="compact")  # exact any order
-        capacity = UNION_CAPACITY if name in UNIONS else CAPACITY
         tables[name] = (
-            ConstraintTables.from_bitset(bt, vocab_size=vocab.size, capacity=capacity),
-            ConstraintTables.from_dfas([dfa], vocab_size=vocab.size),
+            ConstraintTables.from_bitset(bt, vocab_size=vocab.size, capacity=CAPACITY),
+            ConstraintTables.from_dfas([dfas[name]], vocab_size=vocab.size, capacity=exact),
+            bt,
         )
     return vocab, model, params, tables
+
+
+@pytest.fixture(scope="module")
+def grammar(setup):
+    """The grammar schemas (`BitsetPDATables`): compiled bitset tables, `from_bitset` tables at
+    `PDA_BATCH_CAPACITY` and exact any-order PDA tables (one `TableCapacity` for both)."""
+    vocab = setup[0]
+    schemas = {"free": FREE, "nested": PDA_SCHEMAS["nested"]}
+    pdas = {n: ac.compile_json_schema(s, vocab, whitespace="compact") for n, s in schemas.items()}
+    assert all(p.is_pda for p in pdas.values())
+    both = ConstraintTables.from_dfas(list(pdas.values()), vocab_size=vocab.size)
+    exact = dataclasses.replace(both.capacity, constraints=1)
+    tables = {}
+    for name, schema in schemas.items():
+        bt = ac.compile_json_schema_bitset(schema, vocab, whitespace="compact")
+        assert isinstance(bt, BitsetPDATables)
+        tables[name] = (
+            ConstraintTables.from_bitset(bt, vocab_size=vocab.size, capacity=PDA_BATCH_CAPACITY),
+            ConstraintTables.from_dfas([pdas[name]], vocab_size=vocab.size, capacity=exact),
+            bt,
+        )
+    return tables
+
+
+@pytest.fixture(scope="module")
+def step(setup):
+    """The step every run of the module decodes with, counting its traces: runs of one setting
+    and one capacity share one compiled loop (the no-retrace tests check the count)."""
+    return CountingStep(setup[1].apply_step)
 
 
 def _run(model, step, params, tables, sampler=None, rng=0, ids=(0, 0, 0, 0), **kw):
@@ -116,13 +151,13 @@ def _run(model, step, params, tables, sampler=None, rng=0, ids=(0, 0, 0, 0), **k
 
 
 @pytest.mark.parametrize("name", ["A", "B", *UNIONS])
-def test_greedy_outputs_equal_the_exact_any_order_tables(name, setup):
+def test_greedy_outputs_equal_the_exact_any_order_tables(name, setup, step):
     vocab, model, params, tables = setup
-    bitset, exact = tables[name]
-    want = _run(model, model.apply_step, params, exact)
+    bitset, exact, _ = tables[name]
+    want = _run(model, step, params, exact)
     validator = jsonschema.Draft202012Validator(SCHEMAS[name])
     for kw in ({}, {"speculate": True}):  # fast-forward: tests/runtime/test_bitset_fast_forward.py
-        got = _run(model, model.apply_step, params, bitset, **kw)
+        got = _run(model, step, params, bitset, **kw)
         np.testing.assert_array_equal(np.asarray(got.tokens), np.asarray(want.tokens), str(kw))
         np.testing.assert_array_equal(np.asarray(got.accepted), np.asarray(want.accepted))
         assert not np.asarray(got.states.error).any()
@@ -134,23 +169,18 @@ def test_greedy_outputs_equal_the_exact_any_order_tables(name, setup):
             validator.validate(json.loads(vocab.decode(row[:n].tolist())))
 
 
-def test_a_grammar_schema_decodes_as_the_exact_any_order_pda(setup):
+def test_a_grammar_schema_decodes_as_the_exact_any_order_pda(setup, grammar, step):
     """A schema with free values (`BitsetPDATables`: the stack and the bits together): greedy
     outputs equal to the exact any-order PDA tables' (plain and speculation), finished rows
     valid."""
     vocab, model, params, _ = setup
-    bt = ac.compile_json_schema_bitset(FREE, vocab, whitespace="compact")
-    pda = ac.compile_json_schema(FREE, vocab, whitespace="compact")
-    assert pda.is_pda
-    bitset = ConstraintTables.from_bitset(bt, vocab_size=vocab.size)
+    bitset, exact, _ = grammar["free"]
     assert bitset.has_stack and bitset.bitset is not None
-    want = _run(
-        model, model.apply_step, params, ConstraintTables.from_dfas([pda], vocab_size=vocab.size)
-    )
+    want = _run(model, step, params, exact)
     assert np.asarray(want.accepted).any()
     validator = jsonschema.Draft202012Validator(FREE)
     for kw in ({}, {"speculate": True}):
-        got = _run(model, model.apply_step, params, bitset, **kw)
+        got = _run(model, step, params, bitset, **kw)
         np.testing.assert_array_equal(np.asarray(got.tokens), np.asarray(want.tokens), str(kw))
         np.testing.assert_array_equal(np.asarray(got.accepted), np.asarray(want.accepted))
         assert not np.asarray(got.states.error).any()
@@ -161,12 +191,12 @@ def test_a_grammar_schema_decodes_as_the_exact_any_order_pda(setup):
             validator.validate(json.loads(vocab.decode(row[:n].tolist())))
 
 
-def test_sampled_rows_are_valid_instances(setup):
+def test_sampled_rows_are_valid_instances(setup, step):
     vocab, model, params, tables = setup
     for name in SCHEMAS:
-        bitset, _ = tables[name]
+        bitset, _, _ = tables[name]
         validator = jsonschema.Draft202012Validator(SCHEMAS[name])
-        out = _run(model, model.apply_step, params, bitset, sampler=aj.Temperature(1.0))
+        out = _run(model, step, params, bitset, sampler=aj.Temperature(1.0))
         assert not np.asarray(out.states.error).any()
         for row, n, ok in zip(
             np.asarray(out.tokens), np.asarray(out.lengths), out.accepted, strict=True
@@ -215,66 +245,64 @@ def test_every_property_order_is_accepted(llama3_vocab):
     assert not ok and bool(state.error[0])
 
 
-def test_a_second_schema_of_one_capacity_runs_with_no_retrace(setup):
+def _runs_traced(step, runs):
+    """Runs each ``run()`` in turn; the traces of ``step`` and `generate`'s compiled loops
+    (its jit cache size) after each."""
     from automata_jax import _generate
 
+    calls, compiled = [], []
+    for run in runs:
+        run()
+        calls.append(step.calls)
+        compiled.append(_generate._generate_jit._cache_size())
+    return calls, compiled
+
+
+def test_a_second_schema_of_one_capacity_runs_with_no_retrace(setup, step):
+    """Objects and unions of 2 and 3 members (K = 2 alternatives, padded to 4) at one capacity:
+    the first run traces at most once (prefill + loop body: the module's runs share ``step``,
+    so it may be compiled already), the others swap into its loop."""
     _, model, params, tables = setup
-    counting = CountingStep(model.apply_step)
-    compiled = []
-    for name in ("A", "B", "A"):
-        bitset, _ = tables[name]
-        assert bitset.bitset.capacity == CAPACITY
-        _run(model, counting, params, bitset, sampler=aj.Temperature(1.0), rng=3)
-        compiled.append(_generate._generate_jit._cache_size())
-    assert counting.calls == 2  # one trace: prefill + loop body
-    assert compiled[1:] == compiled[:1] * 2
-    # unions of 2 and 3 members (K = 2 alternatives) padded to 4: one more trace, not two
-    for name in ("U2", "U3", "U2"):
-        bitset, _ = tables[name]
-        assert bitset.bitset.capacity == UNION_CAPACITY
-        _run(model, counting, params, bitset, sampler=aj.Temperature(1.0), rng=3)
-        compiled.append(_generate._generate_jit._cache_size())
-    assert counting.calls == 4
-    assert compiled[4:] == compiled[3:4] * 2
+    for name in ("A", "B", "U2", "U3"):
+        assert tables[name][0].bitset.capacity == CAPACITY
+    before = step.calls
+    calls, compiled = _runs_traced(step, [
+        functools.partial(_run, model, step, params, tables[name][0],
+                          sampler=aj.Temperature(1.0), rng=3)
+        for name in ("A", "B", "U2", "U3", "A")
+    ])  # fmt: skip
+    assert calls[0] - before in (0, 2)
+    assert calls[1:] == calls[:1] * 4 and compiled[1:] == compiled[:1] * 4
 
 
-def test_a_second_grammar_schema_of_one_capacity_runs_with_no_retrace(setup):
+def test_a_second_grammar_schema_of_one_capacity_runs_with_no_retrace(setup, grammar, step):
     """Grammar schemas (`BitsetPDATables`) built with one `BitsetCapacity` (its stack fields
-    included) have one pytree: the second swaps into the compiled loop (one trace), and decodes
+    included) have one pytree: the second swaps into the compiled loop (no trace), and decodes
     as its exact any-order PDA does."""
-    from automata_jax import _generate
+    _, model, params, _ = setup
+    for bitset, _, _ in grammar.values():
+        assert bitset.bitset.capacity == PDA_BATCH_CAPACITY
+        assert bitset.stack_size == PDA_BATCH_CAPACITY.stack
+    before, outs = step.calls, {}
 
-    vocab, model, params, _ = setup
-    schemas = {"free": FREE, "nested": PDA_SCHEMAS["nested"]}
-    tables = {}
-    for name, schema in schemas.items():
-        bt = ac.compile_json_schema_bitset(schema, vocab, whitespace="compact")
-        assert isinstance(bt, BitsetPDATables)
-        tables[name] = ConstraintTables.from_bitset(
-            bt, vocab_size=vocab.size, capacity=PDA_CAPACITY
-        )
-        assert tables[name].bitset.capacity == PDA_CAPACITY
-        assert tables[name].stack_size == PDA_CAPACITY.stack
-    counting = CountingStep(model.apply_step)
-    compiled, outs = [], {}
-    for name in ("free", "nested", "free"):
-        outs[name] = _run(model, counting, params, tables[name])
-        compiled.append(_generate._generate_jit._cache_size())
-    assert counting.calls == 2  # one trace: prefill + loop body
-    assert compiled[1:] == compiled[:1] * 2
-    pda = ac.compile_json_schema(schemas["nested"], vocab, whitespace="compact")
-    want = _run(
-        model, model.apply_step, params, ConstraintTables.from_dfas([pda], vocab_size=vocab.size)
+    def run(name):
+        outs[name] = _run(model, step, params, grammar[name][0])
+
+    calls, compiled = _runs_traced(
+        step, [functools.partial(run, n) for n in ("free", "nested", "free")]
     )
+    assert calls[0] - before in (0, 2)  # at most one trace: prefill + loop body
+    assert calls[1:] == calls[:1] * 2 and compiled[1:] == compiled[:1] * 2
+    want = _run(model, step, params, grammar["nested"][1])
     got = outs["nested"]
     np.testing.assert_array_equal(np.asarray(got.tokens), np.asarray(want.tokens))
     np.testing.assert_array_equal(np.asarray(got.accepted), np.asarray(want.accepted))
     assert not np.asarray(got.states.error).any()
 
 
-def test_a_grammar_schema_past_the_capacity_is_refused_by_field(setup):
+def test_a_grammar_schema_past_the_capacity_is_refused_by_field(setup, grammar):
     vocab = setup[0]
-    bt = ac.compile_json_schema_bitset(PDA_SCHEMAS["nested"], vocab, whitespace="compact")
+    bt = grammar["nested"][2]
     need = bt.tables.cd_state.shape[0]
     small = dataclasses.replace(PDA_CAPACITY, context_edges=need - 1)
     with pytest.raises(
@@ -299,62 +327,59 @@ def _rows_equal(got, alone, ids):
         assert not bool(got.states.error[r])
 
 
-def test_several_bitset_constraints_decode_each_row_as_alone(setup):
+def test_several_bitset_constraints_decode_each_row_as_alone(setup, step):
     """`from_bitset` of a sequence (K = 2 bitset schemas with forced runs): rows choose their
     constraint by id and each decodes exactly as its schema's own tables (greedy and sampled
     with one key, plain, speculation and fast-forward); two batches of one capacity share one
     trace; a batch past ``constraints`` is refused by name."""
-    from automata_jax import _generate
-
     vocab, model, params, tables = setup
-    bts = [ac.compile_json_schema_bitset(SCHEMAS[n], vocab, whitespace="compact") for n in "AB"]
-    cap = dataclasses.replace(CAPACITY, constraints=2)
-    mixed = ConstraintTables.from_bitset(bts, vocab_size=vocab.size, capacity=cap)
-    assert mixed.bitset.capacity == cap and mixed.padded_shape[0] == 2
+    bts = [tables[n][2] for n in "AB"]
+    mixed = ConstraintTables.from_bitset(bts, vocab_size=vocab.size, capacity=CAPACITY)
+    assert mixed.bitset.capacity == CAPACITY and mixed.padded_shape[0] == 2
     ids = (0, 1, 1, 0)
     # each alone at the batch's capacity: one loop per setting for them and the batch
-    own = [ConstraintTables.from_bitset([b], vocab_size=vocab.size, capacity=cap) for b in bts]
+    own = [tables[n][0] for n in "AB"]
     for kw in ({}, {"speculate": True}, {"fast_forward": True}, {"sampler": aj.Temperature(1.0)}):
-        alone = [_run(model, model.apply_step, params, t, **kw) for t in own]
-        _rows_equal(_run(model, model.apply_step, params, mixed, ids=ids, **kw), alone, ids)
-    swapped = ConstraintTables.from_bitset(bts[::-1], vocab_size=vocab.size, capacity=cap)
-    counting = CountingStep(model.apply_step)
-    compiled = []
-    for t in (mixed, swapped):
-        _run(model, counting, params, t, ids=ids)
-        compiled.append(_generate._generate_jit._cache_size())
-    assert counting.calls == 2 and compiled[1] == compiled[0]  # one trace for both
+        alone = [_run(model, step, params, t, **kw) for t in own]
+        _rows_equal(_run(model, step, params, mixed, ids=ids, **kw), alone, ids)
+    swapped = ConstraintTables.from_bitset(bts[::-1], vocab_size=vocab.size, capacity=CAPACITY)
+    calls, compiled = _runs_traced(
+        step, [functools.partial(_run, model, step, params, t, ids=ids) for t in (mixed, swapped)]
+    )
+    assert calls[1] == calls[0] and compiled[1] == compiled[0]  # no trace for the second
     with pytest.raises(
         aj.TableCapacityError, match="3 constraints, but BitsetCapacity.constraints is 2"
     ):
-        ConstraintTables.from_bitset(bts + bts[:1], vocab_size=vocab.size, capacity=cap)
+        ConstraintTables.from_bitset(bts + bts[:1], vocab_size=vocab.size, capacity=CAPACITY)
 
 
-def test_bitset_grammar_and_plain_constraints_in_one_batch(setup):
+def test_bitset_grammar_and_plain_constraints_in_one_batch(setup, grammar, step):
     """A batch of a bitset schema, a grammar one (`BitsetPDATables`), a plain `TokenDFA`
     (bitset tables whose edges have no events) and another bitset schema: one stack block
     for all (class-level mask), each row decodes as its constraint's own tables (greedy and
     sampled with one key, plain and speculation)."""
     vocab, model, params, tables = setup
-    bts = [ac.compile_json_schema_bitset(s, vocab, whitespace="compact") for s in (A, FREE, B)]
-    plain = ac.compile_json_schema({"type": "array", "items": BOOL}, vocab, whitespace="compact")
-    mixed = ConstraintTables.from_bitset([bts[0], bts[1], plain, bts[2]], vocab_size=vocab.size)
+    bts = [tables["A"][2], grammar["free"][2], tables["B"][2]]
+    plain = tables["plain"][2]
+    cap = PDA_BATCH_CAPACITY
+    mixed = ConstraintTables.from_bitset(
+        [bts[0], bts[1], plain, bts[2]], vocab_size=vocab.size, capacity=cap
+    )
     assert mixed.has_stack and mixed.padded_shape[0] == 4
     # the bitset constraints alone at the batch's capacity (one loop for them and the batch;
     # a capacity's padding decodes as the tight tables: the no-retrace tests); the plain DFA
     # alone through `from_dfas`, the other runtime path
-    cap = mixed.bitset.capacity
     own = [ConstraintTables.from_bitset([b], vocab_size=vocab.size, capacity=cap) for b in bts]
-    own.insert(2, ConstraintTables.from_dfas([plain], vocab_size=vocab.size))
+    own.insert(2, tables["plain"][1])
     ids = (0, 1, 2, 3)
     for kw in ({}, {"speculate": True}, {"sampler": aj.Temperature(1.0)}):
-        alone = [_run(model, model.apply_step, params, t, **kw) for t in own]
-        _rows_equal(_run(model, model.apply_step, params, mixed, ids=ids, **kw), alone, ids)
+        alone = [_run(model, step, params, t, **kw) for t in own]
+        _rows_equal(_run(model, step, params, mixed, ids=ids, **kw), alone, ids)
 
 
 def test_jaxpr_has_no_host_callbacks(setup):
     _, model, params, tables = setup
-    bitset, _ = tables["A"]
+    bitset, _, _ = tables["A"]
     prompts, mask = aj.pad_prompts([[1, 2], [3]])
 
     def fn(params, tokens, mask, tables, ids, rng):
@@ -374,14 +399,14 @@ def test_jaxpr_has_no_host_callbacks(setup):
 def test_refusals(setup, llama3_vocab):
     vocab, model, params, tables = setup
     free = ac.compile_json_schema_bitset(FREE, vocab)  # a free value: rules, a stack
-    with pytest.raises(aj.TableCapacityError, match="BitsetCapacity.states is 128"):
+    with pytest.raises(aj.TableCapacityError, match="BitsetCapacity.states is 256"):
         ConstraintTables.from_bitset(free, vocab_size=vocab.size, capacity=CAPACITY)
     union = ac.compile_json_schema_bitset(UNIONS["U3"], vocab)
     assert union.program_alts.shape[1] == 2  # a REQUIRE with alternatives: run, up to a capacity
     with pytest.raises(aj.TableCapacityError, match="expected alternatives >= 2"):
         ConstraintTables.from_bitset(
             union, vocab_size=vocab.size,
-            capacity=dataclasses.replace(UNION_CAPACITY, alternatives=1),
+            capacity=dataclasses.replace(CAPACITY, alternatives=1),
         )  # fmt: skip
     with pytest.raises(ac.BitsetIneligible, match="declared"):
         ac.compile_json_schema_bitset(B, vocab, property_order="declared")
@@ -398,7 +423,7 @@ def test_refusals(setup, llama3_vocab):
         ConstraintTables.from_dfas(bt, vocab_size=vocab.size)
     with pytest.raises(aj.RuntimeShapeError, match="from_bitset"):
         ConstraintTables.from_dfas([bt], vocab_size=vocab.size)
-    bitset, _ = tables["A"]
+    bitset, _, _ = tables["A"]
     short, healing = aj.heal_prompts([[1, 100]], vocab.tokens, vocab_size=vocab.size)
     prompts, mask = aj.pad_prompts(short)
     with pytest.raises(aj.RuntimeShapeError, match="bitset"):

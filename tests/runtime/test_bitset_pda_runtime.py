@@ -1,7 +1,7 @@
 """Bitset tables with a stack (`BitsetPDATables`, schemas with grammar rules) on the device:
 `ConstraintTables.from_bitset` → `allowed_mask` / `advance` against the NumPy reference with a
-stack (`reference_pda_mask` / `reference_pda_advance`) on random walks, with and without jit;
-states, stacks and bits equal to the reference's."""
+stack (`reference_pda_mask` / `reference_pda_advance`) on random walks, jitted (and short
+eager ones); states, stacks and bits equal to the reference's."""
 
 from __future__ import annotations
 
@@ -35,15 +35,18 @@ def compiled(llama3_vocab):
 
 
 def _walk(t, tables, vocab, mask_fn, advance_fn, seed, rows=3, steps=50):
+    """A random walk of ``rows`` rows checked against the reference; the deepest stack seen."""
     rng = random.Random(seed)
+    deepest = 0
     state = aj.init_state(tables, jnp.zeros((rows,), jnp.int32))
     ref = [(t.start, (), np.zeros(t.words, np.uint32)) for _ in range(rows)]
     for _ in range(steps):
         got = np.asarray(mask_fn(tables, state))
+        host = jax.device_get(state)  # one transfer; rows indexed in NumPy, not device ops
         tokens = []
         for r in range(rows):
             q, stack, bits = ref[r]
-            if bool(state.done[r]):
+            if bool(host.done[r]):
                 tokens.append(vocab.eos_ids[0])
                 continue
             want = reference_pda_mask(t, q, stack, bits)
@@ -51,24 +54,39 @@ def _walk(t, tables, vocab, mask_fn, advance_fn, seed, rows=3, steps=50):
             allowed = [x for x in np.flatnonzero(want).tolist() if x not in vocab.eos_ids]
             tokens.append(rng.choice(allowed) if allowed else vocab.eos_ids[0])
         state = advance_fn(tables, state, jnp.asarray(tokens, jnp.int32))
+        host = jax.device_get(state)
         for r in range(rows):
             if tokens[r] in vocab.eos_ids:
                 continue
             q, stack, bits = reference_pda_advance(t, *ref[r], tokens[r])
             ref[r] = (q, stack, bits)
-            assert int(state.state[r]) == q and not bool(state.error[r])
-            depth = int(state.depth[r])
-            assert tuple(np.asarray(state.stack[r, :depth]).tolist()) == tuple(stack)
-            np.testing.assert_array_equal(np.asarray(state.bits[r]), bits)
-        if bool(np.asarray(state.done).all()):
+            assert int(host.state[r]) == q and not bool(host.error[r])
+            depth = int(host.depth[r])
+            assert tuple(host.stack[r, :depth].tolist()) == tuple(stack)
+            np.testing.assert_array_equal(host.bits[r], bits)
+            deepest = max(deepest, depth)
+        if bool(host.done.all()):
             break
+    return deepest
 
 
-@pytest.mark.parametrize("jit", [False, True])
+def test_the_eager_path_matches_the_reference(compiled, llama3_vocab):
+    """`allowed_mask` / `advance` un-jitted (op by op) on a short walk of each schema; the
+    long walks go through `jax.jit` (test_device_rule_with_a_stack_matches_the_reference)."""
+    deepest = 0
+    for name in sorted(SCHEMAS):
+        t, tables = compiled[name]
+        walk = _walk(
+            t, tables, llama3_vocab, aj.allowed_mask, aj.advance, f"eager/{name}", steps=12
+        )
+        deepest = max(deepest, walk)
+    assert deepest > 0  # a walk pushed: the eager stack edits ran
+
+
 @pytest.mark.parametrize("name", sorted(SCHEMAS))
-def test_device_rule_with_a_stack_matches_the_reference(name, jit, compiled, llama3_vocab):
+def test_device_rule_with_a_stack_matches_the_reference(name, compiled, llama3_vocab):
     t, tables = compiled[name]
-    fns = (jax.jit(aj.allowed_mask), jax.jit(aj.advance)) if jit else (aj.allowed_mask, aj.advance)
+    fns = (jax.jit(aj.allowed_mask), jax.jit(aj.advance))  # eager: test_the_eager_path_...
     for seed in range(3):
         _walk(t, tables, llama3_vocab, *fns, f"{name}/{seed}")
 
@@ -110,7 +128,7 @@ def test_context_dependent_edges_that_update_the_bits(compiled, llama3_vocab):
     synth = dataclasses.replace(t, programs=programs, program_alts=alts, cd_program=cd_program)
     tables = ConstraintTables.from_bitset(synth, vocab_size=llama3_vocab.size)
     seen = []
-    advance_fn = jax.jit(aj.advance)  # eager steps are test_device_rule_...'s (jit=False)
+    advance_fn = jax.jit(aj.advance)  # eager steps: test_the_eager_path_matches_the_reference
 
     def advance(tables, state, tokens):
         out = advance_fn(tables, state, tokens)
@@ -138,9 +156,10 @@ def test_several_constraints_match_each_ones_reference(compiled, llama3_vocab):
     steps = 0
     for _ in range(40):
         got = np.asarray(mask_fn(tables, state))
+        host = jax.device_get(state)  # one transfer; rows indexed in NumPy, not device ops
         tokens = []
         for r, i in enumerate(ids):
-            if bool(state.done[r]):
+            if bool(host.done[r]):
                 tokens.append(vocab.eos_ids[0])
                 continue
             q, stack, bits = ref[r]
@@ -149,16 +168,17 @@ def test_several_constraints_match_each_ones_reference(compiled, llama3_vocab):
             allowed = [x for x in np.flatnonzero(want).tolist() if x not in vocab.eos_ids]
             tokens.append(rng.choice(allowed) if allowed else vocab.eos_ids[0])
         state = advance_fn(tables, state, jnp.asarray(tokens, jnp.int32))
+        host = jax.device_get(state)
         for r, i in enumerate(ids):
             if tokens[r] in vocab.eos_ids:
                 continue
             ref[r] = reference_pda_advance(ts[i], *ref[r], tokens[r])
             steps += 1
             q, stack, bits = ref[r]
-            assert int(state.state[r]) == q and not bool(state.error[r])
-            depth = int(state.depth[r])
-            assert tuple(np.asarray(state.stack[r, :depth]).tolist()) == tuple(stack)
-            np.testing.assert_array_equal(np.asarray(state.bits[r, : bits.shape[0]]), bits)
-        if bool(np.asarray(state.done).all()):
+            assert int(host.state[r]) == q and not bool(host.error[r])
+            depth = int(host.depth[r])
+            assert tuple(host.stack[r, :depth].tolist()) == tuple(stack)
+            np.testing.assert_array_equal(host.bits[r, : bits.shape[0]], bits)
+        if bool(host.done.all()):
             break
     assert steps >= 40  # the rows walked (not all finished at once)
