@@ -680,27 +680,28 @@ def test_an_update_written_later_equals_the_cache_written_in_the_step():
     """``write_cache=False`` reads the cache only and returns the new slots; written with
     `automata_jax._loop.write_cache` they give the cache the writing step gives, and the
     logits are the same, also over stale slots past ``end_index`` (rejected drafts, a
-    chunk's padding) and rows with invalid slots, on local and global layers."""
+    chunk's padding) and rows with invalid slots, on local and global layers. Jitted, over
+    three call sizes (1 token, 3 and 6: one compile each, not one per eager op)."""
     from automata_jax._loop import write_cache
 
     model = Gemma3(CFG)
+    step = jax.jit(model.apply_step, static_argnames="write_cache")
+    write = jax.jit(write_cache)
     params = convert_hf_state_dict(random_hf_state_dict(CFG, seed=8), CFG)
     rng = np.random.default_rng(9)
     b, length = 3, 40
     ours = theirs = model.init_cache(b, length)
     position = 0
-    for size in (6, 1, 3, 5, 1, 2, 5, 4):
+    for size in (6, 1, 3, 6, 1, 3, 6, 3):
         tokens = jnp.asarray(rng.integers(0, VOCAB, (b, size)), jnp.int32)
         mask = jnp.asarray(rng.random((b, size)) < 0.8)
         pos = jnp.broadcast_to(jnp.arange(position, position + size)[None], (b, size))
         at = jnp.asarray(rng.integers(0, size, (b,)), jnp.int32)
-        ref, theirs = model.apply_step(params, tokens, pos, mask, theirs, logits_at=at)
+        ref, theirs = step(params, tokens, pos, mask, theirs, logits_at=at)
         start = ours.end_index
-        got, update = model.apply_step(
-            params, tokens, pos, mask, ours, logits_at=at, write_cache=False
-        )
+        got, update = step(params, tokens, pos, mask, ours, logits_at=at, write_cache=False)
         assert update.keys[0].shape == (b, size, CFG.num_kv_heads, CFG.head_dim)
-        ours = write_cache(ours, update, start, jnp.int32(size))
+        ours = write(ours, update, start, jnp.int32(size))
         np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
         for a, c in zip(jax.tree.leaves(ours), jax.tree.leaves(theirs), strict=True):
             np.testing.assert_allclose(a, c, rtol=1e-5, atol=1e-5)
@@ -713,11 +714,8 @@ def test_an_update_written_later_equals_the_cache_written_in_the_step():
         position += size - back
 
 
-def _cache_copy_run(step, params, speculate):
-    """Greedy `generate` under a small regex with ``step``: its outputs (tokens, lengths), and
-    the compiled loop's copies of a whole layer cache (their slot counts, past 16)."""
-    import re
-
+def _cache_copy_loop(step, speculate):
+    """The jitted greedy `generate` under a small regex with ``step`` (of params)."""
     import automata_compile as ac
     import automata_jax as aj
 
@@ -728,7 +726,7 @@ def _cache_copy_run(step, params, speculate):
         [ac.compile_regex(r"(ab|ba)c(ab|ba)(a|b|c)*", vocab)], vocab_size=VOCAB
     )
     tokens, mask = aj.pad_prompts([[1, 2, 3, 4, 1, 2, 3, 4, 2], [3, 4, 1, 2]])
-    fn = jax.jit(
+    return jax.jit(
         lambda p: aj.generate(
             step,
             p,
@@ -744,6 +742,13 @@ def _cache_copy_run(step, params, speculate):
             speculate=speculate,
         )  # fmt: skip
     )
+
+
+def _cache_copy_run(fn, params):
+    """``fn``'s outputs (tokens, lengths), and its compiled loop's copies of a whole layer
+    cache (their slot counts, past 16)."""
+    import re
+
     text = fn.lower(params).compile().as_text()
     layer = rf"f32\[2,(\d+),{CFG.num_kv_heads},{CFG.head_dim}\]\{{[^}}]*\}} copy\("
     copies = [int(n) for n in re.findall(layer, text) if int(n) > 16]
@@ -752,42 +757,26 @@ def _cache_copy_run(step, params, speculate):
 
 
 @pytest.mark.parametrize("speculate", [False, True])
-def test_the_cache_write_placement_follows_the_backend(speculate, monkeypatch):
-    """On the CPU the loops write the cache after their width switch (no whole-cache copy),
-    on an accelerator inside the branches (`automata_jax._loop.branch_free`: measured
-    cheaper on an H200), chosen statically at trace time; outputs are identical."""
+def test_the_loops_write_the_cache_after_their_switch_on_the_cpu(speculate, monkeypatch):
+    """On the CPU the compiled loop has no copy of a whole layer cache (XLA copied every
+    layer's keys and values per call when the step wrote them inside the ``lax.switch`` over
+    call widths), and its outputs equal a loop whose step writes inside the branches. On an
+    accelerator the loops write inside the branches (`automata_jax._loop.branch_free`:
+    measured cheaper on an H200), chosen statically at trace time; outputs are identical.
 
+    One test for both (they compiled the same loops twice): without speculation the loop
+    traced for "gpu" is the very program of the step that writes in its branches (their
+    lowerings are equal), so it is not compiled again; with speculation "gpu" also changes
+    the verification (branch-free), so it is compiled and run."""
     from automata_jax._loop import branch_free, defers_cache_write
 
     model = Gemma3(CFG)
     cache = model.init_cache(2, 8)
     assert not branch_free("cpu") and branch_free("gpu") and branch_free("tpu")
+    assert defers_cache_write(model.apply_step, cache)
     assert defers_cache_write(model.apply_step, cache, "cpu")
     assert not defers_cache_write(model.apply_step, cache, "gpu")
     assert not defers_cache_write(model.apply_step, cache, "tpu")
-    params = model.init_params(jax.random.key(1), std=0.3)
-    outs, copies = [], []
-    for backend in ("cpu", "gpu"):
-        monkeypatch.setattr(jax, "default_backend", lambda backend=backend: backend)
-        out, copied = _cache_copy_run(model.apply_step, params, speculate)
-        outs.append(out)
-        copies.append(copied)
-    assert copies[0] == [] and copies[1], copies  # in-branch writes copy the cache on the CPU
-    np.testing.assert_array_equal(outs[0][0], outs[1][0])
-    np.testing.assert_array_equal(outs[0][1], outs[1][1])
-
-
-@pytest.mark.parametrize("speculate", [False, True])
-def test_the_loops_write_the_cache_after_their_switch(speculate):
-    """The compiled loop has no copy of a whole layer cache (XLA copied every layer's keys
-    and values per call when the step wrote them inside the ``lax.switch`` over call
-    widths), and its outputs equal a loop whose step writes inside the branches."""
-
-    from automata_jax._loop import defers_cache_write
-
-    model = Gemma3(CFG)
-    cache = model.init_cache(2, 8)
-    assert defers_cache_write(model.apply_step, cache)
     assert not defers_cache_write(model.apply_step, None)
     assert defers_cache_write(functools.partial(gemma3_module.apply_step, CFG), cache)
 
@@ -800,11 +789,22 @@ def test_the_loops_write_the_cache_after_their_switch(speculate):
             return model.apply_step(*args, **kwargs)
 
     params = model.init_params(jax.random.key(0), std=0.3)
+    in_branch = _cache_copy_loop(WritesInBranch(), speculate)
     outs, copies = [], []
-    for step in (model.apply_step, WritesInBranch()):
-        out, copied = _cache_copy_run(step, params, speculate)
+    for fn in (_cache_copy_loop(model.apply_step, speculate), in_branch):
+        out, copied = _cache_copy_run(fn, params)
         outs.append(out)
         copies.append(copied)
     assert copies[0] == [] and copies[1], copies  # whole-cache copies: none now, some before
     np.testing.assert_array_equal(outs[0][0], outs[1][0])
     np.testing.assert_array_equal(outs[0][1], outs[1][1])
+    in_branch_program = in_branch.lower(params).as_text()  # traced for the CPU
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    on_gpu = _cache_copy_loop(model.apply_step, speculate)
+    if not speculate:
+        assert on_gpu.lower(params).as_text() == in_branch_program
+        return
+    out, copied = _cache_copy_run(on_gpu, params)
+    assert copied, copied  # in-branch writes copy the cache on the CPU
+    np.testing.assert_array_equal(out[0], outs[0][0])
+    np.testing.assert_array_equal(out[1], outs[0][1])

@@ -611,7 +611,14 @@ def test_real_model_job(tmp_path, capsys, gemma3_gguf_path):
 
 def test_speculation_gives_the_same_records_and_reports_drafts(tmp_path, capsys):
     """--speculate on (drafts verified in the loop) writes what --speculate off writes
-    (greedy), and the summary reports drafted and accepted tokens per model call."""
+    (greedy), and the summary reports drafted and accepted tokens per model call. With
+    --call-costs the runner speculates under those costs (not a third decode loop: that
+    the runner's ``speculate`` reaches the loop is the "on" run, that measured costs keep
+    greedy outputs is test_speculative's test_logit_slots_and_measured_costs_keep_greedy_outputs);
+    costs the policy refuses are a --call-costs error."""
+    from automata_jax import Speculate
+    from automata_jax.extract import _run
+
     inp = tmp_path / "docs.jsonl"
     _docs(inp, 4)
     outs = {}
@@ -622,15 +629,17 @@ def test_speculation_gives_the_same_records_and_reports_drafts(tmp_path, capsys)
         err = capsys.readouterr().err
         assert ("tokens per model call" in err) == (mode == "on"), err
     assert _read_output(outs["on"]) == _read_output(outs["off"])
-    # With the device's measured call costs (benchmarks/speculative_costs.py's JSON): a
-    # table that makes every wide call cheap, so the policy drafts; same records.
+    # The device's measured call costs (benchmarks/speculative_costs.py's JSON).
     costs = tmp_path / "costs.json"
-    costs.write_text(json.dumps({"call_costs": [[1, 1, 1.0], [4, 1, 1.01], [16, 5, 1.02]]}))
+    table = [[1, 1, 1.0], [4, 1, 1.01], [16, 5, 1.02]]
+    costs.write_text(json.dumps({"call_costs": table}))
     out = tmp_path / "costs.jsonl"
     args = ["--input", str(inp), "--output", str(out), "--speculate", "on", *BATCH]
-    assert extract.main([*args, "--call-costs", str(costs)]) == 0
-    assert "tokens per model call" in capsys.readouterr().err
-    assert _read_output(out) == _read_output(outs["off"])
+    parsed = _job.parse_args([*args, "--call-costs", str(costs)])
+    runner = _run.Runner.create(parsed, _run.load_vocabulary(parsed))
+    assert runner.speculate == Speculate(call_costs=tuple(map(tuple, table)))
+    parsed = _job.parse_args([*args, "--speculate", "off", "--call-costs", str(costs)])
+    assert _run.Runner.create(parsed, _run.load_vocabulary(parsed)).speculate is False
     costs.write_text(json.dumps({"call_costs": [[2, 3, 1.0]]}))  # 3 logit slots in a 2-wide call
     bad = tmp_path / "bad.jsonl"
     args = ["--input", str(inp), "--output", str(bad), "--speculate", "on", *BATCH]
