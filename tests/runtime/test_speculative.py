@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 import json
 import sys
+from functools import partial
 from pathlib import Path
 
 import jax
@@ -26,8 +27,8 @@ PATTERNS = [r"cabab(c|a)b?", r"(a|b)cabcc(ab)*", r"abcc|c(abc){1,3}", r"(a|b|c)*
 EAGER = Speculate(slot_cost=0.0, logit_cost=0.0)  # drafts whenever a row has one
 
 
-def _run(params, tables, ids, prompts, n, model=MODEL, **kw):
-    tokens, mask = aj.pad_prompts(prompts, pad_id=PAD)
+def _run(params, tables, ids, prompts, n, model=MODEL, width=None, **kw):
+    tokens, mask = aj.pad_prompts(prompts, pad_id=PAD, length=width)
     kw.setdefault("sampler", Greedy())
     kw.setdefault("rng", jax.random.key(0))
     return jax.device_get(
@@ -38,9 +39,12 @@ def _run(params, tables, ids, prompts, n, model=MODEL, **kw):
     )  # fmt: skip
 
 
+WIDTH = 9  # the random prompts' padded width: one compiled loop per configuration
+
+
 def _random_prompts(rng, rows):
     """Prompts of repeated random spans (so the lookup drafts), any token, in or out of the
-    language: random and adversarial drafts."""
+    language: random and adversarial drafts; at most `WIDTH` tokens."""
     prompts = []
     for _ in range(rows):
         span = rng.choice([0, 1, 2, 5, 6, 3, 7], size=rng.integers(1, 4)).tolist()
@@ -74,8 +78,10 @@ def test_greedy_outputs_are_identical(dfas, params, fast_forward):
         prompts = _random_prompts(rng, 8)
         ids = rng.integers(-1, len(dfas), size=8).tolist()  # mixed: -1 = unconstrained
         n = [16, 5, 9, 16][trial]
-        off = _run(params, tables, ids, prompts, n, fast_forward=fast_forward)
-        on = _run(params, tables, ids, prompts, n, fast_forward=fast_forward, speculate=EAGER)
+        off = _run(params, tables, ids, prompts, n, width=WIDTH, fast_forward=fast_forward)
+        on = _run(
+            params, tables, ids, prompts, n, width=WIDTH, fast_forward=fast_forward, speculate=EAGER
+        )
         np.testing.assert_array_equal(on.tokens, off.tokens)
         np.testing.assert_array_equal(on.lengths, off.lengths)
         np.testing.assert_array_equal(on.accepted, off.accepted)
@@ -99,13 +105,13 @@ def test_draft_keys_change_the_drafts_not_the_outputs(dfas, params):
     for trial in range(3):
         prompts = _random_prompts(rng, 8)
         ids = rng.integers(-1, len(dfas), size=8).tolist()
-        shape = aj.pad_prompts(prompts, pad_id=PAD)[0].shape
+        shape = aj.pad_prompts(prompts, pad_id=PAD, length=WIDTH)[0].shape
         keys = rng.integers(-1, V, size=shape).astype(np.int32)
-        off = _run(params, tables, ids, prompts, 12, fast_forward=trial != 1)
+        off = _run(params, tables, ids, prompts, 12, width=WIDTH, fast_forward=trial != 1)
         for keyed in (False, True):
             on = _run(
-                params, tables, ids, prompts, 12, fast_forward=trial != 1, speculate=EAGER,
-                draft_keys=keys if keyed else None,
+                params, tables, ids, prompts, 12, width=WIDTH, fast_forward=trial != 1,
+                speculate=EAGER, draft_keys=keys if keyed else None,
             )  # fmt: skip
             np.testing.assert_array_equal(on.tokens, off.tokens)
             np.testing.assert_array_equal(on.lengths, off.lengths)
@@ -146,8 +152,10 @@ def test_logit_slots_and_measured_costs_keep_greedy_outputs(dfas, params, spec):
     for trial in range(3):
         prompts = _random_prompts(rng, 8)
         ids = rng.integers(-1, len(dfas), size=8).tolist()
-        off = _run(params, tables, ids, prompts, 14, fast_forward=trial != 1)
-        on = _run(params, tables, ids, prompts, 14, fast_forward=trial != 1, speculate=spec)
+        off = _run(params, tables, ids, prompts, 14, width=WIDTH, fast_forward=trial != 1)
+        on = _run(
+            params, tables, ids, prompts, 14, width=WIDTH, fast_forward=trial != 1, speculate=spec
+        )
         np.testing.assert_array_equal(on.tokens, off.tokens)
         for a, b in zip(jax.tree.leaves(on.states), jax.tree.leaves(off.states), strict=True):
             np.testing.assert_array_equal(a, b)
@@ -195,8 +203,8 @@ def test_sampled_outputs_are_in_the_language(dfas, params):
         prompts = _random_prompts(rng, 8)
         ids = rng.integers(0, len(dfas), size=8).tolist()
         out = _run(
-            params, tables, ids, prompts, 16, sampler=TopP(0.9), rng=jax.random.key(seed),
-            fast_forward=bool(seed % 2), speculate=EAGER,
+            params, tables, ids, prompts, 16, width=WIDTH, sampler=TopP(0.9),
+            rng=jax.random.key(seed), fast_forward=bool(seed % 2), speculate=EAGER,
         )  # fmt: skip
         assert not out.states.error.any()
         _check_masks(tables, dfas, ids, out)
@@ -275,24 +283,26 @@ def test_grammar_and_schema_rows_in_one_batch(params):
 
 def test_a_rewound_cache_decodes_like_an_unrewound_one():
     model, params = testing.tiny_model(vocab_size=64)
+    step = jax.jit(model.apply_step)  # one program per shape, not one per operation
     prompt = jnp.asarray([[5, 6, 7], [8, 9, 10]], jnp.int32)
     pos = jnp.asarray([[0, 1, 2], [0, 1, 2]], jnp.int32)
     ones = jnp.ones((2, 3), bool)
     cache = model.init_cache(2, 16)
-    _, cache = model.apply_step(params, prompt, pos, ones, cache)
+    _, cache = step(params, prompt, pos, ones, cache)
     # Feed 4 drafts per row; keep 1 and 3 of them.
     chunk = jnp.asarray([[11, 12, 13, 14], [15, 16, 17, 18]], jnp.int32)
     start = cache.end_index
-    _, spec = model.apply_step(params, chunk, 3 + jnp.arange(4)[None].repeat(2, 0),
-                               jnp.ones((2, 4), bool), cache)  # fmt: skip
+    _, spec = step(
+        params, chunk, 3 + jnp.arange(4)[None].repeat(2, 0), jnp.ones((2, 4), bool), cache
+    )
     spec = rewind(spec, start, jnp.asarray([1, 3]), 4)
     assert int(spec.end_index) == int(start) + 3
     nxt = jnp.asarray([[20], [21]], jnp.int32)
-    got, _ = model.apply_step(params, nxt, jnp.asarray([[4], [6]]), jnp.ones((2, 1), bool), spec)
+    got, _ = step(params, nxt, jnp.asarray([[4], [6]]), jnp.ones((2, 1), bool), spec)
     for row, kept in enumerate([1, 3]):
         seq = jnp.concatenate([prompt[row], chunk[row, :kept], nxt[row]])[None]
-        ref, _ = model.apply_step(params, seq, jnp.arange(seq.shape[1])[None],
-                                  jnp.ones(seq.shape, bool), model.init_cache(1, 16))  # fmt: skip
+        ref, _ = step(params, seq, jnp.arange(seq.shape[1])[None],
+                      jnp.ones(seq.shape, bool), model.init_cache(1, 16))  # fmt: skip
         np.testing.assert_allclose(got[row, 0], ref[0, -1], atol=1e-5, rtol=1e-5)
 
 
@@ -312,6 +322,7 @@ def test_tiny_gemma_greedy_outputs_are_identical():
     assert on.drafted.sum() > 0
 
 
+LOOP_PROMPTS = [[1, 2, 1, 2, 3], [3, 1, 2]]
 MEASURED = Speculate(logit_slots=(2, 3, 5), call_costs=((1, 1, 1.0), (4, 1, 1.2), (9, 5, 1.6)))
 
 
@@ -341,9 +352,10 @@ def test_jaxpr_has_no_host_callbacks_and_no_retrace(dfas, params, spec):
         [ac.compile_regex(p, VOCAB) for p in (r"bcabab(a|b)", r"ccab|cbb")], vocab_size=V
     )
     assert jax.tree.map(jnp.shape, other) == jax.tree.map(jnp.shape, tables)
-    _run(params, tables, [0, 1], [[1], [2]], 8, fast_forward=True, speculate=spec)
+    # LOOP_PROMPTS' shape: the loop test below runs this compiled program again.
+    _run(params, tables, [0, 1], [[1], [2]], 8, width=5, fast_forward=True, speculate=spec)
     before = _generate._generate_jit._cache_size()
-    out = _run(params, other, [1, 0], [[2], [5]], 8, fast_forward=True, speculate=spec)
+    out = _run(params, other, [1, 0], [[2], [5]], 8, width=5, fast_forward=True, speculate=spec)
     assert _generate._generate_jit._cache_size() == before
     assert not out.states.error.any()
 
@@ -391,9 +403,11 @@ def test_the_loop_body_has_no_inner_loops_and_few_branches(
     conditionals on the CPU, the width switch and the verification's skip of the slots no
     row drafted, and one on an accelerator (the switch: the verification computes every
     slot and selects; `automata_jax._loop.branch_free`); greedy outputs are the same."""
-    monkeypatch.setattr(jax, "default_backend", lambda: backend)
     tables = ConstraintTables.from_dfas(dfas[:2], vocab_size=V)
-    tokens, mask = aj.pad_prompts([[1, 2, 1, 2, 3], [3, 1, 2]], pad_id=PAD)
+    # The reference: compiled once for the four cases (on the CPU's own branches).
+    off = _run(params, tables, [0, 1], LOOP_PROMPTS, 8, fast_forward=True)
+    monkeypatch.setattr(jax, "default_backend", lambda: backend)
+    tokens, mask = aj.pad_prompts(LOOP_PROMPTS, pad_id=PAD)
 
     def fn(params):
         return aj.generate(
@@ -412,8 +426,9 @@ def test_the_loop_body_has_no_inner_loops_and_few_branches(
         else {"while": 0, "scan": 0, "cond": 1}
     )
     assert body == expected, body
-    off = _run(params, tables, [0, 1], [[1, 2, 1, 2, 3], [3, 1, 2]], 8, fast_forward=True)
-    np.testing.assert_array_equal(jax.jit(fn)(params).tokens, off.tokens)
+    # The program the jaxpr is of (on the CPU, the one the test above compiled).
+    on = _run(params, tables, [0, 1], LOOP_PROMPTS, 8, fast_forward=True, speculate=spec)
+    np.testing.assert_array_equal(on.tokens, off.tokens)
 
 
 def test_bad_policies_and_caches():
@@ -446,76 +461,12 @@ def test_bad_policies_and_caches():
         )  # fmt: skip
 
 
-def test_exit_drafts_change_the_drafts_not_the_outputs():
-    """Exit drafts (a copy that stops goes on with the exit token and its forced run; with
-    lone exits, an empty copy inside a value drafts the exit alone) over
-    JSON Schemas (a DFA and a PDA), a regex and unconstrained rows in one batch, with the
-    job's keys (clause stops) and random adversarial keys: greedy outputs and final states
-    equal decoding without drafts, and without exit drafts."""
-    vocab = byte_vocab([b'","', b'",', b'":"', b'"}', b',"', b"ab"])
-    v = vocab.size
-    flat = {
-        "type": "object",
-        "properties": {"a": {"type": "string", "maxLength": 6}, "b": {"type": "integer"},
-                       "c": {"type": "string", "maxLength": 5}},
-        "required": ["a", "b", "c"],
-        "additionalProperties": False,
-    }  # fmt: skip
-    tree = tree_schema()
-    options = dict(whitespace="compact", property_order="declared")
-    dfas = [
-        ac.compile_json_schema(flat, vocab, **options),
-        ac.compile_json_schema(tree, vocab, **options),
-        ac.compile_regex(r"x(ab|c)*,yz(q|r)", vocab),
-    ]
-    tables = ConstraintTables.from_dfas(dfas, vocab_size=v)
-    assert tables.exit_tokens is not None
-    model = FakeModel(vocab_size=v)
-    mparams = model.init_params(7)
-    docs = ["ab, 12, abc ab.", '{"n": "ab", "k": []}', "xabc,yzq ab", "ab ab, ab ab"]
-    prompts = [list(d.encode()) for d in docs] * 2
-    ids = [0, 1, 2, -1, 0, 0, 2, 1]
-    tokens = aj.pad_prompts(prompts, pad_id=PAD)[0]
-    rng = np.random.default_rng(3)
-    clause = aj.draft_keys(tokens, aj.bare_twins(vocab.tokens, lowercase_stops=True))
-    adversarial = rng.integers(-3 - v, v, size=tokens.shape).astype(np.int32)  # twins, stops
-    no_exits = Speculate(slot_cost=0.0, logit_cost=0.0, exit_drafts=False)
-    no_lone = Speculate(slot_cost=0.0, logit_cost=0.0, lone_exits=False)
-    run_copies = Speculate(slot_cost=0.0, logit_cost=0.0, structure_copies=True)
-    kw = dict(model=model, fast_forward=True)
-    off = _run(mparams, tables, ids, prompts, 32, **kw)
-    drafted = {}
-    for name, keys in (("clause", clause), ("adversarial", adversarial)):
-        for spec in (EAGER, no_lone, no_exits, run_copies):
-            on = _run(mparams, tables, ids, prompts, 32, speculate=spec, draft_keys=keys, **kw)
-            np.testing.assert_array_equal(on.tokens, off.tokens)
-            np.testing.assert_array_equal(on.lengths, off.lengths)
-            for a, b in zip(jax.tree.leaves(on.states), jax.tree.leaves(off.states), strict=True):
-                np.testing.assert_array_equal(a, b)
-            assert (on.drafts_accepted <= on.drafted).all()
-            drafted[name, spec] = int(on.drafted.sum())
-    assert drafted["clause", no_lone] != drafted["clause", no_exits]  # exits drafted
-    assert drafted["clause", EAGER] != drafted["clause", no_lone]  # lone exits too
-    # Copies at the constraint's structure (the output's own `":"`) change the drafts.
-    assert drafted["clause", run_copies] != drafted["clause", EAGER]
-    # Bare spellings: the job's (the toy vocabulary's own encoder) and random ids, -1 and
-    # ids outside the vocabulary (ignored) after random keys.
-    spelled = aj.bare_spellings(vocab.tokens, vocab.encode, np.unique(tokens))
-    random_spellings = rng.integers(-2, v + 3, size=tokens.shape + (3,)).astype(np.int32)
-    for keys in (aj.draft_keys(tokens, aj.bare_twins(vocab.tokens), spelled),
-                 np.concatenate([adversarial[..., None], random_spellings], axis=-1)):  # fmt: skip
-        on = _run(mparams, tables, ids, prompts, 32, speculate=EAGER, draft_keys=keys, **kw)
-        np.testing.assert_array_equal(on.tokens, off.tokens)
-        np.testing.assert_array_equal(on.lengths, off.lengths)
-        for a, b in zip(jax.tree.leaves(on.states), jax.tree.leaves(off.states), strict=True):
-            np.testing.assert_array_equal(a, b)
-
-
-def test_structural_drafts_change_the_drafts_not_the_outputs():
-    """Structural drafts (`Speculate.structure_drafts`: ``":"`` after a key, where ``":"",``
-    makes it a choice) over JSON Schemas (a DFA and a PDA), a regex and unconstrained rows,
-    with the compiled tables and with random adversarial ones (any id, allowed or not):
-    greedy outputs and final states equal decoding without drafts."""
+@pytest.fixture(scope="module")
+def json_batch():
+    """JSON Schemas (a DFA and a PDA), a regex and unconstrained rows in one batch, over a
+    byte vocabulary where ``":"",`` makes ``":"`` after a key a choice; prompts, the job's
+    keys (clause stops), and the greedy outputs without drafts. Shared by the exit and the
+    structural drafts tests, so their loops compile once (the same tables and shapes)."""
     vocab = byte_vocab([b'","', b'",', b'":"', b'":"",', b'"}', b',"', b"ab"])
     v = vocab.size
     flat = {
@@ -532,37 +483,92 @@ def test_structural_drafts_change_the_drafts_not_the_outputs():
         ac.compile_regex(r"x(ab|c)*,yz(q|r)", vocab),
     ]
     tables = ConstraintTables.from_dfas(dfas, vocab_size=v)
-    drafts = np.asarray(tables.structure_drafts)
-    # After the keys "a" (in the start's run) and "c": '":"' (an empty value's '":"",' too).
-    assert vocab.tokens.index(b'":"') in drafts[0]
     model = FakeModel(vocab_size=v)
     mparams = model.init_params(7)
     docs = ["ab, 12, abc ab.", '{"n": "ab", "k": []}', "xabc,yzq ab", "ab ab, ab ab"]
     prompts = [list(d.encode()) for d in docs] * 2
     ids = [0, 1, 2, -1, 0, 0, 2, 1]
     tokens = aj.pad_prompts(prompts, pad_id=PAD)[0]
-    keys = aj.draft_keys(tokens, aj.bare_twins(vocab.tokens, lowercase_stops=True))
+    clause = aj.draft_keys(tokens, aj.bare_twins(vocab.tokens, lowercase_stops=True))
+    kw = dict(model=model, fast_forward=True)
+    off = _run(mparams, tables, ids, prompts, 32, **kw)
+    return dict(vocab=vocab, tables=tables, mparams=mparams, prompts=prompts, ids=ids,
+                tokens=tokens, clause=clause, kw=kw, off=off)  # fmt: skip
+
+
+def _same_outputs(on, off):
+    """Greedy outputs, lengths and final states equal; no row keeps more than it drafted."""
+    np.testing.assert_array_equal(on.tokens, off.tokens)
+    np.testing.assert_array_equal(on.lengths, off.lengths)
+    for a, b in zip(jax.tree.leaves(on.states), jax.tree.leaves(off.states), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert (on.drafts_accepted <= on.drafted).all()
+
+
+def test_exit_drafts_change_the_drafts_not_the_outputs(json_batch):
+    """Exit drafts (a copy that stops goes on with the exit token and its forced run; with
+    lone exits, an empty copy inside a value drafts the exit alone) over
+    JSON Schemas (a DFA and a PDA), a regex and unconstrained rows in one batch, with the
+    job's keys (clause stops) and random adversarial keys: greedy outputs and final states
+    equal decoding without drafts, and without exit drafts."""
+    b = json_batch
+    vocab, tables, tokens, off = b["vocab"], b["tables"], b["tokens"], b["off"]
+    assert tables.exit_tokens is not None
+    v = vocab.size
+    rng = np.random.default_rng(3)
+    adversarial = rng.integers(-3 - v, v, size=tokens.shape).astype(np.int32)  # twins, stops
+    no_exits = Speculate(slot_cost=0.0, logit_cost=0.0, exit_drafts=False)
+    no_lone = Speculate(slot_cost=0.0, logit_cost=0.0, lone_exits=False)
+    run_copies = Speculate(slot_cost=0.0, logit_cost=0.0, structure_copies=True)
+    run = partial(_run, b["mparams"], tables, b["ids"], b["prompts"], 32, **b["kw"])
+    drafted = {}
+    for name, keys in (("clause", b["clause"]), ("adversarial", adversarial)):
+        for spec in (EAGER, no_lone, no_exits, run_copies):
+            on = run(speculate=spec, draft_keys=keys)
+            _same_outputs(on, off)
+            drafted[name, spec] = int(on.drafted.sum())
+    assert drafted["clause", no_lone] != drafted["clause", no_exits]  # exits drafted
+    assert drafted["clause", EAGER] != drafted["clause", no_lone]  # lone exits too
+    # Copies at the constraint's structure (the output's own `":"`) change the drafts.
+    assert drafted["clause", run_copies] != drafted["clause", EAGER]
+    # Bare spellings: the job's (the toy vocabulary's own encoder) and random ids, -1 and
+    # ids outside the vocabulary (ignored) after random keys (as many spellings as the
+    # job's: one key shape, one compiled loop).
+    spelled = aj.bare_spellings(vocab.tokens, vocab.encode, np.unique(tokens))
+    job = aj.draft_keys(tokens, aj.bare_twins(vocab.tokens), spelled)
+    random_spellings = rng.integers(-2, v + 3, size=job.shape[:2] + (job.shape[2] - 1,))
+    for keys in (job, np.concatenate([adversarial[..., None], random_spellings], axis=-1)):
+        _same_outputs(run(speculate=EAGER, draft_keys=keys.astype(np.int32)), off)
+
+
+def test_structural_drafts_change_the_drafts_not_the_outputs(json_batch):
+    """Structural drafts (`Speculate.structure_drafts`: ``":"`` after a key, where ``":"",``
+    makes it a choice) over JSON Schemas (a DFA and a PDA), a regex and unconstrained rows,
+    with the compiled tables and with random adversarial ones (any id, allowed or not):
+    greedy outputs and final states equal decoding without drafts."""
+    b = json_batch
+    vocab, tables, off = b["vocab"], b["tables"], b["off"]
+    v = vocab.size
+    drafts = np.asarray(tables.structure_drafts)
+    # After the keys "a" (in the start's run) and "c": '":"' (an empty value's '":"",' too).
+    assert vocab.tokens.index(b'":"') in drafts[0]
     rng = np.random.default_rng(5)
     adversarial = tables.replace(
         structure_drafts=jnp.asarray(rng.integers(-1, v, size=drafts.shape), jnp.int32)
     )
-    kw = dict(model=model, fast_forward=True)
-    off = _run(mparams, tables, ids, prompts, 32, **kw)
     drafted = {}
     for name, tabs in (("compiled", tables), ("adversarial", adversarial)):
+        run = partial(_run, b["mparams"], tabs, b["ids"], b["prompts"], 32, **b["kw"])
         for spec in (Speculate(structure_drafts=True),
                      Speculate(slot_cost=0.0, logit_cost=0.0, structure_drafts=True),
                      Speculate(slot_cost=0.0, logit_cost=0.0, structure_drafts=True,
                                exit_drafts=False)):  # fmt: skip
-            on = _run(mparams, tabs, ids, prompts, 32, speculate=spec, draft_keys=keys, **kw)
-            np.testing.assert_array_equal(on.tokens, off.tokens)
-            np.testing.assert_array_equal(on.lengths, off.lengths)
-            for a, b in zip(jax.tree.leaves(on.states), jax.tree.leaves(off.states), strict=True):
-                np.testing.assert_array_equal(a, b)
-            assert (on.drafts_accepted <= on.drafted).all()
+            on = run(speculate=spec, draft_keys=b["clause"])
+            _same_outputs(on, off)
             drafted[name, spec.slot_cost, spec.exit_drafts] = int(on.drafted.sum())
     without = Speculate(slot_cost=0.0, logit_cost=0.0, structure_drafts=False)
-    plain = _run(mparams, tables, ids, prompts, 32, speculate=without, draft_keys=keys, **kw)
+    run = partial(_run, b["mparams"], tables, b["ids"], b["prompts"], 32, **b["kw"])
+    plain = run(speculate=without, draft_keys=b["clause"])
     assert drafted["compiled", 0.0, True] != int(plain.drafted.sum())  # it drafts more
 
 
