@@ -18,6 +18,7 @@ import warnings
 from pathlib import Path
 
 import jsonschema
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -209,3 +210,26 @@ def test_union_instances_in_any_order(compiled, llama3_vocab):
         ), text
 
     check()
+
+
+@pytest.mark.parametrize(
+    "name, before, again",
+    [
+        ("free_value", '{"a": 1, "b": 2, ', '"a": 3}'),
+        ("rest_free", '{"ab": true, "n": {"q": true, ', '"q": false}}'),
+        ("array_of_objects", '[{"v": 1, ', '"v": 3}]'),
+    ],
+)
+def test_a_key_written_twice_is_refused(name, before, again, compiled, llama3_vocab):
+    """A declared key written a second time in one object is refused by both automata (the
+    bitset's "not yet written" test), with equal masks up to the refusal, after a prefix
+    both allow; random walks and `jsonschema` instances (dicts) rarely or never repeat a key."""
+    old, new = compiled[name]
+    pair = PDAPair(old, new, llama3_vocab)
+    prefix = llama3_vocab.encode(before)
+    config = pair.start()
+    for tok in prefix:  # the object so far, each key once: every token allowed
+        mo, mn = pair.masks(config)
+        assert np.array_equal(mo, mn) and mo[tok], llama3_vocab.decode(prefix)
+        config = pair.step(config, tok)
+    assert not compare(pair, llama3_vocab, prefix + llama3_vocab.encode(again))
