@@ -88,6 +88,17 @@ class CountingStep:
         return self.fn(*args, **kwargs)
 
 
+def _alone_at_one_capacity(dfas: dict, vocab_size: int) -> dict:
+    """Each DFA's own `from_dfas` tables, all at the one `TableCapacity` that fits every one of
+    them: their runs of one setting share one compiled loop."""
+    fits_all = ConstraintTables.from_dfas(list(dfas.values()), vocab_size=vocab_size).capacity
+    capacity = dataclasses.replace(fits_all, constraints=1)
+    return {
+        name: ConstraintTables.from_dfas([dfa], vocab_size=vocab_size, capacity=capacity)
+        for name, dfa in dfas.items()
+    }
+
+
 @pytest.fixture(scope="module")
 def setup():
     """Each schema's compiled bitset tables, its `from_bitset` tables at `CAPACITY` and its
@@ -98,15 +109,13 @@ def setup():
         n: ac.compile_json_schema(s, vocab, whitespace="compact")
         for n, s in {**SCHEMAS, "plain": PLAIN}.items()
     }
-    both = ConstraintTables.from_dfas(list(dfas.values()), vocab_size=vocab.size)
-    exact = dataclasses.replace(both.capacity, constraints=1)
-    tables = {"plain": (None, ConstraintTables.from_dfas([dfas["plain"]], vocab_size=vocab.size,
-                                                         capacity=exact), dfas["plain"])}  # fmt: skip
+    exact = _alone_at_one_capacity(dfas, vocab.size)
+    tables = {"plain": (None, exact["plain"], dfas["plain"])}
     for name, schema in SCHEMAS.items():
         bt = ac.compile_json_schema_bitset(schema, vocab, whitespace="compact")
         tables[name] = (
             ConstraintTables.from_bitset(bt, vocab_size=vocab.size, capacity=CAPACITY),
-            ConstraintTables.from_dfas([dfas[name]], vocab_size=vocab.size, capacity=exact),
+            exact[name],
             bt,
         )
     return vocab, model, params, tables
@@ -120,15 +129,14 @@ def grammar(setup):
     schemas = {"free": FREE, "nested": PDA_SCHEMAS["nested"]}
     pdas = {n: ac.compile_json_schema(s, vocab, whitespace="compact") for n, s in schemas.items()}
     assert all(p.is_pda for p in pdas.values())
-    both = ConstraintTables.from_dfas(list(pdas.values()), vocab_size=vocab.size)
-    exact = dataclasses.replace(both.capacity, constraints=1)
+    exact = _alone_at_one_capacity(pdas, vocab.size)
     tables = {}
     for name, schema in schemas.items():
         bt = ac.compile_json_schema_bitset(schema, vocab, whitespace="compact")
         assert isinstance(bt, BitsetPDATables)
         tables[name] = (
             ConstraintTables.from_bitset(bt, vocab_size=vocab.size, capacity=PDA_BATCH_CAPACITY),
-            ConstraintTables.from_dfas([pdas[name]], vocab_size=vocab.size, capacity=exact),
+            exact[name],
             bt,
         )
     return tables
