@@ -191,13 +191,13 @@ def test_pair_test_equals_the_full_mask_on_gemma3(gemma):
     ids = np.flatnonzero(bpe.ok)
     prevs = [*rng.choice(ids, 6), tok.token_to_id("ll"), tok.token_to_id("▁"), 1, 2]
     full = np.asarray(aj.canonical_mask(canon, jnp.asarray(prevs), jnp.ones(len(prevs), bool)))
-    rows = [  # (row, next id) pairs: every row's in one call (one compile)
-        (row, nxt)
-        for row in range(len(prevs))
-        for nxt in [np.flatnonzero(~full[row]), rng.integers(0, bpe.vocab_size, 20000)]
+    nexts = [  # per row: every token the full mask rules out, and 20,000 random ids
+        np.concatenate([np.flatnonzero(~full[r]), rng.integers(0, bpe.vocab_size, 20000)])
+        for r in range(len(prevs))
     ]
-    row = np.concatenate([np.full(nxt.size, r) for r, nxt in rows])
-    nxt = np.concatenate([nxt for _, nxt in rows])
+    # every row's (prev, next) pairs in one call (one compile)
+    row = np.repeat(np.arange(len(prevs)), [n.size for n in nexts])
+    nxt = np.concatenate(nexts)
     prev = np.asarray(prevs)[row]
     got = np.asarray(jax.jit(aj.canonical_pair_ok)(canon, prev, np.ones(nxt.size, bool), nxt))
     bad = got != full[row, nxt]
