@@ -235,9 +235,9 @@ def test_a_key_written_twice_is_refused(name, before, again, compiled, llama3_vo
     assert not compare(pair, llama3_vocab, prefix + llama3_vocab.encode(again))
 
 
-# An object whose ``anyOf`` asks for one of two keys, with a free value: one `}` edge holds a
-# disjunctive REQUIRE (both required sets as program alternatives), on an ordinary edge
-# after an inline value and on a context-dependent one (a pop) after a free array.
+# An object whose ``anyOf`` asks for one of two keys, with a free value: its `}` edges hold a
+# disjunctive REQUIRE (both required sets as program alternatives), ordinary ones after a
+# scalar and context-dependent ones (a pop of the free value's rule) after an array.
 ONE_OF_TWO_KEYS = {
     "type": "object",
     "properties": {"a": BOOL, "b": BOOL, "f": FREE},
@@ -272,9 +272,9 @@ def test_a_disjunctive_requirement_at_the_closing_brace(
 ):
     """`}` is allowed exactly where one of the required sets is written, by the exact PDA and
     the reference rule (equal masks up to it and there), on an ordinary edge and on a
-    context-dependent one; `jsonschema` agrees. The union test's disjunctions are met or
-    refused statically on ordinary edges (its members differ in their keys), so only this
-    test reaches the reference's runtime test of the alternatives there."""
+    context-dependent one; `jsonschema` agrees. In the union schema a disjunctive `}` on an
+    ordinary edge follows only the members' shared key, which meets an alternative: there
+    the reference's test of the alternatives never refuses."""
     old, new = one_of_two_keys
     pair = PDAPair(old, new, llama3_vocab)
     (close,) = llama3_vocab.encode("}")
