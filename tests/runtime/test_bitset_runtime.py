@@ -84,7 +84,8 @@ def test_kernels_match_the_reference_with_require_alternatives(name, jit, tables
     """Random walks on unions whose ``}`` holds only if one member's required set is all
     written: the device conditions and advance test the alternatives as the reference does.
     Eager (op by op, ~25x slower a step): the first walk; the rule's coverage is the jitted
-    walks' (the same kernels)."""
+    walks' (the same functions, traced; `test_a_choice_decides_the_closing_brace` calls them
+    eagerly where the alternatives decide `}`)."""
     t, dt = tables[name]
     m, a = (jax.jit(bitset_mask), jax.jit(bitset_advance)) if jit else (bitset_mask, bitset_advance)
     for seed in range(4 if jit else 1):

@@ -322,7 +322,10 @@ def test_tiny_gemma_greedy_outputs_are_identical():
     assert on.drafted.sum() > 0
 
 
-LOOP_PROMPTS = [[1, 2, 1, 2, 3], [3, 1, 2]]
+# Prompts whose copies the loops draft (a constrained row keeps its draft, an unconstrained
+# row's are rejected), so the loop-body tests verify drafts on both forms of the loop.
+LOOP_PROMPTS = [[2, 1, 2, 1], [5, 5, 5, 1, 0]]
+LOOP_IDS = [0, -1]
 MEASURED = Speculate(logit_slots=(2, 3, 5), call_costs=((1, 1, 1.0), (4, 1, 1.2), (9, 5, 1.6)))
 
 
@@ -402,16 +405,17 @@ def test_the_loop_body_has_no_inner_loops_and_few_branches(
     loop reads its predicate back to the host) and two scans on the CPU; it has two
     conditionals on the CPU, the width switch and the verification's skip of the slots no
     row drafted, and one on an accelerator (the switch: the verification computes every
-    slot and selects; `automata_jax._loop.branch_free`); greedy outputs are the same."""
+    slot and selects; `automata_jax._loop.branch_free`); greedy outputs are the same, with
+    some drafts kept (saving calls) and some rejected."""
     tables = ConstraintTables.from_dfas(dfas[:2], vocab_size=V)
     # The reference: compiled once for the four cases (on the CPU's own branches).
-    off = _run(params, tables, [0, 1], LOOP_PROMPTS, 8, fast_forward=True)
+    off = _run(params, tables, LOOP_IDS, LOOP_PROMPTS, 8, fast_forward=True)
     monkeypatch.setattr(jax, "default_backend", lambda: backend)
     tokens, mask = aj.pad_prompts(LOOP_PROMPTS, pad_id=PAD)
 
     def fn(params):
         return aj.generate(
-            MODEL.apply_step, params, tokens, tables, jnp.array([0, 1]), sampler=Greedy(),
+            MODEL.apply_step, params, tokens, tables, jnp.array(LOOP_IDS), sampler=Greedy(),
             max_new_tokens=8, rng=jax.random.key(0), prompt_mask=mask, cache=MODEL.init_cache,
             pad_id=PAD, fast_forward=True, speculate=spec,
         )  # fmt: skip
@@ -427,8 +431,12 @@ def test_the_loop_body_has_no_inner_loops_and_few_branches(
     )
     assert body == expected, body
     # The program the jaxpr is of (on the CPU, the one the test above compiled).
-    on = _run(params, tables, [0, 1], LOOP_PROMPTS, 8, fast_forward=True, speculate=spec)
+    on = _run(params, tables, LOOP_IDS, LOOP_PROMPTS, 8, fast_forward=True, speculate=spec)
     np.testing.assert_array_equal(on.tokens, off.tokens)
+    # Drafts were verified, some kept and some rejected, and the kept ones saved calls.
+    assert (on.drafts_accepted <= on.drafted).all()
+    assert 0 < on.drafts_accepted.sum() < on.drafted.sum(), (on.drafted, on.drafts_accepted)
+    assert on.model_calls.sum() < off.model_calls.sum()
 
 
 def test_bad_policies_and_caches():

@@ -233,3 +233,73 @@ def test_a_key_written_twice_is_refused(name, before, again, compiled, llama3_vo
         assert np.array_equal(mo, mn) and mo[tok], llama3_vocab.decode(prefix)
         config = pair.step(config, tok)
     assert not compare(pair, llama3_vocab, prefix + llama3_vocab.encode(again))
+
+
+# An object whose ``anyOf`` asks for one of two keys, with a free value: its `}` edges hold a
+# disjunctive REQUIRE (both required sets as program alternatives), ordinary ones after a
+# scalar and context-dependent ones (a pop of the free value's rule) after an array.
+ONE_OF_TWO_KEYS = {
+    "type": "object",
+    "properties": {"a": BOOL, "b": BOOL, "f": FREE},
+    "anyOf": [{"required": ["a"]}, {"required": ["b"]}],
+    "additionalProperties": False,
+}
+
+
+@pytest.fixture(scope="module")
+def one_of_two_keys(llama3_vocab):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ac.OrderFallbackWarning)
+        old = ac.compile_json_schema(ONE_OF_TWO_KEYS, llama3_vocab)
+        new = compile_json_schema_bitset(ONE_OF_TWO_KEYS, llama3_vocab)
+    assert old.is_pda and isinstance(new, BitsetPDATables)
+    return old, new
+
+
+@pytest.mark.parametrize(
+    "before, met, ordinary",
+    [
+        ('{"f": null', False, True),
+        ('{"f": 1', False, True),
+        ('{"a": true', True, True),
+        ('{"f": "x", "b": false', True, True),
+        ('{"f": [true, {"k": 2}]', False, False),
+        ('{"b": true, "f": [true, {"k": 2}]', True, False),
+    ],
+)
+def test_a_disjunctive_requirement_at_the_closing_brace(
+    before, met, ordinary, one_of_two_keys, llama3_vocab
+):
+    """`}` is allowed exactly where one of the required sets is written, by the exact PDA and
+    the reference rule (equal masks up to it and there), on an ordinary edge and on a
+    context-dependent one; `jsonschema` agrees. In the union schema a disjunctive `}` on an
+    ordinary edge follows only the members' shared key, which meets an alternative: there
+    the reference's test of the alternatives never refuses."""
+    old, new = one_of_two_keys
+    pair = PDAPair(old, new, llama3_vocab)
+    (close,) = llama3_vocab.encode("}")
+    config = pair.start()
+    for tok in llama3_vocab.encode(before):
+        mo, mn = pair.masks(config)
+        assert np.array_equal(mo, mn) and mo[tok], before
+        config = pair.step(config, tok)
+    mo, mn = pair.masks(config)
+    assert np.array_equal(mo, mn), before
+    assert mn[close] == met, before
+    # the edge this case is about: ordinary or not, its program's two required sets
+    _, (state, stack, _) = config
+    tab = new.tables
+    cls = tab.token_class[close]
+    assert (tab.next_state[state, cls] >= 0) == ordinary
+    if ordinary:
+        program = new.program[state, cls]
+    else:
+        (edge,) = [
+            e
+            for e in tab._cd_edges(state).tolist()
+            if tab.cd_class[e] == cls and tab._pops_match(e, stack)
+        ]
+        program = new.cd_program[edge]
+    assert len({tuple(alt) for alt in new.program_alts[program].tolist()}) == 2
+    valid = jsonschema.Draft202012Validator(ONE_OF_TWO_KEYS).is_valid(json.loads(before + "}"))
+    assert valid == met
