@@ -232,3 +232,40 @@ def test_a_piece_lives_as_long_as_its_node():
     del node
     gc.collect()
     assert key not in _byte_dfa._PIECES
+
+
+def _chain_fragment(budget, length: int):
+    """An NFA whose fragment (from state 3 on, entered from state 0, leaving to state 1)
+    spells ``length`` bytes ``a``: its minimal DFA has ``length + 1`` states."""
+    nfa = _fsa.NFA(budget, 100)
+    s, e, _ = nfa.state(), nfa.state(), nfa.state()
+    base = nfa.state()
+    nfa.eps[s].append(base)
+    for i in range(length):
+        nxt = nfa.state() if i < length - 1 else e
+        nfa.edges[base + i].append((97, 97, nxt))
+    return nfa, base, s, e
+
+
+def test_a_fragment_past_its_budget_is_not_determinized_again(monkeypatch):
+    """A fragment that passed its budget as a piece is kept as such (`_PastBudget`): the
+    same fragment of the same node under budgets no larger is built in place with no
+    second attempt; a larger budget, or another fragment of the node, is tried again."""
+    calls = []
+    minimal_dfa = _fsa.minimal_dfa
+    monkeypatch.setattr(
+        _fsa, "minimal_dfa", lambda *a, **k: calls.append(1) or minimal_dfa(*a, **k)
+    )
+    node = Automaton(edges=((),), start=0, finals=frozenset())
+    small = _fsa.Budget("t", max_states=4, max_work=1000)
+    for _ in range(2):
+        nfa, base, s, e = _chain_fragment(small, 5)
+        assert _byte_dfa._piece_of(node, nfa, base, s, e, 0) is None
+    assert len(calls) == 1 and _byte_dfa._piece(node) is None
+    nfa, base, s, e = _chain_fragment(_fsa.Budget("t", max_states=3, max_work=1000), 5)
+    assert _byte_dfa._piece_of(node, nfa, base, s, e, 0) is None and len(calls) == 1
+    nfa, base, s, e = _chain_fragment(small, 6)  # another fragment: tried (and past it)
+    assert _byte_dfa._piece_of(node, nfa, base, s, e, 0) is None and len(calls) == 2
+    nfa, base, s, e = _chain_fragment(_fsa.Budget("t", max_states=10, max_work=1000), 5)
+    rows, start, finals = _byte_dfa._piece_of(node, nfa, base, s, e, 0)
+    assert len(calls) == 3 and len(rows) == 6 and _byte_dfa._piece(node) is not None
