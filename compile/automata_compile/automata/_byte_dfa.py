@@ -319,7 +319,8 @@ PIECE_MIN_STATES = 2000
 # Memo of pieces by node, as long as the node lives: the labels of an object are sized
 # (`cached_byte_dfa` of each) and then built again in their parent. Keyed by ``id`` (a
 # lookup per node built must be cheap), with a weak reference that checks the id still
-# names the node and drops the entry with it.
+# names the node and drops the entry with it. A node whose fragment failed as a piece
+# holds a `_PastBudget` instead (no piece: `_piece` gives None).
 _PIECES: dict = {}
 
 
