@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import hashlib
 import threading
 import weakref
-from typing import NamedTuple
 
 import numpy as np
 
@@ -319,8 +317,7 @@ PIECE_MIN_STATES = 2000
 # Memo of pieces by node, as long as the node lives: the labels of an object are sized
 # (`cached_byte_dfa` of each) and then built again in their parent. Keyed by ``id`` (a
 # lookup per node built must be cheap), with a weak reference that checks the id still
-# names the node and drops the entry with it. A node whose fragment failed as a piece
-# holds a `_PastBudget` instead (no piece: `_piece` gives None).
+# names the node and drops the entry with it.
 _PIECES: dict = {}
 
 
@@ -339,35 +336,9 @@ def _composite(node: Automaton) -> bool:
     return any(type(label) is not tuple for out in node.edges for label, _ in out)
 
 
-class _PastBudget(NamedTuple):
-    """Kept in `_PIECES` for a node whose fragment passed these budgets as a piece, with
-    the fragment's digest (`_fragment_digest`): where the node recurs with the same
-    fragment (its own pieces may differ by then) under budgets no larger, the subset
-    construction would be the same and fail the same way, so it is built in place
-    without that attempt."""
-
-    max_states: int
-    max_work: int
-    fragment: bytes
-
-
-def _past_budget(node) -> _PastBudget | None:
-    hit = _PIECES.get(id(node))
-    if hit is None or hit[0]() is not node or type(hit[1]) is not _PastBudget:
-        return None
-    return hit[1]
-
-
-def _fragment_digest(edges, eps, start: int) -> bytes:
-    """A digest of a fragment's NFA (local ids), for `_PastBudget`."""
-    h = hashlib.blake2b(digest_size=16)
-    h.update(repr((start, edges, eps)).encode())
-    return h.digest()
-
-
 def _piece(node):
     hit = _PIECES.get(id(node))
-    if hit is None or hit[0]() is not node or type(hit[1]) is _PastBudget:
+    if hit is None or hit[0]() is not node:
         return None
     piece = hit[1]
     if isinstance(piece, _fsa.DFA):
@@ -414,25 +385,11 @@ def _piece_of(node, nfa: _fsa.NFA, base: int, s: int, e: int, entries: int):
             else:
                 return None
         eps.append(loc)
-    start = nfa.eps[s][entries] - base
-    budget = nfa.budget
-    past = _past_budget(node)
-    if (
-        past is not None
-        and budget.max_states <= past.max_states
-        and budget.max_work <= past.max_work
-        and past.fragment == _fragment_digest(edges, eps, start)
-    ):
-        return None  # the same construction under budgets no larger: it fails again
-    sub = _fsa.NFA(budget, nfa.max_states)
+    sub = _fsa.NFA(nfa.budget, nfa.max_states)
     sub.edges, sub.eps = [*edges, []], [*eps, []]
     try:
-        dfa = _fsa.minimal_dfa(sub, start, final, top)
+        dfa = _fsa.minimal_dfa(sub, nfa.eps[s][entries] - base, final, top)
     except StateBudgetExceededError:
-        _keep(
-            node,
-            _PastBudget(budget.max_states, budget.max_work, _fragment_digest(edges, eps, start)),
-        )
         return None
     piece = ((), 0, ()) if dfa is None else _rows(dfa)
     _keep(node, piece)
