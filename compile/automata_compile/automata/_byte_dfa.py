@@ -249,7 +249,7 @@ def lead_then_states(lead: bytes, tail) -> int | None:
             _TAIL_COUNTS.move_to_end(key)
     if hit is None:
         try:
-            nfa, s, e = byte_nfa(tail)
+            nfa, s, e = byte_nfa(tail, what="a property")
             stats: dict = {}
             dfa = _fsa.minimal_dfa(nfa, s, e, NUM_BYTES, stats=stats)
             hit = (

@@ -106,7 +106,11 @@ def fingerprint(node, memo: dict | None = None) -> bytes:
     finals): trees with equal fingerprints build the same automata, so caches across
     compiles key on it (an `Automaton` node is otherwise compared by identity). Shared
     subtrees are digested once, without recursion. ``memo`` (digests by node id) may be
-    shared by calls on trees that share subtrees (while they are alive)."""
+    shared by calls on trees that share subtrees (while they are alive).
+
+    Each node keeps its digest (nodes are immutable), so a subtree met again by a later
+    call, as the labels of an object are when it is sized, then built, then cached, is not
+    digested again."""
     memo = {} if memo is None else memo
     stack = [node]
     while stack:
@@ -114,13 +118,23 @@ def fingerprint(node, memo: dict | None = None) -> bytes:
         if id(x) in memo:
             stack.pop()
             continue
+        kept = x.__dict__.get(_FINGERPRINT)
+        if kept is not None:
+            memo[id(x)] = kept
+            stack.pop()
+            continue
         todo = [k for k in _children(x) if id(k) not in memo]
         if todo:
             stack.extend(todo)
             continue
         stack.pop()
-        memo[id(x)] = _digest(x, memo)
+        memo[id(x)] = x.__dict__[_FINGERPRINT] = _digest(x, memo)
     return memo[id(node)]
+
+
+# The attribute a node's digest is kept in, in its ``__dict__`` (the nodes are frozen
+# dataclasses: as `functools.cached_property` does, past the frozen ``__setattr__``).
+_FINGERPRINT = "_fingerprint"
 
 
 def children(node) -> tuple:

@@ -59,3 +59,41 @@ def test_simplifying_constructors_drop_what_the_leaf_empties():
     assert map_terminals(tree, leaf, {}, seq=sf.seq, alt=sf.alt, rep=sf.rep) == Event(0)
     plain = map_terminals(tree, leaf, {})  # the plain nodes keep the NEVER inside
     assert plain.options[0] == Seq((A, NEVER)) and plain.options[2] == Event(0)
+
+
+def _copy(node):
+    """A structurally equal tree of new node objects (no digest kept on any)."""
+    if isinstance(node, Seq):
+        return Seq(tuple(_copy(x) for x in node.items))
+    if isinstance(node, Alt):
+        return Alt(tuple(_copy(x) for x in node.options))
+    if isinstance(node, Repeat):
+        return Repeat(_copy(node.item), node.min, node.max)
+    if isinstance(node, Automaton):
+        edges = tuple(
+            tuple((x if isinstance(x, tuple) else _copy(x), r) for x, r in out)
+            for out in node.edges
+        )
+        return Automaton(edges=edges, start=node.start, finals=node.finals)
+    return type(node)(*(getattr(node, f) for f in node.__dataclass_fields__))
+
+
+def test_a_kept_fingerprint_is_not_digested_again(monkeypatch):
+    """`fingerprint` keeps each node's digest on the node: a later call digests only the
+    new nodes above a subtree met before (here the new root alone), and gives
+    the digest a tree of new, structurally equal nodes gets from scratch."""
+    from automata_compile.automata import _ir
+
+    shared, tree = _tree()
+    first = _ir.fingerprint(tree)
+    digested = []
+    digest = _ir._digest
+    monkeypatch.setattr(_ir, "_digest", lambda x, memo: digested.append(x) or digest(x, memo))
+    assert _ir.fingerprint(tree) == first and digested == []
+    parent = Seq((tree, shared))
+    got = _ir.fingerprint(parent)
+    assert digested == [parent]
+    digested.clear()
+    copy = _copy(parent)  # (the shared subtree copied once per use)
+    assert _ir.fingerprint(copy) == got and len(digested) == len(list(_ir.distinct_nodes([copy])))
+    assert _ir.fingerprint(Seq((shared, tree))) != got  # the order of the items counts

@@ -649,7 +649,7 @@ class _Emitter:
                     n = (
                         0
                         if sf.is_never(label)
-                        else _byte_dfa.cached_byte_dfa(label, calls).num_states
+                        else _byte_dfa.cached_byte_dfa(label, calls, what="a property").num_states
                     )
                 except EmptyLanguageError:
                     n = 0
