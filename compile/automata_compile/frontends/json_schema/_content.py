@@ -312,12 +312,22 @@ def intersect(*nodes):
         return NEVER
     if len(nodes) == 1:
         return nodes[0]
-    texts = min((t for t in map(finite_strings, nodes) if t is not None), key=len, default=None)
+    sets = [finite_strings(n) for n in nodes]
+    texts = min((t for t in sets if t is not None), key=len, default=None)
     if texts is not None:
         # each string tested against the others: no product automaton (an ``enum`` of
         # hundreds of names meeting a ``pattern`` that spells one of them)
-        return alt(*(lit(x) for x in texts if all(content_matches(n, x) for n in nodes)))
+        return alt(*(lit(x) for x in texts if _in_all(x, nodes, sets)))
     return _char_dfa.intersect(*nodes)
+
+
+def _in_all(text: str, nodes, sets) -> bool:
+    """Whether ``text`` is in every language of ``nodes`` (``sets``: their finite strings,
+    or None), tested on automata, never by a backtracking regex."""
+    return all(
+        text in t if t is not None else _char_dfa.matches(n, text)
+        for n, t in zip(nodes, sets, strict=True)
+    )
 
 
 # Strings a content language may spell for `intersect` to test them one by one.
