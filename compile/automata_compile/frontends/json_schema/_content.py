@@ -15,6 +15,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import functools
+import itertools
 import re
 
 from automata_compile._errors import StateBudgetExceededError
@@ -340,17 +341,23 @@ def finite_strings(node) -> tuple[str, ...] | None:
     of them (read off the tree: literals, character sets, bounded repeats, their sequences
     and unions), else None (also for automaton nodes and anchors)."""
     if isinstance(node, Chars):
-        if sum(hi - lo + 1 for lo, hi in node.ranges) > FINITE_MAX:
+        if sum(hi - lo + 1 for lo, hi in node.ranges) > FINITE_MAX or any(
+            hi > MAX_CP for _, hi in node.ranges
+        ):  # many characters, or a virtual anchor symbol
             return None
         return tuple(chr(c) for lo, hi in node.ranges for c in range(lo, hi + 1))
     if isinstance(node, Seq):
-        out: tuple[str, ...] = ("",)
+        parts, count = [], 1
         for item in node.items:
             part = finite_strings(item)
-            if part is None or len(out) * len(part) > FINITE_MAX:
+            if part is None:
                 return None
-            out = tuple(dict.fromkeys(a + b for a in out for b in part))
-        return out
+            count *= len(part)
+            if count > FINITE_MAX:
+                return None
+            parts.append(part)
+        # joined once per string: a long literal costs its length, not its length squared
+        return tuple(dict.fromkeys(map("".join, itertools.product(*parts))))
     if isinstance(node, Alt):
         acc: dict = {}
         for option in node.options:

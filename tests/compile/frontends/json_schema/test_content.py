@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from automata_compile.automata import Chars
 from automata_compile.automata import char_dfa as _char_dfa
 from automata_compile.frontends.json_schema import _content as sf
 from automata_compile.frontends.json_schema._ecma import pattern_language
@@ -48,6 +49,8 @@ def test_finite_strings_reads_finite_trees_only():
         "", "0", "1", "00", "01", "10", "11"
     }  # fmt: skip
     assert sf.finite_strings(sf.NEVER) == ()
+    long = "x" * 20_000  # a long const: one string, joined once
+    assert sf.finite_strings(sf.lit(long)) == (long,)
     assert sf.finite_strings(sf.rep(sf.NEVER, 0, 10**9)) == ("",)
     # infinite, or past FINITE_MAX strings: the automaton path
     assert sf.finite_strings(sf.ANY_STRING) is None
@@ -55,3 +58,4 @@ def test_finite_strings_reads_finite_trees_only():
     assert sf.finite_strings(sf.rep(sf.char("a"), 0, 10**9)) is None
     assert sf.finite_strings(sf.rep(sf.chars([(48, 57)]), 2, 2)) is None  # 100 strings
     assert sf.finite_strings(pattern_language("^a")) is None  # an automaton node
+    assert sf.finite_strings(Chars(((sf.BOL, sf.BOL),))) is None  # a virtual anchor symbol
