@@ -15,6 +15,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import functools
+import itertools
 import re
 
 from automata_compile._errors import StateBudgetExceededError
@@ -303,7 +304,8 @@ def _trivially_nonempty(node) -> bool:
 
 
 def intersect(*nodes):
-    """The intersection of content languages (an `Automaton` node unless trivial)."""
+    """The intersection of content languages (an `Automaton` node unless trivial, or a
+    literal set where one of them is a small finite set: see `finite_strings`)."""
     nodes = tuple(dict.fromkeys(n for n in nodes if n != ANY_STRING))
     if not nodes:
         return ANY_STRING
@@ -311,7 +313,81 @@ def intersect(*nodes):
         return NEVER
     if len(nodes) == 1:
         return nodes[0]
+    sets = [finite_strings(n) for n in nodes]
+    texts = min((t for t in sets if t is not None), key=len, default=None)
+    if texts is not None:
+        # each string tested against the others: no product automaton (an ``enum`` of
+        # hundreds of names meeting a ``pattern`` that spells one of them)
+        return alt(*(lit(x) for x in texts if _in_all(x, nodes, sets)))
     return _char_dfa.intersect(*nodes)
+
+
+def _in_all(text: str, nodes, sets) -> bool:
+    """Whether ``text`` is in every language of ``nodes`` (``sets``: their finite strings,
+    or None), tested on automata, never by a backtracking regex."""
+    return all(
+        text in t if t is not None else _char_dfa.matches(n, text)
+        for n, t in zip(nodes, sets, strict=True)
+    )
+
+
+# Strings a content language may spell for `intersect` to test them one by one.
+FINITE_MAX = 64
+
+
+@functools.lru_cache(maxsize=65536)
+def finite_strings(node) -> tuple[str, ...] | None:
+    """The strings of ``node``'s language where it is finite and has at most `FINITE_MAX`
+    of them (read off the tree: literals, character sets, bounded repeats, their sequences
+    and unions), else None (also for automaton nodes and anchors)."""
+    if isinstance(node, Chars):
+        if sum(hi - lo + 1 for lo, hi in node.ranges) > FINITE_MAX or any(
+            hi > MAX_CP for _, hi in node.ranges
+        ):  # many characters, or a virtual anchor symbol
+            return None
+        return tuple(chr(c) for lo, hi in node.ranges for c in range(lo, hi + 1))
+    if isinstance(node, Seq):
+        parts, count = [], 1
+        for item in node.items:
+            part = finite_strings(item)
+            if part is None:
+                return None
+            count *= len(part)
+            if count > FINITE_MAX:
+                return None
+            parts.append(part)
+        # joined once per string: a long literal costs its length, not its length squared
+        return tuple(dict.fromkeys(map("".join, itertools.product(*parts))))
+    if isinstance(node, Alt):
+        acc: dict = {}
+        for option in node.options:
+            part = finite_strings(option)
+            if part is None:
+                return None
+            acc.update(dict.fromkeys(part))
+            if len(acc) > FINITE_MAX:
+                return None
+        return tuple(acc)
+    if isinstance(node, Repeat):
+        if node.max is None:
+            return None
+        part = finite_strings(node.item)
+        if part is None:
+            return None
+        if not part or part == ("",):  # no string, or only the empty one: repeats add none
+            return ("",) if node.min == 0 or part else ()
+        out, acc = ("",), {}
+        for k in range(node.max + 1):
+            if k >= node.min:
+                acc.update(dict.fromkeys(out))
+                if len(acc) > FINITE_MAX:
+                    return None
+            if k < node.max:
+                if len(out) * len(part) > FINITE_MAX:
+                    return None
+                out = tuple(dict.fromkeys(a + b for a in out for b in part))
+        return tuple(acc)
+    return None
 
 
 def complement(node):

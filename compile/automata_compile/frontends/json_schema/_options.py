@@ -11,8 +11,13 @@ each JSON type, the set of allowed values as a union of constraint records (numb
 interval, multipleOf, finite sets; strings: an IR tree over decoded characters; arrays
 and objects: per-position / per-property schemas, counts). Keywords are intersections of
 such languages (`allOf` and sibling keywords), `anyOf` a union, `not`/`if`/`oneOf` use
-complements where they are expressible. String intersections and complements run on
-automata (`automata._char_dfa`) and stay `Automaton` IR nodes, as do ``multipleOf``
+complements where they are expressible. A union keeps every branch's alternatives, however
+many (an ``anyOf`` of hundreds of objects, each told apart by a ``const`` property, is
+exact); products, which multiply alternatives (an ``allOf`` of ``anyOf``s, a complement),
+are bounded (see the refusals below). String intersections and complements run on
+automata (`automata._char_dfa`) and stay `Automaton` IR nodes (except that a small finite
+set, such as an ``enum``, meeting another constraint keeps the values that match it,
+tested one by one), as do ``multipleOf``
 remainders and counted ``contains``/property counts; the emitter (`_emitter`) spells the
 typed language as IR of JSON texts, strings through `_strings` (JSON escapes), `_ecma`
 (ECMA-262 patterns) and `_formats`. No regex text is printed and parsed on the way.
@@ -166,8 +171,10 @@ with ``subsets="refuse"``, ``not``/``if`` whose complement is not expressible
 (e.g. objects that must have some undeclared property), ``unevaluated*`` under an ``anyOf`` of more than four annotated
 branches, and constraints whose automaton outgrows a budget (``multipleOf`` whose
 remainder automaton needs more than 400 states, string intersections or complements past
-20,000 states, objects in any property order past their budget; a byte automaton past
-``max_states`` raises `StateBudgetExceededError`).
+20,000 states, objects in any property order past their budget, an intersection or
+complement with more than 256 alternatives of one JSON type where it multiplied them past
+those of each of its operands, or one of more than 65,536 pairs of alternatives; a byte
+automaton past ``max_states`` raises `StateBudgetExceededError`).
 `json_schema_to_regex` also raises `UnsupportedSchemaError` (with no keyword) for a schema
 that needs grammar rules (unless ``recursion="unroll"``; the message names the rules) and
 for one whose IR holds an automaton node, which it cannot print: ``pattern``/``format`` with

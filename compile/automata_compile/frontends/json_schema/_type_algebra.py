@@ -58,7 +58,7 @@ def _meet_cached(a: _T, b: _T) -> _T:
         sf.intersect(a.string, b.string),
         arrays,
         objects,
-    )
+    ).grown(a, b)
 
 
 def _pairs(xs, ys, free, meet):
@@ -241,7 +241,7 @@ def _negate_cached(t: _T) -> _T:
         sf.complement(t.string),
         arrays,
         objects,
-    )
+    ).grown()
 
 
 def _num_negate(n: _Num) -> list:

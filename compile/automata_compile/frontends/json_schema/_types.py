@@ -22,6 +22,7 @@ from automata_compile.frontends.json_schema._content import (
 )
 from automata_compile.frontends.json_schema._resolver import _loc
 
+# Alternatives of one JSON type that a product (a meet, a complement) may make: see `grown`.
 _MAX_DNF = 256
 
 
@@ -292,8 +293,6 @@ class _T(_Hashed):
         objects = tuple(dict.fromkeys(o for o in objects if not o.surely_empty()))
         if _FREE_OBJ in objects:
             objects = (_FREE_OBJ,)
-        if len(nums) > _MAX_DNF or len(arrays) > _MAX_DNF or len(objects) > _MAX_DNF:
-            raise TooComplexError("too many alternatives")
         self._init(
             null=null,
             bools=frozenset(bools),
@@ -306,6 +305,22 @@ class _T(_Hashed):
 
     def is_bottom(self) -> bool:
         return self == _BOTTOM
+
+    def grown(self, *factors: _T) -> _T:
+        """This product (the meet of ``factors``, or a complement: no factors), refused where
+        it multiplied the alternatives of one JSON type past `_MAX_DNF` and past those of
+        every factor. A union only adds up its branches' alternatives (as many as the schema
+        writes: ``anyOf`` of 300 objects is 300), and a meet with one alternative keeps the
+        other side's count; products of several multiply, and are bounded here.
+
+        Raises:
+          TooComplexError: "too many alternatives".
+        """
+        for kind in ("nums", "arrays", "objects"):
+            n = len(getattr(self, kind))
+            if n > _MAX_DNF and all(n > len(getattr(f, kind)) for f in factors):
+                raise TooComplexError("too many alternatives")
+        return self
 
     def is_top(self) -> bool:
         return self == _TOP

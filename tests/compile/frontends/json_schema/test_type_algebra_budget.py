@@ -1,7 +1,9 @@
 """The type algebra's work budget (`_type_algebra.MAX_PAIRS`): a complement whose
 alternatives multiply past it is refused by name (keyword and pointer) in a bounded
 amount of work, where before only the compile's deadline stopped it
-(SchemaStore's bitbucket-pipelines); below it, the language is exact.
+(SchemaStore's bitbucket-pipelines); below it, the language is exact. The alternatives
+budget (`_types._MAX_DNF`) bounds products only: a meet that multiplies alternatives past it
+is refused by name, a union of more branches (SchemaStore's azure-pipelines) is exact.
 
 Oracle: `jsonschema` on instances spelled as `json.dumps` writes them.
 """
@@ -13,7 +15,7 @@ import json
 import pytest
 
 import automata_compile as ac
-from automata_compile.frontends.json_schema import _type_algebra
+from automata_compile.frontends.json_schema import _type_algebra, _types
 
 jsonschema = pytest.importorskip("jsonschema")
 
@@ -58,3 +60,49 @@ def test_a_complement_within_the_budget_is_exact():
     for value in values:
         text = json.dumps(value, separators=(",", ":")).encode()
         assert dfa.accepts(list(text)) == validator.is_valid(value), value
+
+
+# A union adds up its branches' alternatives (``anyOf`` of N objects is N of them, as
+# SchemaStore's azure-pipelines writes 259 tasks): past the product budget `_MAX_DNF`, and
+# meeting the object beside it (one alternative), it stays exact.
+N_UNION = _types._MAX_DNF + 4
+UNION = {
+    "type": "object",
+    "properties": {"kind": {"type": "string"}, "note": {"type": "string"}},
+    "anyOf": [
+        {
+            "properties": {
+                "kind": {"const": f"k{i}"},
+                "v": {"type": "integer"} if i % 2 else {"type": "string", "maxLength": 2},
+            },
+            "required": ["kind"],
+            "additionalProperties": False,
+        }
+        for i in range(N_UNION)
+    ],
+}
+
+
+def test_a_union_past_the_product_budget_is_exact():
+    dfa = ac.compile_json_schema(UNION, _byte_vocab())
+    validator = jsonschema.Draft202012Validator(UNION)
+    last = N_UNION - 1  # odd: an integer v
+    values = [{"kind": "k1", "v": 3}, {"v": 3, "kind": "k1"}, {"kind": "k2", "v": "ab"}]
+    values += [{"v": 7, "kind": f"k{last}"}, {"kind": f"k{last}"}, {"kind": "k0"}]
+    values += [{"kind": "k2", "v": 3}, {"v": "abc", "kind": "k2"}, {"kind": f"k{N_UNION}"}]
+    values += [{}, {"v": 1}, {"kind": "k1", "note": "x"}, {"kind": 1}, []]
+    assert {validator.is_valid(v) for v in values} == {True, False}
+    for value in values:
+        text = json.dumps(value).encode()
+        assert dfa.accepts(list(text)) == validator.is_valid(value), value
+
+
+def test_a_meet_multiplying_alternatives_past_the_budget_is_refused_by_name():
+    # 17 x 17 distinct objects (each needs one name of each side): 289 > _MAX_DNF
+    side = [{"required": [f"a{i}"], "type": "object"} for i in range(17)]
+    other = [{"required": [f"b{i}"], "type": "object"} for i in range(17)]
+    schema = {"allOf": [{"anyOf": side}, {"anyOf": other}]}
+    with pytest.raises(ac.UnsupportedSchemaError) as e:
+        ac.compile_json_schema(schema, _byte_vocab(), property_order="declared")
+    assert e.value.keyword == "allOf" and e.value.pointer == "/allOf"
+    assert "too many alternatives" in str(e.value)
