@@ -114,7 +114,8 @@ def compile_json_schema(
     Compile budgets: ``max_states`` bounds the byte DFA (default 100,000; its work budget
     scales with it) and string/``multipleOf`` automata have their own fixed budgets; past
     one, the schema is compiled again with its objects in declared order, then with its
-    values outlined into grammar rules (the same language); where that fails too,
+    values outlined into grammar rules (the same language), then with the objects those
+    rules let fit any order in declared order (warned); where that fails too,
     `StateBudgetExceededError` (or, for a string constraint, `UnsupportedSchemaError`
     with the budget in its message). ``timeout_s`` (default 30 s; ``None``: no limit of its
     own) bounds the whole compile's wall-clock time, checked at the automaton core's
@@ -224,12 +225,40 @@ def _outlined(schema, opts: SchemaOptions, vocab, max_states, spec, error):
                 inline |= kept
                 continue
             except StateBudgetExceededError as e:
-                raise _outlining_tried(e, error) from None
+                return _outlined_in_order(schema, opts, vocab, max_states, spec, error, e)
             try:
                 return token_pda(pda, vocab, spec_kind="json_schema", spec=spec)
             except StateBudgetExceededError as e:  # the composition's own budgets
-                raise _outlining_tried(e, error) from None
+                return _outlined_in_order(schema, opts, vocab, max_states, spec, error, e)
     raise error
+
+
+def _outlined_in_order(schema, opts: SchemaOptions, vocab, max_states, spec, error, e):
+    """The outlined schema again with the objects it built in any order in declared order,
+    each named by a warning, where the outlined PDA or its composition outgrew a budget
+    (``e``). Outlined values are rule calls, so an object whose inline values were past
+    the any-order budget can fit it as rules, and then its states are copied once per set
+    of properties written: so are the return states of its values' rules, and a token
+    that closes nested such objects reaches their product of stack contexts (codecov.json:
+    ``coverage.notify``, 6 properties, in ``coverage``, 5). Declared order is a sound
+    subset, as `order_fallback` takes for the whole schema.
+
+    Raises:
+      StateBudgetExceededError: ``e``, with ``error``, where no object was in any order
+        or declared order outgrows a budget too.
+    """
+    objects = set(opts.any_ordered) - opts.declared_at
+    if opts.property_order != "any" or not objects:
+        raise _outlining_tried(e, error) from None
+    for ptr in sorted(objects):
+        order_fallback_warning(
+            opts,
+            ptr,
+            f"the schema's values outlined into grammar rules with the object at "
+            f"{pointer_fragment(ptr)} in any property order outgrow a budget ({e})",
+        )
+    retry = dataclasses.replace(opts, declared_at=opts.declared_at | objects, any_ordered=[])
+    return _outlined(schema, retry, vocab, max_states, spec, error)
 
 
 def _outlining_tried(e: StateBudgetExceededError, error) -> StateBudgetExceededError:

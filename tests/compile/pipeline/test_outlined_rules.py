@@ -11,6 +11,7 @@ on those texts), as ``json.dumps`` writes them with and without spaces.
 from __future__ import annotations
 
 import json
+import warnings
 
 import pytest
 from hypothesis import HealthCheck, Phase, event, given, settings
@@ -19,7 +20,9 @@ from hypothesis import strategies as st
 import automata_compile as ac
 from automata_compile import StateBudgetExceededError
 from automata_compile.frontends.json_schema import parse_options
+from automata_compile.pipeline import _json_schema
 from automata_compile.pipeline._json_schema import byte_language
+from automata_compile.tokens import token_pda
 
 jsonschema = pytest.importorskip("jsonschema")
 
@@ -184,3 +187,58 @@ def test_values_a_conflict_names_are_kept_inline():
             value = [items[(start + 3 * i) % len(items)] for i in range(n)]
             text = json.dumps(value)
             assert bool(dfa.accepts(list(text.encode()))) == validator.is_valid(value), text
+
+
+ITEM = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {"x": {"type": "integer", "minimum": 0, "maximum": 40}, "y": {"type": "string"}},
+}
+ORDERED = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {n: {"type": "array", "maxItems": 3, "items": ITEM} for n in "abc"},
+    "required": ["a"],
+}
+
+
+def outlined_failing_once(monkeypatch, **options):
+    """``ORDERED`` through `_outlined` (its values are rules, its objects in any order)
+    with the first composition failing on a budget, as codecov.json's does on Llama-3 (a
+    token closing nested any-order objects reaches more than 4096 stack contexts: the
+    return states of their values' rules multiply): the PDA composed and the warnings."""
+    composed = []
+
+    def failing_once(pda, *args, **kwargs):
+        composed.append(pda)
+        if len(composed) == 1:
+            raise StateBudgetExceededError("a simulated composition budget")
+        return token_pda(pda, *args, **kwargs)
+
+    monkeypatch.setattr(_json_schema, "token_pda", failing_once)
+    first = StateBudgetExceededError("the schema's DFA")
+    opts = parse_options(options)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dfa = _json_schema._outlined(ORDERED, opts, BYTES, None, "{}", first)
+    return dfa, [w.message for w in caught if isinstance(w.message, ac.OrderFallbackWarning)]
+
+
+def test_outlined_objects_in_any_order_fall_back_to_declared_order(monkeypatch):
+    dfa, warned = outlined_failing_once(monkeypatch)
+    assert {w.pointer for w in warned} == {"", "/properties/a/items"}
+    assert all("outlined into grammar rules" in str(w) for w in warned)
+    validator = jsonschema.Draft202012Validator(ORDERED)
+    declared = [{"a": []}, {"a": [{"x": 1, "y": "s"}], "c": [{}]}, {"b": []}, {"a": [{"x": 41}]}]
+    for value in declared:  # declared order: exactly the validator's language
+        assert dfa.accepts(list(json.dumps(value).encode())) == validator.is_valid(value)
+    for value in [{"c": [], "a": []}, {"a": [{"y": "s", "x": 1}]}]:  # valid, another order
+        assert validator.is_valid(value)
+        assert not dfa.accepts(list(json.dumps(value).encode()))
+    exact = ac.compile_json_schema(ORDERED, BYTES)  # any order where nothing fails
+    assert exact.accepts(list(json.dumps({"c": [], "a": []}).encode()))
+
+
+def test_no_object_in_any_order_keeps_the_budget_error(monkeypatch):
+    with pytest.raises(StateBudgetExceededError, match="simulated .*tried after: the schema's"):
+        outlined_failing_once(monkeypatch, property_order="declared")

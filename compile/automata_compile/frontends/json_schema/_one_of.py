@@ -13,13 +13,13 @@ cannot be complemented dropped, at every depth (``unique`` of arrays, existentia
 of objects, counted ``contains`` over a relaxed schema); its shape (array lengths; object
 sizes, allowed, required and forbidden names); that shape open to any name (a complement
 with no existential constraint); the branch's type alone (every array, every object, ...).
-After each meet, existential constraints over declared names are rewritten exactly as
-required names (`_settle`), so that the next meet does not hold two at once.
+An existential constraint over declared names stays one constraint (one flag in the
+emitter); a meet that would hold two rewrites one as required names (`_type_algebra`).
 """
 
 from __future__ import annotations
 
-from automata_compile.frontends.json_schema._content import TooComplexError, lit
+from automata_compile.frontends.json_schema._content import TooComplexError
 from automata_compile.frontends.json_schema._resolver import _Refuse
 from automata_compile.frontends.json_schema._type_algebra import _is_empty, _join, _meet, _negate
 from automata_compile.frontends.json_schema._types import (
@@ -111,7 +111,7 @@ def _exclude(x: _T, a: _T) -> tuple[_T, str | None]:
                 _NEGATED[(level, a)] = neg
             if isinstance(neg, Exception):
                 raise neg
-            out = _settle(_meet(x, neg))
+            out = _meet(x, neg)
             _check_counted(out, x)
         except (_Refuse, TooComplexError) as e:
             cause = cause or getattr(e, "reason", None) or f"its complement is too complex ({e})"
@@ -159,25 +159,6 @@ def _arrays(t, seen=None):
         for s in (*(s for _, s in o.props), *(s for _, s in o.rest), *(s for _, s in o.need)):
             if s is not None:
                 yield from _arrays(s, seen)
-
-
-def _settle(t: _T) -> _T:
-    """``t`` with each existential property constraint whose witnesses are all declared
-    names rewritten exactly as a union of objects, one requiring each witness (so a later
-    meet with another existential constraint does not need two at once)."""
-    if not any(o.need for o in t.objects):
-        return t
-    objects = []
-    for o in t.objects:
-        names = {lit(n): n for n, _ in o.props}
-        if not o.need or not all(k in names for k, _ in o.need):
-            objects.append(o)
-            continue
-        for k, s in o.need:
-            n = names[k]
-            props = tuple((m, _meet(ps, s) if m == n else ps) for m, ps in o.props)
-            objects.append(_Obj(props, o.required | {n}, o.rest, (), o.min, o.max, o.ev, o.at))
-    return t.replace(objects=tuple(objects))
 
 
 def relax(t):

@@ -115,7 +115,9 @@ Options (all keyword-only):
     `OrderFallbackWarning` naming it by JSON pointer; so does a whole schema whose
     automaton outgrows ``max_states`` (or another automaton budget) with its objects in
     any order: it is compiled again with each of them in declared order, each named by a
-    warning. ``"strict_any"`` raises `UnsupportedSchemaError` instead (keyword
+    warning; and so are the objects that fit any order only with the schema's values
+    outlined into grammar rules, where those rules or their composition with the
+    vocabulary outgrow a budget. ``"strict_any"`` raises `UnsupportedSchemaError` instead (keyword
     ``properties``, the object's pointer, its number of properties). In practice: up to
     4-5 properties with short values, fewer with long bounded strings or free
     ``additionalProperties`` (see BENCHMARKS.md).
