@@ -27,7 +27,7 @@ import weakref
 import numpy as np
 
 from automata_compile.automata import CALL, DEAD, RETURN, SHIFT, BytePDA
-from automata_compile.tokens._pda_walk import Walk, Walker
+from automata_compile.tokens._pda_walk import Walk, Walker, states_of
 from automata_compile.tokens._token_trie import TokenTrie
 
 # Cached walks (each holds its sparse entries, rows and the groups whose row is not the
@@ -188,43 +188,53 @@ def _walk_rule(
     lo, hi = _rule_starts(pda)[rule : rule + 2]
     live = lo + np.flatnonzero(pda.kind[lo:hi].any(axis=1))
     walks = walk_states(walker, live, fingerprint, truncate=True)
-    return _localized(walks, walker, closure.states)
+    return _localized(walks, walker, closure)
 
 
-def _localized(walks: list, walker: Walker, states: np.ndarray) -> _PartWalk:
-    """``walks`` (of ``walker``'s PDA, over the closure's ``states`` only) in the closure's
-    local numbers (``states[i]`` is local state i; the sink is ``len(states)``), with their
-    outcomes and exit contexts numbered in order of first use."""
-    q_count, n = walker.pda.num_states, states.shape[0]
-    loc = np.full(q_count + 1, -1, np.int64)
-    loc[states] = np.arange(n)
-    loc[q_count] = n  # the sink
-    lst = loc.tolist()
+def _localized(walks: list, walker: Walker, closure: _Closure) -> _PartWalk:
+    """``walks`` (of ``walker``'s PDA, over the closure's states only) in the closure's
+    local numbers (the sink is the closure's size), with their outcomes and exit contexts
+    numbered in order of first use. States are renumbered by binary search over the
+    closure's rules: nothing here is per state of the whole PDA (a tool-call constraint
+    walks thousands of small rules of a PDA of 200,000 states)."""
+    pda, n = walker.pda, closure.states.shape[0]
+    first = _rule_starts(pda)
+    lo = first[closure.rules]
+    size = first[closure.rules + 1] - lo
+    base = np.cumsum(size) - size
+    by_lo = np.argsort(lo)
+    lo, base = lo[by_lo], base[by_lo]
 
-    def local(t):
-        return tuple(lst[x] for x in t)
+    def local(g: np.ndarray) -> np.ndarray:  # the whole PDA's sink maps to the closure's
+        i = np.maximum(np.searchsorted(lo, g, side="right") - 1, 0)
+        return np.where(g == pda.num_states, n, base[i] + g - lo[i])
 
     oids = np.unique(np.concatenate([w.oid for w in walks] + [np.zeros(0, np.int64)]))
-    outcomes = tuple(
-        tuple((lst[t], local(pu), local(po)) for t, pu, po in walker.outcomes[o])
-        for o in oids.tolist()
-    )
     ctx = np.unique(np.concatenate([w.exits[:, 4] for w in walks] + [np.zeros(1, np.int64)]))
-    contexts = tuple(
-        (local(walker.contexts[x][0]), local(walker.contexts[x][1])) for x in ctx.tolist()
-    )
+    outs = [walker.outcomes[o] for o in oids.tolist()]
+    ctxs = [walker.contexts[x] for x in ctx.tolist()]
+    named = [q for o in outs for t, pu, po in o for q in (t, *pu, *po)]
+    named += [q for pu, po in ctxs for q in (*pu, *po)]
+    g = np.unique(np.array(named, np.int64).reshape(-1))
+    lst = dict(zip(g.tolist(), local(g).tolist(), strict=True))
+
+    def tup(t):
+        return tuple(lst[x] for x in t)
+
+    outcomes = tuple(tuple((lst[t], tup(pu), tup(po)) for t, pu, po in o) for o in outs)
+    contexts = tuple((tup(pu), tup(po)) for pu, po in ctxs)
     out = []
     for w in walks:
         ex = w.exits.copy()
-        ex[:, 0], ex[:, 3] = loc[ex[:, 0]], loc[ex[:, 3]]
+        ex[:, 0], ex[:, 3] = local(ex[:, 0]), local(ex[:, 3])
         ex[:, 4] = np.searchsorted(ctx, ex[:, 4])
         out.append(
             dataclasses.replace(
                 w,
-                src=loc[w.src],
+                src=local(w.src),
                 oid=np.searchsorted(oids, w.oid),
-                wide=loc[w.wide],
-                rows=loc[w.rows].astype(np.int32),
+                wide=local(w.wide),
+                rows=local(w.rows.astype(np.int64)).astype(np.int32),
                 sink=n,
                 exits=ex,
             )
@@ -408,7 +418,7 @@ def _loops(walker: Walker, q0s: np.ndarray):
     rules = np.unique(pda.rule_of[q0s])
     key = ("loops", rules.tobytes())
     if key not in walker.memo:  # only the rules walked: the frame of 1,000 tools, not its tools
-        walker.memo[key] = _components(pda, np.flatnonzero(np.isin(pda.rule_of, rules)))
+        walker.memo[key] = _components(pda, states_of(pda, rules))
     comp = walker.memo[key]
     size = np.bincount(comp)
     q = q0s[wide]
@@ -432,15 +442,18 @@ def _components(pda: BytePDA, states: np.ndarray | None = None) -> np.ndarray:
     components, in the same relative order; every other state is a component of its own."""
     q_count, kind, arg = pda.num_states, pda.kind, pda.arg
     sub = np.arange(q_count) if states is None else np.asarray(states, np.int64)
+    size = sub.shape[0]  # Tarjan's lists over ``sub``'s positions, not every state
     qq, b = np.nonzero(kind[sub] == SHIFT)
-    q = sub[qq]
-    pairs = np.unique(q.astype(np.int64) * q_count + arg[q, b])
-    offs = np.searchsorted(pairs // q_count, np.arange(q_count + 1)).tolist()
-    adj = (pairs % q_count).tolist()
-    index, low = [-1] * q_count, [0] * q_count
-    on, comp, stack = [False] * q_count, [-1] * q_count, []
+    t = np.searchsorted(sub, arg[sub[qq], b])
+    inside = t < size
+    inside[inside] = sub[t[inside]] == arg[sub[qq], b][inside]
+    pairs = np.unique(qq[inside].astype(np.int64) * size + t[inside])
+    offs = np.searchsorted(pairs // max(size, 1), np.arange(size + 1)).tolist()
+    adj = (pairs % max(size, 1)).tolist()
+    index, low = [-1] * size, [0] * size
+    on, comp, stack = [False] * size, [-1] * size, []
     n = c = 0
-    for root in sub.tolist():
+    for root in range(size):
         if index[root] >= 0:
             continue
         index[root] = low[root] = n
@@ -474,7 +487,8 @@ def _components(pda: BytePDA, states: np.ndarray | None = None) -> np.ndarray:
                     if w == v:
                         break
                 c += 1
-    out = np.array(comp, np.int64)
+    out = np.full(q_count, -1, np.int64)
+    out[sub] = comp
     rest = out < 0  # states outside ``states``: their own components, after the others
     out[rest] = c + np.arange(int(rest.sum()))
     return out
