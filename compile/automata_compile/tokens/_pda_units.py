@@ -180,14 +180,14 @@ def _walk_rule(
     whose memos they share; a walk that stops at its exits never leaves the closure) and
     renumbered into the closure's local numbers for the cache (`_localized`)."""
     pda = walker.pda
-    if min_wide_bytes != walker.min_wide_bytes:  # a walker of its own for that setting
-        walker = walker.memo.setdefault(
-            ("min_wide_bytes", min_wide_bytes),
-            Walker(pda, walker.trie, min_wide_bytes=min_wide_bytes),
-        )
     lo, hi = _rule_starts(pda)[rule : rule + 2]
     live = lo + np.flatnonzero(pda.kind[lo:hi].any(axis=1))
-    walks = walk_states(walker, live, fingerprint, truncate=True)
+    walker.rules = True
+    kept, walker.min_wide_bytes = walker.min_wide_bytes, min_wide_bytes  # read by `wide` only
+    try:
+        walks = walk_states(walker, live, fingerprint, truncate=True)
+    finally:
+        walker.min_wide_bytes = kept
     return _localized(walks, walker, closure)
 
 

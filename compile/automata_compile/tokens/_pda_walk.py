@@ -190,6 +190,9 @@ class Walker:
         self._dense_rules = None  # bool per rule: its rows of the dense table are written
         self._byte_classes: dict[bytes, tuple] = {}  # see `dense_table`
         self._allowed = None
+        # set by a walker of rules (`_pda_units`): their many small walks read the bytes of
+        # every state from one table, listed once (`allowed_bytes`)
+        self.rules = False
         self.memo: dict = {}  # derived data other modules keep per walker
 
     # -- one byte ---------------------------------------------------------------------------------
@@ -285,9 +288,10 @@ class Walker:
         ids = np.empty(keys.shape[0], np.int64)
         ids[plain] = self.single_memo[keys[plain]]
         other = np.flatnonzero(~plain)
-        uk, inv = np.unique(keys[other], return_inverse=True)
-        got = [self.context_memo.get(k, -1) for k in uk.tolist()]
-        ids[other] = np.array(got, np.int64).reshape(-1)[inv.reshape(-1)]
+        if other.size:
+            uk, inv = np.unique(keys[other], return_inverse=True)
+            got = [self.context_memo.get(k, -1) for k in uk.tolist()]
+            ids[other] = np.array(got, np.int64).reshape(-1)[inv.reshape(-1)]
         miss = ids < 0
         if miss.any():
             for key in np.unique(keys[miss]).tolist():
@@ -446,7 +450,7 @@ class Walker:
         over ``states``' distinct rows only: the root's walk at 1,000 tools reads a few
         thousand of the PDA's 182,000 rows, and listing them all took ~0.2 s a request."""
         q = self.pda.num_states
-        if self._allowed is None and states.shape[0] * ALLOWED_ROWS_RATIO < q:
+        if self._allowed is None and states.shape[0] * ALLOWED_ROWS_RATIO < q and not self.rules:
             rows, index = np.unique(states, return_inverse=True)
             offsets, flat = _allowed_in(self.pda.kind[rows])
             return offsets, flat, index.reshape(-1)
