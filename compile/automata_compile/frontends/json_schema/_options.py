@@ -176,7 +176,7 @@ for one whose IR holds an automaton node, which it cannot print: ``pattern``/``f
 ``minProperties``/``maxProperties``, ``uniqueItems`` over finite item values (a counting
 automaton), objects in any property order (two or more declared
 properties, or one beside other allowed properties: pass ``property_order="declared"``
-for a regex) and objects of more than 64 declared properties in declared order (a flat
+for a regex) and objects of more than 128 declared properties in declared order (a flat
 automaton: nested IR as deep as the object recursed past Python's limit);
 `compile_json_schema` accepts them.
 Bad schemas raise `InvalidSchemaError` with the JSON pointer: non-schema values,
