@@ -183,9 +183,11 @@ for one whose IR holds an automaton node, which it cannot print: ``pattern``/``f
 ``minLength``/``maxLength`` or with each other, ``allOf`` of patterns, ``not``,
 ``propertyNames``, ``patternProperties`` overlaps, ``multipleOf``, counted ``contains``,
 ``minProperties``/``maxProperties``, ``uniqueItems`` over finite item values (a counting
-automaton) and objects in any property order (two or more declared
+automaton), objects in any property order (two or more declared
 properties, or one beside other allowed properties: pass ``property_order="declared"``
-for a regex); `compile_json_schema` accepts them.
+for a regex) and objects of more than 128 declared properties in declared order (a flat
+automaton: nested IR as deep as the object recursed past Python's limit);
+`compile_json_schema` accepts them.
 Bad schemas raise `InvalidSchemaError` with the JSON pointer: non-schema values,
 unresolvable local ``$ref``, ``$ref`` cycles, an empty ``enum``, contradictory bounds
 (``minimum > maximum``, ``minLength > maxLength``, ``minItems > maxItems``, ...), and a
