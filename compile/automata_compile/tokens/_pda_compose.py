@@ -418,13 +418,31 @@ def _tables(pda, trie, walker, parts, group_class, reps, block=None) -> dict:
         edge_push[s[pu], c[pu]] = ci_push[o[pu]]
     else:
         listed = (s[ci], c[ci], ci_target[o[ci]], ci_push[o[ci]])
+    cd = [
+        (q, k, popped, target, pushes[pushed])
+        for q, k, x in zip(s[~ci].tolist(), c[~ci].tolist(), o[~ci].tolist(), strict=True)
+        for target, pushed, popped in walker.outcomes[x]
+    ]
     longest = max(len(p) for p in pushes)
     push_seq = np.full((len(pushes), max(longest, 1)), -1, np.int32)
     push_len = np.zeros(len(pushes), np.int32)
     for p, i in pushes.items():
         push_seq[i, : len(p)] = p
         push_len[i] = len(p)
-    edges = _cd_edges(s[~ci], c[~ci], o[~ci], walker.outcomes, pushes)
+    cd.sort()
+    kmax = max((len(e[2]) for e in cd), default=1)
+    cd_pop = np.full((len(cd), kmax), -1, np.int32)
+    for i, e in enumerate(cd):
+        cd_pop[i, : len(e[2])] = e[2]
+    col = np.array(cd, dtype=object).reshape(len(cd), 5)
+    edges = {
+        "cd_state": col[:, 0].astype(np.int32),
+        "cd_class": col[:, 1].astype(np.int32),
+        "cd_pop": cd_pop,
+        "cd_npop": np.array([len(e[2]) for e in cd], np.int32),
+        "cd_target": col[:, 3].astype(np.int32),
+        "cd_push": col[:, 4].astype(np.int32),
+    }
     common = {
         "accepting": pda.ends.copy(),
         "start": int(pda.starts[0]),
@@ -442,40 +460,6 @@ def _tables(pda, trie, walker, parts, group_class, reps, block=None) -> dict:
             "edge_push": edge_push,
         }
     )
-
-
-def _cd_edges(s, c, o, outcomes: list, pushes: dict) -> dict:
-    """The context-dependent edges (`TokenDFA`'s ``cd_*``) of the entries (state ``s``, class
-    ``c``, outcome ``o``): one edge per configuration of the outcome, sorted by (state,
-    class, popped symbols, target, push row) as tuples compare (a popped prefix first).
-    Python runs once per distinct outcome; the edges (millions on a large schema) are
-    arrays."""
-    distinct, inverse = np.unique(o, return_inverse=True)
-    configs = [outcomes[x] for x in distinct.tolist()]
-    count = np.array([len(x) for x in configs], np.int64).reshape(-1)
-    flat = [cfg for x in configs for cfg in x]
-    kmax = max((len(popped) for _, _, popped in flat), default=1)
-    pop = np.full((len(flat), kmax), -1, np.int64)
-    for i, (_, _, popped) in enumerate(flat):
-        pop[i, : len(popped)] = popped
-    npop = np.array([len(popped) for _, _, popped in flat], np.int64).reshape(-1)
-    target = np.array([t for t, _, _ in flat], np.int64).reshape(-1)
-    push = np.array([pushes[pushed] for _, pushed, _ in flat], np.int64).reshape(-1)
-    offs = np.concatenate([[0], np.cumsum(count)])
-    inverse = inverse.reshape(-1)
-    at = ranges(offs[inverse], count[inverse])  # each entry's configurations, in order
-    state, cls = np.repeat(s, count[inverse]), np.repeat(c, count[inverse])
-    keys = (push[at], target[at], *(pop[at, j] for j in range(kmax - 1, -1, -1)), cls, state)
-    order = np.lexsort(keys)
-    at = at[order]
-    return {
-        "cd_state": state[order].astype(np.int32),
-        "cd_class": cls[order].astype(np.int32),
-        "cd_pop": pop[at].astype(np.int32),
-        "cd_npop": npop[at].astype(np.int32),
-        "cd_target": target[at].astype(np.int32),
-        "cd_push": push[at].astype(np.int32),
-    }
 
 
 def _block_tables(q_count, c_count, token_class, walks, listed, edges, block) -> dict:

@@ -27,7 +27,7 @@ import weakref
 import numpy as np
 
 from automata_compile.automata import CALL, DEAD, RETURN, SHIFT, BytePDA
-from automata_compile.tokens._pda_walk import Walk, Walker, states_of
+from automata_compile.tokens._pda_walk import Walk, Walker
 from automata_compile.tokens._token_trie import TokenTrie
 
 # Cached walks (each holds its sparse entries, rows and the groups whose row is not the
@@ -53,13 +53,14 @@ MAX_LOOP_STATES = 64
 
 @dataclasses.dataclass(frozen=True)
 class _Closure:
-    """Rule R and the rules it calls, renumbered: ``states[i]`` is local state i's global id
-    (the rules' states, rule by rule in ``rules``' order). ``key`` digests the renumbered
-    structure."""
+    """Rule R and the rules it calls, renumbered: ``states[i]`` is local state i's global id.
+    ``key`` digests the renumbered structure; the sub-PDA itself (`_closure_pda`) is built
+    only when its walk is not cached."""
 
     rules: np.ndarray
     states: np.ndarray
     key: str
+    whole: BytePDA  # the PDA the closure was taken from
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,7 +132,7 @@ def walk_states(walker: Walker, q0s, fingerprint: str, *, truncate: bool = False
         sub, starts, _ = subs[digest]
         pw = _cached(
             f"{fingerprint}:loop:{digest}",
-            lambda sub=sub, starts=starts: _walk_part(sub, walker.trie, starts),
+            lambda sub=sub, starts=starts: _walk_part(sub, walker.trie, fingerprint, starts),
         )
         (walk,) = pw.walks
         parts.append(_mapped(walk, pw, orders, walker))
@@ -169,77 +170,10 @@ def rule_walks(
     cache keeps either form: they give the same tables)."""
     closure = _closure(pda, rule)
     key = f"{fingerprint}:rule:{closure.key}"
-    pw = _cached(key, lambda: _walk_rule(closure, rule, walker, fingerprint, min_wide_bytes))
+    pw = _cached(
+        key, lambda: _walk_part(_closure_pda(closure), trie, fingerprint, None, min_wide_bytes)
+    )
     return [_to_global(w, pw, closure.states, walker) for w in pw.walks]
-
-
-def _walk_rule(
-    closure: _Closure, rule: int, walker: Walker, fingerprint: str, min_wide_bytes: int
-) -> _PartWalk:
-    """The truncated walks of ``rule``'s live states, made in the whole PDA (``walker``'s,
-    whose memos they share; a walk that stops at its exits never leaves the closure) and
-    renumbered into the closure's local numbers for the cache (`_localized`)."""
-    pda = walker.pda
-    lo, hi = _rule_starts(pda)[rule : rule + 2]
-    live = lo + np.flatnonzero(pda.kind[lo:hi].any(axis=1))
-    walker.rules = True
-    kept, walker.min_wide_bytes = walker.min_wide_bytes, min_wide_bytes  # read by `wide` only
-    try:
-        walks = walk_states(walker, live, fingerprint, truncate=True)
-    finally:
-        walker.min_wide_bytes = kept
-    return _localized(walks, walker, closure)
-
-
-def _localized(walks: list, walker: Walker, closure: _Closure) -> _PartWalk:
-    """``walks`` (of ``walker``'s PDA, over the closure's states only) in the closure's
-    local numbers (the sink is the closure's size), with their outcomes and exit contexts
-    numbered in order of first use. States are renumbered by binary search over the
-    closure's rules: nothing here is per state of the whole PDA (a tool-call constraint
-    walks thousands of small rules of a PDA of 200,000 states)."""
-    pda, n = walker.pda, closure.states.shape[0]
-    first = _rule_starts(pda)
-    lo = first[closure.rules]
-    size = first[closure.rules + 1] - lo
-    base = np.cumsum(size) - size
-    by_lo = np.argsort(lo)
-    lo, base = lo[by_lo], base[by_lo]
-
-    def local(g: np.ndarray) -> np.ndarray:  # the whole PDA's sink maps to the closure's
-        i = np.maximum(np.searchsorted(lo, g, side="right") - 1, 0)
-        return np.where(g == pda.num_states, n, base[i] + g - lo[i])
-
-    oids = np.unique(np.concatenate([w.oid for w in walks] + [np.zeros(0, np.int64)]))
-    ctx = np.unique(np.concatenate([w.exits[:, 4] for w in walks] + [np.zeros(1, np.int64)]))
-    outs = [walker.outcomes[o] for o in oids.tolist()]
-    ctxs = [walker.contexts[x] for x in ctx.tolist()]
-    named = [q for o in outs for t, pu, po in o for q in (t, *pu, *po)]
-    named += [q for pu, po in ctxs for q in (*pu, *po)]
-    g = np.unique(np.array(named, np.int64).reshape(-1))
-    lst = dict(zip(g.tolist(), local(g).tolist(), strict=True))
-
-    def tup(t):
-        return tuple(lst[x] for x in t)
-
-    outcomes = tuple(tuple((lst[t], tup(pu), tup(po)) for t, pu, po in o) for o in outs)
-    contexts = tuple((tup(pu), tup(po)) for pu, po in ctxs)
-    out = []
-    for w in walks:
-        ex = w.exits.copy()
-        ex[:, 0], ex[:, 3] = local(ex[:, 0]), local(ex[:, 3])
-        ex[:, 4] = np.searchsorted(ctx, ex[:, 4])
-        out.append(
-            dataclasses.replace(
-                w,
-                src=local(w.src),
-                oid=np.searchsorted(oids, w.oid),
-                wide=local(w.wide),
-                rows=local(w.rows.astype(np.int64)).astype(np.int32),
-                sink=n,
-                exits=ex,
-            )
-        )
-    return _PartWalk(tuple(out), outcomes, contexts)
 
 
 def _rule_starts(pda: BytePDA) -> np.ndarray:
@@ -258,87 +192,107 @@ _FIRST: dict = {}
 
 
 def _closure(pda: BytePDA, rule: int) -> _Closure:
-    """Rule ``rule`` and the rules it calls, in breadth-first order of first call (each
-    rule's calls in row-major order), keyed by each rule's own digest (`_rule_digests`)
-    and the closure's positions of the rules it calls: equal keys mean equal renumbered
-    closures (what a cached walk depends on), at a cost per rule of the closure, not per
-    state (a schema's outlined rules each call most of the PDA)."""
-    digests, calls = _rule_digests(pda)
-    order, pos = [rule], {rule: 0}
+    kind, arg = pda.kind, pda.arg
+    first = _rule_starts(pda)
+    order, seen = [rule], {rule}
     i = 0
     while i < len(order):
-        for j in calls[order[i]]:
-            if j not in pos:
-                pos[j] = len(order)
+        r = order[i]
+        lo, hi = first[r], first[r + 1]
+        calls = arg[lo:hi][kind[lo:hi] == CALL]  # row-major: by state, then byte
+        for j in dict.fromkeys(calls.tolist()):
+            if j not in seen:
+                seen.add(j)
                 order.append(j)
         i += 1
-    first = _rule_starts(pda)
-    digest = hashlib.blake2b(digest_size=16)
-    for r in order:
-        digest.update(digests[r])
-        digest.update(np.array([pos[j] for j in calls[r]], np.int64).tobytes())
-        digest.update(b"|")
     rules = np.array(order, np.int64)
+    sizes = first[rules + 1] - first[rules]
     states = np.concatenate([np.arange(first[r], first[r + 1]) for r in order])
-    return _Closure(rules, states, digest.hexdigest())
-
-
-def _rule_digests(pda: BytePDA) -> tuple[list, list]:
-    """(digest per rule, the rules each rule calls in row-major order of first call), kept
-    per PDA while it lives, each rule's in its own numbers: its size, start, and the
-    (kind, target, return state) of every entry that is not dead with no return state
-    (shifts and return states stay inside the rule: offsets from its first state; a call
-    by the index of its rule in the rule's calls)."""
-    key = id(pda)
-    hit = _DIGESTS.get(key)
-    if hit is not None and hit[0]() is pda:
-        return hit[1]
-    first = _rule_starts(pda)
-    kind, arg, ret = pda.kind, pda.arg, pda.ret
-    q, b = np.nonzero((kind != 0) | (ret >= 0))
-    kv = kind[q, b].astype(np.int64)
-    g = arg[q, b].astype(np.int64)
-    rv = ret[q, b].astype(np.int64)
-    rule = pda.rule_of[q].astype(np.int64)
-    lo = first[rule]
-    shift, call = kv == SHIFT, kv == CALL
+    local, rule_local = _local_numbers(pda, rules, states)
+    # The key digests the renumbered (kind, arg, ret) at every entry that is not dead with no
+    # return state: the dense arrays of `_closure_pda` hold exactly that plus -1 / 0 elsewhere,
+    # so equal keys mean equal sub-PDAs, for a fraction of the bytes (most bytes are dead).
+    k = kind[states]
+    r = pda.ret[states]
+    q, b = np.nonzero((k != 0) | (r >= 0))
+    kv = k[q, b]
+    g = arg[states[q], b].astype(np.int64)
     av = np.full(g.shape, -1, np.int64)
-    av[shift] = g[shift] - lo[shift]
-    rv = np.where(rv >= 0, rv - lo, -1)
-    cut = np.searchsorted(rule, np.arange(len(pda.names) + 1))
-    digests, calls = [], []
-    for r in range(len(pda.names)):
-        a, z = cut[r], cut[r + 1]
-        at = a + np.flatnonzero(call[a:z])
-        callees, index = np.unique(g[at], return_index=True)
-        by_first = np.argsort(index)  # the callees in row-major order of first call
-        rank = np.empty(callees.shape[0], np.int64)
-        rank[by_first] = np.arange(callees.shape[0])
-        av[at] = rank[np.searchsorted(callees, g[at])]
-        h = hashlib.blake2b(digest_size=16)
-        for x in (
-            [first[r + 1] - first[r], pda.starts[r] - first[r]],
-            (q[a:z] - first[r]) * 256 + b[a:z],
-            kv[a:z],
-            av[a:z],
-            rv[a:z],
-        ):
-            h.update(np.ascontiguousarray(x, np.int64).tobytes())
-            h.update(b"|")
-        digests.append(h.digest())
-        calls.append(callees[by_first].tolist())
-    out = (digests, calls)
-    _DIGESTS[key] = (weakref.ref(pda, lambda _, key=key: _DIGESTS.pop(key, None)), out)
-    return out
+    av[kv == SHIFT] = local(g[kv == SHIFT])
+    av[kv == CALL] = rule_local(g[kv == CALL])
+    rv = r[q, b].astype(np.int64)
+    rv = np.where(rv >= 0, local(np.maximum(rv, 0)), -1)
+    digest = hashlib.blake2b(digest_size=16)
+    for x in (sizes.astype(np.int64), local(pda.starts[rules]), q * 256 + b, kv, av, rv):
+        digest.update(np.ascontiguousarray(x, np.int64).tobytes())
+        digest.update(b"|")
+    return _Closure(rules, states, digest.hexdigest(), pda)
 
 
-_DIGESTS: dict = {}
+def _local_numbers(pda: BytePDA, rules: np.ndarray, states: np.ndarray):
+    """(local id of global states, local id of global rules): functions of int arrays, for
+    the states and rules of the closure (``states``: its rules' states, rule by rule, in
+    ``rules``' order); anything else maps to some number (the callers mask it). Binary
+    searches over the closure's rules, not ``int[Q]`` lookups: one per rule of a constraint
+    with thousands of rules and states was quadratic."""
+    first = _rule_starts(pda)
+    lo = first[rules]
+    size = first[rules + 1] - lo
+    base = np.cumsum(size) - size
+    by_lo = np.argsort(lo, kind="stable")
+    lo_sorted, base_sorted = lo[by_lo], base[by_lo]
+    rank = np.argsort(rules, kind="stable")
+    rules_sorted = rules[rank]
+
+    def local(g):
+        i = np.searchsorted(lo_sorted, g, side="right") - 1
+        return base_sorted[i] + (g - lo_sorted[i])
+
+    def rule_local(g):
+        return rank[np.minimum(np.searchsorted(rules_sorted, g), rank.shape[0] - 1)]
+
+    return local, rule_local
 
 
-def _walk_part(sub: BytePDA, trie: TokenTrie, starts: np.ndarray) -> _PartWalk:
-    """Walks ``starts`` of the loop ``sub``, stopped at exits."""
-    walker = Walker(sub, trie)
-    walks = [walker.walk(starts, truncate=True)]
+def _closure_pda(closure: _Closure) -> BytePDA:
+    """The closure's rules as a PDA of their own, in local numbers (rule 0 = the rule)."""
+    pda, rules, states = closure.whole, closure.rules, closure.states
+    order = rules.tolist()
+    local, rule_local = _local_numbers(pda, rules, states)
+    first = _rule_starts(pda)
+    sizes = first[rules + 1] - first[rules]
+    k = pda.kind[states]
+    g = pda.arg[states].astype(np.int64)
+    a = np.full(g.shape, -1, np.int64)
+    a[k == SHIFT] = local(g[k == SHIFT])
+    a[k == CALL] = rule_local(g[k == CALL])
+    r = pda.ret[states].astype(np.int64)
+    r = np.where(r >= 0, local(np.maximum(r, 0)), -1)
+    starts = local(pda.starts[rules])
+    return BytePDA(
+        names=tuple(pda.names[j] for j in order),
+        rule_of=np.repeat(np.arange(rules.shape[0]), sizes).astype(np.int32),
+        starts=starts.astype(np.int32),
+        shift=np.where(k == SHIFT, a, -1).astype(np.int32),
+        ends=pda.ends[states],
+        kind=k,
+        arg=a.astype(np.int32),
+        ret=r.astype(np.int32),
+        returns=tuple(() for _ in order),  # a truncated walk never pops below its own pushes
+    )
+
+
+def _walk_part(
+    sub: BytePDA, trie: TokenTrie, fingerprint: str, starts=None, min_wide_bytes: int = 1
+) -> _PartWalk:
+    """Walks ``starts`` of ``sub`` (default: rule 0's live states, with loops from the
+    cache), stopped at exits."""
+    walker = Walker(sub, trie, min_wide_bytes=min_wide_bytes)
+    if starts is None:
+        live = np.flatnonzero((sub.rule_of == 0) & (sub.kind != 0).any(axis=1))
+        walks = walk_states(walker, live, fingerprint, truncate=True)
+    else:
+        walks = [walker.walk(starts, truncate=True)]
     return _PartWalk(tuple(walks), tuple(walker.outcomes), tuple(walker.contexts))
 
 
@@ -418,7 +372,7 @@ def _loops(walker: Walker, q0s: np.ndarray):
     rules = np.unique(pda.rule_of[q0s])
     key = ("loops", rules.tobytes())
     if key not in walker.memo:  # only the rules walked: the frame of 1,000 tools, not its tools
-        walker.memo[key] = _components(pda, states_of(pda, rules))
+        walker.memo[key] = _components(pda, np.flatnonzero(np.isin(pda.rule_of, rules)))
     comp = walker.memo[key]
     size = np.bincount(comp)
     q = q0s[wide]
@@ -442,18 +396,15 @@ def _components(pda: BytePDA, states: np.ndarray | None = None) -> np.ndarray:
     components, in the same relative order; every other state is a component of its own."""
     q_count, kind, arg = pda.num_states, pda.kind, pda.arg
     sub = np.arange(q_count) if states is None else np.asarray(states, np.int64)
-    size = sub.shape[0]  # Tarjan's lists over ``sub``'s positions, not every state
     qq, b = np.nonzero(kind[sub] == SHIFT)
-    t = np.searchsorted(sub, arg[sub[qq], b])
-    inside = t < size
-    inside[inside] = sub[t[inside]] == arg[sub[qq], b][inside]
-    pairs = np.unique(qq[inside].astype(np.int64) * size + t[inside])
-    offs = np.searchsorted(pairs // max(size, 1), np.arange(size + 1)).tolist()
-    adj = (pairs % max(size, 1)).tolist()
-    index, low = [-1] * size, [0] * size
-    on, comp, stack = [False] * size, [-1] * size, []
+    q = sub[qq]
+    pairs = np.unique(q.astype(np.int64) * q_count + arg[q, b])
+    offs = np.searchsorted(pairs // q_count, np.arange(q_count + 1)).tolist()
+    adj = (pairs % q_count).tolist()
+    index, low = [-1] * q_count, [0] * q_count
+    on, comp, stack = [False] * q_count, [-1] * q_count, []
     n = c = 0
-    for root in range(size):
+    for root in sub.tolist():
         if index[root] >= 0:
             continue
         index[root] = low[root] = n
@@ -487,8 +438,7 @@ def _components(pda: BytePDA, states: np.ndarray | None = None) -> np.ndarray:
                     if w == v:
                         break
                 c += 1
-    out = np.full(q_count, -1, np.int64)
-    out[sub] = comp
+    out = np.array(comp, np.int64)
     rest = out < 0  # states outside ``states``: their own components, after the others
     out[rest] = c + np.arange(int(rest.sum()))
     return out

@@ -184,15 +184,11 @@ class Walker:
         self.outcome_id: dict[tuple, int] = {}
         self.contexts: list[tuple] = [((), ())]
         self.context_id: dict[tuple, int] = {((), ()): 0}
-        self.single_memo = np.full(pda.num_states, -1, np.int64)  # see `single_ids`
-        self.context_memo: dict[int, int] = {}
+        self.single_memo = np.full(4 * pda.num_states, -1, np.int64)  # see `single_ids`
         self._dense_table = None
         self._dense_rules = None  # bool per rule: its rows of the dense table are written
         self._byte_classes: dict[bytes, tuple] = {}  # see `dense_table`
         self._allowed = None
-        # set by a walker of rules (`_pda_units`): their many small walks read the bytes of
-        # every state from one table, listed once (`allowed_bytes`)
-        self.rules = False
         self.memo: dict = {}  # derived data other modules keep per walker
 
     # -- one byte ---------------------------------------------------------------------------------
@@ -275,33 +271,22 @@ class Walker:
         return cid
 
     def single_ids(self, keys: np.ndarray) -> np.ndarray:
-        """Outcome ids of single configurations keyed ``state + Q * context``, memoized
-        (interned on first sight, in key order): in a dense array for the empty context
-        (most of them), in a dict for the others (a walker's rule walks intern thousands of
-        contexts: a dense memo over them all took gigabytes)."""
-        q_count = self.pda.num_states
-        plain = keys < q_count
-        if plain.all():
-            ids = self.single_memo[keys]
-            if (ids >= 0).all():
-                return ids
-        ids = np.empty(keys.shape[0], np.int64)
-        ids[plain] = self.single_memo[keys[plain]]
-        other = np.flatnonzero(~plain)
-        if other.size:
-            uk, inv = np.unique(keys[other], return_inverse=True)
-            got = [self.context_memo.get(k, -1) for k in uk.tolist()]
-            ids[other] = np.array(got, np.int64).reshape(-1)[inv.reshape(-1)]
+        """Outcome ids of single configurations keyed ``state + Q * context``, memoized in a
+        dense array (interned on first sight, in key order)."""
+        memo = self.single_memo
+        top = int(keys.max())
+        if top >= memo.shape[0]:
+            grown = np.full(max(2 * memo.shape[0], top + 1), -1, np.int64)
+            grown[: memo.shape[0]] = memo
+            memo = self.single_memo = grown
+        ids = memo[keys]
         miss = ids < 0
         if miss.any():
+            q_count = self.pda.num_states
             for key in np.unique(keys[miss]).tolist():
                 pushed, popped = self.contexts[key // q_count]
-                oid = self.intern(((key % q_count, pushed, popped),))
-                if key < q_count:
-                    self.single_memo[key] = oid
-                else:
-                    self.context_memo[key] = oid
-            ids = self.single_ids(keys)
+                memo[key] = self.intern(((key % q_count, pushed, popped),))
+            ids = memo[keys]
         return ids
 
     # -- the level walk ---------------------------------------------------------------------------
@@ -450,7 +435,7 @@ class Walker:
         over ``states``' distinct rows only: the root's walk at 1,000 tools reads a few
         thousand of the PDA's 182,000 rows, and listing them all took ~0.2 s a request."""
         q = self.pda.num_states
-        if self._allowed is None and states.shape[0] * ALLOWED_ROWS_RATIO < q and not self.rules:
+        if self._allowed is None and states.shape[0] * ALLOWED_ROWS_RATIO < q:
             rows, index = np.unique(states, return_inverse=True)
             offsets, flat = _allowed_in(self.pda.kind[rows])
             return offsets, flat, index.reshape(-1)
@@ -477,7 +462,7 @@ class Walker:
         rules = np.unique(pda.rule_of[starts])
         new = rules[~self._dense_rules[rules]]
         if new.size:
-            fill = states_of(pda, new)
+            fill = np.flatnonzero(np.isin(pda.rule_of, new))
             kind = pda.kind[fill]
             rows = np.where(kind == SHIFT, pda.arg[fill], q)
             rows[(kind == CALL) | (kind == RETURN)] = q + 1
@@ -485,19 +470,12 @@ class Walker:
             self._dense_rules[new] = True
         got = self._byte_classes.get(rules.tobytes())
         if got is None:
-            rows = np.append(states_of(pda, rules), q)
+            rows = np.append(np.flatnonzero(np.isin(pda.rule_of, rules)), q)
             cols, byte_class = unique_rows(table[:, rows])
             first_byte = np.full(cols.shape[0], 256, np.int64)
             np.minimum.at(first_byte, byte_class, np.arange(256))
             got = self._byte_classes[rules.tobytes()] = (first_byte, byte_class.astype(np.int64))
         return (table, *got)
-
-
-def states_of(pda: BytePDA, rules: np.ndarray) -> np.ndarray:
-    """int64, ascending: the states of ``rules`` (ascending; each rule's states are
-    contiguous, in rule order), without a pass over every state of the PDA."""
-    cut = np.searchsorted(pda.rule_of, np.stack([rules, rules + 1]))
-    return ranges(cut[0], cut[1] - cut[0])
 
 
 class _Lanes:
