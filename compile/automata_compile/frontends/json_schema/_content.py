@@ -331,8 +331,10 @@ def _in_all(text: str, nodes, sets) -> bool:
     )
 
 
-# Strings a content language may spell for `intersect` to test them one by one.
+# Strings a content language may spell for `intersect` to test them one by one, and the
+# longest of them.
 FINITE_MAX = 64
+FINITE_CHARS = 4096
 
 
 @functools.lru_cache(maxsize=65536)
@@ -376,6 +378,10 @@ def finite_strings(node) -> tuple[str, ...] | None:
             return None
         if not part or part == ("",):  # no string, or only the empty one: repeats add none
             return ("",) if node.min == 0 or part else ()
+        # a nonempty string repeated k times for each k in [min, max] spells that many
+        # strings; and the strings' length bounds the work (``"a{100000}"``)
+        if node.max - node.min >= FINITE_MAX or node.max * max(map(len, part)) > FINITE_CHARS:
+            return None
         out, acc = ("",), {}
         for k in range(node.max + 1):
             if k >= node.min:

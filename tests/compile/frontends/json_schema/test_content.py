@@ -56,6 +56,9 @@ def test_finite_strings_reads_finite_trees_only():
     assert sf.finite_strings(sf.ANY_STRING) is None
     assert sf.finite_strings(sf.star(sf.char("a"))) is None
     assert sf.finite_strings(sf.rep(sf.char("a"), 0, 10**9)) is None
+    # one string, but too long to spell out (its length bounds the work: no quadratic walk)
+    assert sf.finite_strings(sf.rep(sf.char("a"), 10**6, 10**6)) is None
+    assert sf.finite_strings(sf.rep(sf.char("a"), 4096, 4096)) == ("a" * 4096,)
     assert sf.finite_strings(sf.rep(sf.chars([(48, 57)]), 2, 2)) is None  # 100 strings
     assert sf.finite_strings(pattern_language("^a")) is None  # an automaton node
     assert sf.finite_strings(Chars(((sf.BOL, sf.BOL),))) is None  # a virtual anchor symbol
