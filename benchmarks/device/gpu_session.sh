@@ -8,10 +8,12 @@
 #   .dev/changie.json the SchemaStore schema of the bitset mask bench (check-jsonschema's copy)
 #   .dev/tok/         ../shared/tokenizers/{gemma3,llama3}/tokenizer.json, gzipped (the benches'
 #                     vocabularies: Llama-3 for the bitset mask, Gemma-3 for decode_bench)
+#   .dev/bfcl/        BFCL_v4_simple_python.json from bfcl_eval's data (the swap step's schemas;
+#                     bfcl_eval itself is not needed)
 #   .whl/             gguf, lark, jsonschema and its dependencies (missing on the image)
 #
 # Usage: bash benchmarks/device/gpu_session.sh OUTDIR [STEPS]   (STEPS: comma list of
-# smoke,costs,spec,loopwork,bitset,decode; default all but loopwork). Each step has its own time limit, so one
+# smoke,costs,spec,loopwork,bitset,decode,swap; default bitset,decode,costs,spec). Each step has its own time limit, so one
 # slow step cannot take the others' time.
 set -u
 OUT=${1:?output folder}
@@ -85,4 +87,9 @@ fi
 if step decode; then  # constrained vs unconstrained decode steps, bench model
   run decode 120 python3 benchmarks/decode_bench.py --batches 1,8,64 --no-host \
     --constraints person,bench_schema,free_text --repeats 3 --output "$OUT/decode_gpu.json"
+fi
+if step swap; then  # issue 20 goal 5: new schemas swap into the compiled loop, no recompile
+  bfcl=(); [ -d .dev/bfcl ] && bfcl=(--bfcl-dir .dev/bfcl)
+  run swap 240 python3 benchmarks/schema_swap_bench.py --model gemma3_270m --batch 8 --schemas 8 \
+    --max-new-tokens 32 "${bfcl[@]}" --output "$OUT/schema_swap_gpu.json"
 fi
