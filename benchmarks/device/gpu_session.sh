@@ -13,7 +13,7 @@
 #   .whl/             gguf, lark, jsonschema and its dependencies (missing on the image)
 #
 # Usage: bash benchmarks/device/gpu_session.sh OUTDIR [STEPS]   (STEPS: comma list of
-# smoke,costs,spec,loopwork,bitset,decode,swap; default bitset,decode,costs,spec). Each step has its own time limit, so one
+# smoke,costs,spec,loopwork,bitset,decode,decode270,swap; default bitset,decode,costs,spec). Each step has its own time limit, so one
 # slow step cannot take the others' time.
 set -u
 OUT=${1:?output folder}
@@ -87,6 +87,10 @@ fi
 if step decode; then  # constrained vs unconstrained decode steps, bench model
   run decode 120 python3 benchmarks/decode_bench.py --batches 1,8,64 --no-host \
     --constraints person,bench_schema,free_text --repeats 3 --output "$OUT/decode_gpu.json"
+fi
+if step decode270; then  # the same at the real model's size (Gemma-3 270M shapes, random weights)
+  run decode270 220 python3 benchmarks/decode_bench.py --model gemma3_270m --batches 8,64 --no-host \
+    --constraints person,free_text --max-new-tokens 64 --repeats 3 --output "$OUT/decode270_gpu.json"
 fi
 if step swap; then  # issue 20 goal 5: new schemas swap into the compiled loop, no recompile
   bfcl=(); [ -d .dev/bfcl ] && bfcl=(--bfcl-dir .dev/bfcl)
