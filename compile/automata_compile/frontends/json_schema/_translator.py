@@ -225,6 +225,8 @@ class _Translator(_Keywords):
             if self._context(seen) == context:
                 self.refs_seen |= seen
                 return out
+        # one translation per distinct (subschema, context): the deadline is checked per one
+        _fsa.check_time("the translation of the schema")
         entered = not self.scope or self.scope[-1] != base
         if entered:
             self.scope.append(base)
