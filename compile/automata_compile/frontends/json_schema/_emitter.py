@@ -104,6 +104,7 @@ class _Emitter:
         self.dfa_sizes: dict = {}
         self.minimal_ids: set = set()  # ids of `_minimal`'s minimal automata (kept in .minimal)
         self.floors: dict = {}  # `_floors.shortest`'s memo
+        self.objects = 0  # objects emitted: the deadline is checked every 16
         # estimated states any order added, over the schema's objects and uniqueItems arrays
         self.order_states = 0
 
@@ -333,7 +334,9 @@ class _Emitter:
         """The object's language; ``open_brace=False``: without its ``{`` (and its CLEAR
         event: the caller opens it), its keys' bits from ``union_bits`` (see
         `_objects_bitset`)."""
-        _fsa.check_time("the schema's objects")
+        self.objects += 1
+        if self.objects & 15 == 0:
+            _fsa.check_time("the schema's objects")
         names = [n for n, _ in o.props]
         declared = _strings.none_of(names) if names else sf.ANY_STRING
         items = []

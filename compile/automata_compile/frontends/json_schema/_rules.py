@@ -101,9 +101,11 @@ class Rules:
         if len(live) < len(bodies):
             dead = {j: (j if j in live else None) for j in range(len(bodies))}
             bodies = [_rewrite(b, dead, {}) for b in bodies]
-        reach, todo = {0}, [0]
+        reach, todo, popped = {0}, [0], 0
         while todo:
-            check_time("the schema's grammar rules")
+            popped += 1
+            if popped & 15 == 0:
+                check_time("the schema's grammar rules")
             for j in rule_calls(bodies[todo.pop()], set()):
                 if j not in reach:
                     reach.add(j)

@@ -27,7 +27,9 @@ def _chain(n: int):
 
 
 def test_translation_checks_the_deadline(vocab):
-    schema = {"type": "object", "properties": {"a": {"type": "string"}}}
+    """Every 64 subschemas translated (fewer reach the later checkpoints first)."""
+    props = {f"p{i}": {"type": "string", "maxLength": i + 1} for i in range(100)}
+    schema = {"type": "object", "properties": props}
     with pytest.raises(CompileTimeoutError, match="in the translation of the schema"):
         ac.compile_json_schema(schema, vocab, timeout_s=1e-9)
 
@@ -60,6 +62,8 @@ def test_any_order_walk_and_objects_check_the_deadline(vocab, monkeypatch):
     monkeypatch.setattr(_fsa, "check_time", record)
     monkeypatch.setattr(_floors, "check_time", record, raising=False)
     props = {f"p{i}": {"type": "string", "maxLength": 3} for i in range(24)}
+    small = [{"type": "object", "properties": {f"x{i}": {"type": "integer"}}} for i in range(16)]
+    big = {"type": "object", "properties": props}
     walk = _emitter._Emitter._refused_by_floors
     walked = []
 
@@ -68,7 +72,8 @@ def test_any_order_walk_and_objects_check_the_deadline(vocab, monkeypatch):
         return walk(self, *args)
 
     monkeypatch.setattr(_emitter._Emitter, "_refused_by_floors", spy)
-    ac.compile_json_schema({"type": "object", "properties": props}, vocab)
+    schema = {"type": "array", "prefixItems": [big, *small], "items": False}  # 17 objects
+    ac.compile_json_schema(schema, vocab)
     assert walked, "the schema no longer reaches the any-order budget's walk"
     assert "the schema's objects" in steps
     assert "the any-order budget's floors" in steps
