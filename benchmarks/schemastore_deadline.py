@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -53,17 +54,21 @@ def _child(name: str) -> None:
     t0, c0 = time.perf_counter(), time.process_time()
     try:
         dfa = ac.compile_json_schema(schema, vocab, strict=True)
-        wall, cpu = time.perf_counter() - t0, time.process_time() - c0  # not the digest's
-        faulthandler.cancel_dump_traceback_later()
-        digest = hashlib.sha256()
-        for a in scb.canonical_arrays(dfa):
-            if a is not None:
-                digest.update(np.ascontiguousarray(a).tobytes())
-        out = {"outcome": "ok", "digest": digest.hexdigest()[:16], "states": dfa.num_states}
     except Exception as e:  # noqa: BLE001 (any error is the finding)
-        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-        out = {"outcome": type(e).__name__, "message": str(e)[:150]}
+        dfa, out = None, {"outcome": type(e).__name__, "message": str(e)[:150]}
+        out["where"] = "".join(traceback.format_tb(e.__traceback__)[-4:])
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0  # not the digest's
     faulthandler.cancel_dump_traceback_later()
+    if dfa is not None:
+        out = {"outcome": "ok", "states": dfa.num_states}
+        try:
+            digest = hashlib.sha256()
+            for a in scb.canonical_arrays(dfa):
+                if a is not None:
+                    digest.update(np.ascontiguousarray(a).tobytes())
+            out["digest"] = digest.hexdigest()[:16]
+        except MemoryError:  # the canonical numbering's copies, under the address-space cap
+            out["digest"] = "no memory"
     out["wall_s"], out["cpu_s"] = wall, cpu
     out["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(out), flush=True)
