@@ -366,6 +366,8 @@ def _piece_of(node, nfa: _fsa.NFA, base: int, s: int, e: int, entries: int):
     edges, eps = [], []
     top = NUM_BYTES
     for out, ep in zip(nfa.edges[base:], nfa.eps[base:], strict=True):
+        if len(edges) & 1023 == 1023:
+            _fsa.check_time("a piece's automaton", nfa.budget.what)
         row = []
         for lo, hi, t in out:
             if t >= base:

@@ -13,6 +13,7 @@ import functools
 import hashlib
 
 from automata_compile.automata import _charsets as cs
+from automata_compile.automata import _fsa
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,6 +130,8 @@ def fingerprint(node, memo: dict | None = None) -> bytes:
             continue
         stack.pop()
         memo[id(x)] = x.__dict__[_FINGERPRINT] = _digest(x, memo)
+        if len(memo) & 1023 == 0:
+            _fsa.check_time("the fingerprint of an automaton's IR")
     return memo[id(node)]
 
 

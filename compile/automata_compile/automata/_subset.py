@@ -32,6 +32,11 @@ DEAD = -1
 # budget itself is checked after the level, on the work a one-state-at-a-time construction
 # would count at most).
 GUARD = 4
+# The epsilon closures of all edge targets are computed before the first level; their
+# members (and the memoized closures of fan-out states) are not kept past CLOSURE_GUARD
+# times the work budget (a memory guard: 128M members, about 2 GB, at the default budget;
+# where it was not there, circle-ci's property sizing grew to 13 GB before any check).
+CLOSURE_GUARD = 32
 # A level of at most this many (member, class, target) moves is built in plain Python
 # (`_small_level`): NumPy's per-call cost dominates there.
 SMALL_LEVEL = 64
@@ -84,7 +89,14 @@ def determinize(
 
     important = counts > 0
     important[final] = True
-    clo_off, clo_len, clo_mem = _closures(nfa.eps, np.append(tgt, start), important, n)
+    check_time(step := "the subset construction")  # the arrays above: 4 s on renovate's pieces
+
+    def tick(members: int) -> None:
+        if members > CLOSURE_GUARD * budget.max_work:
+            raise budget.work_exceeded("the epsilon closures of the subset construction")
+        check_time("the epsilon closures")
+
+    clo_off, clo_len, clo_mem = _closures(nfa.eps, np.append(tgt, start), important, n, tick)
     weights = np.random.default_rng(0x5B5E7).integers(1, 2**63, size=n, dtype=np.uint64)
 
     first = clo_mem[clo_off[start] : clo_off[start] + clo_len[start]]
@@ -95,7 +107,6 @@ def determinize(
     work = 0
     moves_peak = closure_peak = 0
     max_closure = int(clo_len.max(initial=0))
-    step = "the subset construction"
     lists = None  # the tables as lists, for `_small_level` (built on first use)
     small = None  # the frontier as lists (members, sizes) while levels are small
     while True:
@@ -300,9 +311,11 @@ def _sorted_unique(a: np.ndarray) -> np.ndarray:
 MEMO_DEPTH = 32
 
 
-def _closures(eps, targets: np.ndarray, important: np.ndarray, n: int):
+def _closures(eps, targets: np.ndarray, important: np.ndarray, n: int, tick=None):
     """CSR epsilon closures (important states only, sorted) of ``targets``: (off, len, mem)
-    indexed by NFA state; states not in ``targets`` have length 0.
+    indexed by NFA state; states not in ``targets`` have length 0. ``tick(members)``, if
+    given, is called every 1,024 targets, after a closure of more than 4,096 members and at
+    the end with the members kept so far, the closures' and the memo's (it may raise).
 
     A search stops at a fan-out state whose closure is known and takes that closure whole
     (`MEMO_DEPTH`): the same sets as searching every state, without walking the members
@@ -310,6 +323,7 @@ def _closures(eps, targets: np.ndarray, important: np.ndarray, n: int):
     imp = important.tolist()
     memo: dict[int, frozenset] = {}
     busy: set[int] = set()  # fan-outs whose closure is being computed (a cycle: search on)
+    kept = [0]  # the memo's members
 
     def important_reach(t: int, depth: int) -> set:
         seen, stack, known = {t}, [t], []
@@ -323,6 +337,7 @@ def _closures(eps, targets: np.ndarray, important: np.ndarray, n: int):
                     busy.add(z)
                     m = memo[z] = frozenset(important_reach(z, depth + 1))
                     busy.discard(z)
+                    kept[0] += len(m)
                 if m is None:
                     stack.append(z)
                 else:
@@ -340,8 +355,15 @@ def _closures(eps, targets: np.ndarray, important: np.ndarray, n: int):
             if imp[t]:
                 out.append(t)
         else:
-            out.extend(sorted(important_reach(t, 0)))
+            reach = important_reach(t, 0)
+            out.extend(sorted(reach))
+            if tick is not None and len(reach) > 4096:
+                tick(len(out) + kept[0])
         bounds.append(len(out))
+        if tick is not None and len(bounds) & 1023 == 0:
+            tick(len(out) + kept[0])
+    if tick is not None:
+        tick(len(out) + kept[0])
     at = np.asarray(tlist, np.int64)
     ends = np.asarray(bounds, np.int64)
     off = np.zeros(n, np.int64)

@@ -105,8 +105,11 @@ def compose(dfa: ByteDFA, trie: TokenTrie, predicates=(), *, return_byte_states:
         ns, acc, st, tick=lambda: check_time("the token DFA's minimization")
     )
     # Minimization can make columns equal: merge them, keeping the dead class first.
+    # (each step below is one pass over a table of up to GBs: the deadline between them)
+    check_time("the token DFA's minimization")
     with_dead = np.concatenate([np.full((ns.shape[0], 1), -1, dtype=np.int32), ns], axis=1)
     first, col_id = _dfa_ops.unique_columns(with_dead)
+    check_time("the token DFA's classes")
     new_next = with_dead[:, first].astype(np.int32, copy=False)
     class_map = col_id[1:]  # each class's merged class
     # Each merged class's first token: the least of its classes' (``rep``: their first).
@@ -114,6 +117,7 @@ def compose(dfa: ByteDFA, trie: TokenTrie, predicates=(), *, return_byte_states:
     np.minimum.at(first_token, class_map[1:], rep[1:])
     byte_state = np.zeros(ns.shape[0], dtype=np.int32)
     byte_state[block[::-1]] = kept[::-1]  # the first kept byte state of each token state
+    check_time("the token DFA's classes")
     token_class, new_next, acc, st, byte_state = canonical_numbering(
         token_class, new_next, acc, st, byte_state, class_map=class_map, first_token=first_token
     )

@@ -34,10 +34,10 @@ import numpy as np
 
 from automata_compile._errors import UnsupportedGrammarError
 from automata_compile._ranges import ranges
-from automata_compile.automata import BytePDA
+from automata_compile.automata import BytePDA, check_time
 from automata_compile.tokens._blocks import block_tables, block_tables_walks
 from automata_compile.tokens._pda_units import rule_walks, walk_states
-from automata_compile.tokens._pda_walk import Walk, Walker
+from automata_compile.tokens._pda_walk import STEP, Walk, Walker
 from automata_compile.tokens._rows import unique_rows
 from automata_compile.tokens._token_dfa import TokenDFA
 from automata_compile.tokens._token_trie import TokenTrie, trie_for
@@ -384,6 +384,7 @@ def _tables(pda, trie, walker, parts, group_class, reps, block=None) -> dict:
         edge_push = np.zeros((q_count, c_count), np.int32)
     walks = []  # with blocks: (walk, each class's row) of the walks with rows
     for p in parts:  # dense entries: plain edges, nothing pushed
+        check_time(STEP)  # a part's rows can be GBs (dependabot: 4 s past its deadline here)
         row = _rows_of(p, reps) if p.wide.size else np.zeros(0, np.int64)
         ok = np.flatnonzero(row >= 0)
         if block is not None:
@@ -393,7 +394,9 @@ def _tables(pda, trie, walker, parts, group_class, reps, block=None) -> dict:
         ends = p.rows[row[ok]]
         r, w = np.nonzero(ends != p.sink)
         next_state[p.wide[w], classes[ok][r]] = ends[r, w]
+    check_time(STEP)
     src, group, oid = _sparse(parts)
+    check_time(STEP)
     is_rep = np.zeros(trie.num_groups, bool)
     is_rep[reps] = True
     sel = is_rep[group]

@@ -18,6 +18,7 @@ from automata_compile._errors import (
 from automata_compile.automata import NEVER, Automaton, fingerprint
 from automata_compile.automata import byte_dfa as _byte_dfa
 from automata_compile.automata import char_dfa as _char_dfa
+from automata_compile.automata import fsa as _fsa
 from automata_compile.frontends.json_schema import _content as sf
 from automata_compile.frontends.json_schema import _floors, _strings
 from automata_compile.frontends.json_schema._bitset_events import (
@@ -103,6 +104,7 @@ class _Emitter:
         self.dfa_sizes: dict = {}
         self.minimal_ids: set = set()  # ids of `_minimal`'s minimal automata (kept in .minimal)
         self.floors: dict = {}  # `_floors.shortest`'s memo
+        self.objects = 0  # objects emitted: the deadline is checked every 16
         # estimated states any order added, over the schema's objects and uniqueItems arrays
         self.order_states = 0
 
@@ -332,6 +334,9 @@ class _Emitter:
         """The object's language; ``open_brace=False``: without its ``{`` (and its CLEAR
         event: the caller opens it), its keys' bits from ``union_bits`` (see
         `_objects_bitset`)."""
+        self.objects += 1
+        if self.objects & 15 == 0:
+            _fsa.check_time("the schema's objects")
         names = [n for n, _ in o.props]
         declared = _strings.none_of(names) if names else sf.ANY_STRING
         items = []
@@ -614,8 +619,11 @@ class _Emitter:
             return None
         rest_ok, wit_ok = not sf.is_never(rest), need and not sf.is_never(witness)
         start = (frozenset(), 0, not need)
-        states, todo = {start: 0}, [start]
+        states, todo, steps = {start: 0}, [start], 0
         while todo:
+            steps += 1
+            if steps & 255 == 0:  # each step is O(properties): 250 of them in renovate
+                _fsa.check_time("the any-order budget's floors")
             pos, c, w = todo.pop()
             nc = c + 1 if o.max is not None else min(c + 1, cap)
             room = o.max is None or c + 1 <= o.max

@@ -27,6 +27,7 @@ from automata_compile.automata import (
     Repeat,
     Seq,
     Terminal,
+    check_time,
     map_terminals,
 )
 from automata_compile.frontends.json_schema import _content as sf
@@ -100,8 +101,11 @@ class Rules:
         if len(live) < len(bodies):
             dead = {j: (j if j in live else None) for j in range(len(bodies))}
             bodies = [_rewrite(b, dead, {}) for b in bodies]
-        reach, todo = {0}, [0]
+        reach, todo, popped = {0}, [0], 0
         while todo:
+            popped += 1
+            if popped & 15 == 0:
+                check_time("the schema's grammar rules")
             for j in rule_calls(bodies[todo.pop()], set()):
                 if j not in reach:
                     reach.add(j)
@@ -158,6 +162,8 @@ def rule_calls(node, seen: set):
     for k in _kids(node):
         if id(k) not in seen:
             seen.add(id(k))
+            if len(seen) & 1023 == 0:
+                check_time("the schema's grammar rules")
             yield from rule_calls(k, seen)
 
 
