@@ -84,9 +84,8 @@ class CompileCounter:
 def sample_functions(bfcl_dir: Path, category: str, n: int, seed: int) -> list[dict]:
     """``n`` function documents of the category, a fixed-seed permutation's first ``n``
     (so a smaller ``n`` takes a prefix of a larger one's sample)."""
-    path = bfcl_dir / f"BFCL_v4_{category}.json"
-    with path.open(encoding="utf-8") as f:
-        functions = [json.loads(line)["function"][0] for line in f if line.strip()]
+    questions = _bfcl._jsonl(bfcl_dir / f"BFCL_v4_{category}.json")
+    functions = [q["function"][0] for q in questions]
     order = np.random.default_rng(seed).permutation(len(functions))[:n]
     return [functions[i] for i in order]
 
