@@ -351,7 +351,11 @@ class _EcmaParser:
             self.i = end + 1
             s = _property_set(name)
             return s if ch == "p" else cs_complement(s)
-        if ch in "^$\\.*+?()[]{}|/":
+        if ch.isascii() and not ch.isalnum():
+            # Unicode mode allows only the syntax characters ``^$\\.*+?()[]{}|`` and '/';
+            # any other ASCII non-alphanumeric (``\:``, ``\#``, ``\ ``) is Annex B's identity
+            # escape, the character itself (as in Python's ``re``), and common in hand-written
+            # schemas. Letters and digits stay errors: ``\a``, ``\z`` differ across dialects.
             return ((ord(ch), ord(ch)),)
         self.error(f"invalid escape \\{ch}")
         raise AssertionError
