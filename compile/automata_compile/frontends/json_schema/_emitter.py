@@ -35,7 +35,7 @@ from automata_compile.frontends.json_schema._numbers import (
     integer_text,
     number_text,
 )
-from automata_compile.frontends.json_schema._resolver import _loc, _Refuse
+from automata_compile.frontends.json_schema._resolver import _loc, _ptr_join, _Refuse
 from automata_compile.frontends.json_schema._rules import SHARE_MIN_SIZE, rule_calls
 from automata_compile.frontends.json_schema._translator import _Options
 from automata_compile.frontends.json_schema._type_algebra import (
@@ -530,17 +530,30 @@ class _Emitter:
             # of the byte automaton near the size of its result
             # (a label with rule calls stays as is: `_whole` keeps it one node, so that
             # its byte DFA, built to size it, is spliced for each copy)
-            def m(x):
-                return _whole(self._minimal(x))
+            # budget and deadline errors name the property being sized
+            at = o.at if o.at is not None else ""
 
-            items = [(name, m(node), req, schema) for name, node, req, schema in items]
-            rest, witness, wits = m(rest), m(witness), [m(x) for x in wits]
-            size = self._dfa_size
+            def where(name=None):
+                if name is None:
+                    return _fsa.location(f"the other properties of the object at {_loc(at)}")
+                return _fsa.location(_loc(_ptr_join(at, "properties", name)))
+
+            def m(x, name=None):
+                with where(name):
+                    return _whole(self._minimal(x))
+
+            def size(x, name=None):
+                with where(name):
+                    return self._dfa_size(x)
+
+            items = [(name, m(node, name), req, schema) for name, node, req, schema in items]
+            rest, witness = m(rest), m(witness)
+            wits = [m(x, item[0]) for x, item in zip(wits, items, strict=True)]
             try:
                 budget = _OrderBudget(
-                    [size(x[1]) for x in items],
+                    [size(x[1], x[0]) for x in items],
                     size(rest) + size(witness),
-                    [size(x) for x in wits],
+                    [size(x, item[0]) for x, item in zip(wits, items, strict=True)],
                 )
             except StateBudgetExceededError:
                 # a label whose byte DFA alone passes its budget (its size is not known):

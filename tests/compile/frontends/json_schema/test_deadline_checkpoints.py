@@ -77,3 +77,18 @@ def test_any_order_walk_and_objects_check_the_deadline(vocab, monkeypatch):
     assert walked, "the schema no longer reaches the any-order budget's walk"
     assert "the schema's objects" in steps
     assert "the any-order budget's floors" in steps
+
+
+def test_any_order_sizing_names_the_property(vocab, monkeypatch):
+    """A budget or deadline error while sizing an any-order object's labels names the
+    property (buildkite's deadline said only "a property's byte DFA"; it is `steps`)."""
+
+    def fail(self, label):
+        raise CompileTimeoutError("sizing" + _fsa._where())
+
+    monkeypatch.setattr(_emitter._Emitter, "_dfa_size", fail)
+    inner = {"type": "object", "properties": {"a/b": {"type": "string"}, "c": {"type": "integer"}}}
+    schema = {"type": "object", "properties": {"outer": inner}, "additionalProperties": False}
+    with pytest.raises(CompileTimeoutError) as info:
+        ac.compile_json_schema(schema, vocab)
+    assert str(info.value) == "sizing (while building #/properties/outer/properties/a~1b)"
