@@ -546,14 +546,15 @@ class _Emitter:
                 with where(name):
                     return self._dfa_size(x)
 
+            names = [item[0] for item in items]
             items = [(name, m(node, name), req, schema) for name, node, req, schema in items]
             rest, witness = m(rest), m(witness)
-            wits = [m(x, item[0]) for x, item in zip(wits, items, strict=True)]
+            wits = [m(x, name) for x, name in zip(wits, names, strict=True)]
             try:
                 budget = _OrderBudget(
                     [size(x[1], x[0]) for x in items],
                     size(rest) + size(witness),
-                    [size(x, item[0]) for x, item in zip(wits, items, strict=True)],
+                    [size(x, name) for x, name in zip(wits, names, strict=True)],
                 )
             except StateBudgetExceededError:
                 # a label whose byte DFA alone passes its budget (its size is not known):

@@ -31,10 +31,7 @@ def test_escaped_punctuation_inside_a_class():
         assert sf.content_matches(lang, text) == bool(re.fullmatch(body, text)), text
 
 
-@pytest.mark.parametrize(
-    "ch",
-    [c for c in string.ascii_letters + string.digits if c not in "tnvfrdDwWsSbBcxupPk0123456789"],
-)
+@pytest.mark.parametrize("ch", [c for c in string.ascii_letters if c not in "tnvfrdDwWsSbBcxupPk"])
 def test_an_escaped_letter_without_a_meaning_stays_an_error(ch):
     with pytest.raises(PatternError, match=re.escape(f"invalid escape \\{ch}")):
         pattern_language(rf"a\{ch}")
