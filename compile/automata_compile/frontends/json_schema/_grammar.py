@@ -57,7 +57,11 @@ def _translate(
     values) whose IR is at least this large becomes a rule, used once or more (a tool's
     parameters: rules equal across tools are built and walked once, `translate_grammar`)."""
     tr = _Translator(schema, opts)
-    rules = Rules(tr.rule_types, tr.rule_ptrs) if opts.recursion == "stack" else None
+    rules = (
+        Rules(tr.rule_types, tr.rule_ptrs, first_at=tr.first_at)
+        if opts.recursion == "stack"
+        else None
+    )
     with schema_errors():
         t = tr.schema(schema, _DEFAULT_BASE, "")
         uses = 1 if share and values is not None else 2

@@ -81,7 +81,8 @@ Options (all keyword-only):
     cannot be parsed by the LL(1) byte automaton. ``$dynamicRef`` is always unrolled.
     Shared definitions: a value used at several positions (a ``$defs`` entry referenced
     from many properties) whose IR is large (`_rules.SHARE_MIN_SIZE`) compiles once, as a
-    rule, where the schema is a pushdown automaton anyway, and for a regular schema whose
+    rule (named ``shared:#/$defs/...`` after where it was first translated, as budget
+    errors in it say), where the schema is a pushdown automaton anyway, and for a regular schema whose
     DFA outgrows ``max_states`` (the compile is then tried again with shared rules); a
     regular schema that fits keeps its DFA, whose composition with a vocabulary is
     cheaper than a PDA's (see BENCHMARKS.md).

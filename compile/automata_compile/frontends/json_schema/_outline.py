@@ -53,7 +53,7 @@ class Outliner:
         name (to name the values a `GrammarConflictError` involves); ``free_calls=False``
         spells schema-free values inline (as `translate_grammar` does)."""
         tr = self.tr
-        rules = Rules(tr.rule_types, tr.rule_ptrs, self.values - inline)
+        rules = Rules(tr.rule_types, tr.rule_ptrs, self.values - inline, tr.first_at)
         with schema_errors():
             emitter = _Emitter(self.opts, tr.refuse, rules, free_calls, OUTLINE_MIN_SIZE, tr.subset)
             grammar = rules.grammar(emitter.value(self.t))

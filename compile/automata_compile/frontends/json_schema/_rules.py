@@ -51,11 +51,15 @@ class Rules:
     Attributes:
       types: the typed language of each recursive ``$ref`` target (`_Translator.rule_types`).
       ptrs: the JSON pointer of each target, for rule names.
+      first_at: the JSON pointer where each typed language was first translated
+        (`_Translator.first_at`): a shared value's rule is named after it
+        (``shared:#/definitions/step``), so an error in that rule says where to look.
     """
 
-    def __init__(self, types, ptrs, shared=frozenset()):
+    def __init__(self, types, ptrs, shared=frozenset(), first_at=None):
         self.types, self.ptrs = types, ptrs
         self.shared = shared  # typed languages used at several value positions
+        self.first_at = {} if first_at is None else first_at
         self.ids: dict = {}
         self.names: list[str] = [ROOT]
         self.makers: list = [None]
@@ -77,7 +81,8 @@ class Rules:
             elif key[0] == "ref":
                 name = _loc(self.ptrs[key[1]])
             else:
-                name = f"shared{j}"
+                at = self.first_at.get(key[1])
+                name = f"shared{j}" if at is None else f"shared:{_loc(at)}"
             while name in self.names:
                 name += "'"
             self.names.append(name)

@@ -161,6 +161,8 @@ class _Translator(_Keywords):
         self.rule_types: list[_T | None] = []
         self.rule_ptrs: list[str] = []
         self.empty_at: str | None = None
+        # the pointer where each typed language was first translated (a shared rule's name)
+        self.first_at: dict[_T, str] = {}
         schema_uri = root.get("$schema", "") if isinstance(root, dict) else ""
         self.legacy_ref = _dialect(schema_uri) == "legacy"
 
@@ -255,6 +257,7 @@ class _Translator(_Keywords):
         if out.is_bottom() and node and self.empty_at is None:
             self.empty_at = ptr
         entries.append((out, frozenset(seen), self._context(seen), node))
+        self.first_at.setdefault(out, ptr)
         return out
 
     def _context(self, targets) -> tuple:
