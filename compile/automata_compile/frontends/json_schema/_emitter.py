@@ -6,10 +6,12 @@ calls, so the schema compiles to a pushdown automaton instead of an unrolled DFA
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from fractions import Fraction
 
 from automata_compile._errors import (
+    CompileTimeoutError,
     EmptyLanguageError,
     OrderFallbackWarning,
     StateBudgetExceededError,
@@ -533,10 +535,17 @@ class _Emitter:
             # budget and deadline errors name the property being sized
             at = o.at if o.at is not None else ""
 
+            @contextlib.contextmanager
             def where(name=None):
                 if name is None:
-                    return _fsa.location(f"the other properties of the object at {_loc(at)}")
-                return _fsa.location(_loc(_ptr_join(at, "properties", name)))
+                    what = f"the other properties of the object at {_loc(at)}"
+                else:
+                    what = _loc(_ptr_join(at, "properties", name))
+                try:
+                    with _fsa.location(what):
+                        yield
+                except CompileTimeoutError as e:  # say which option skips this step
+                    raise CompileTimeoutError(f"{e}{SIZING_HINT}") from None
 
             def m(x, name=None):
                 with where(name):
@@ -773,6 +782,13 @@ MAX_SCHEMA_ORDER_STATES = 40_000
 # Below it the nested IR stays: at 64, citation-file-format's 71-property object as a flat
 # automaton compiled past the 30 s deadline (12.7 s CPU nested; not yet diagnosed).
 MAX_NESTED_CHAIN = 128
+
+# Added to a deadline error met while sizing an any-order object's labels: the step that
+# declared order does not take (buildkite: the deadline there; 24 s in all declared).
+SIZING_HINT = (
+    "; it was sizing an object's property values for any property order, which "
+    'property_order="declared" does not do'
+)
 
 # Any-order labels kept whole (`_whole`); False: as they are (the same byte DFA, slower).
 WHOLE_LABELS = True

@@ -81,7 +81,8 @@ def test_any_order_walk_and_objects_check_the_deadline(vocab, monkeypatch):
 
 def test_any_order_sizing_names_the_property(vocab, monkeypatch):
     """A budget or deadline error while sizing an any-order object's labels names the
-    property (buildkite's deadline said only "a property's byte DFA"; it is `steps`)."""
+    property (buildkite's deadline said only "a property's byte DFA"; it is `steps`), and a
+    deadline there says that declared order does not take this step."""
 
     def fail(self, label):
         raise CompileTimeoutError("sizing" + _fsa._where())
@@ -91,4 +92,6 @@ def test_any_order_sizing_names_the_property(vocab, monkeypatch):
     schema = {"type": "object", "properties": {"outer": inner}, "additionalProperties": False}
     with pytest.raises(CompileTimeoutError) as info:
         ac.compile_json_schema(schema, vocab)
-    assert str(info.value) == "sizing (while building #/properties/outer/properties/a~1b)"
+    assert str(info.value) == (
+        "sizing (while building #/properties/outer/properties/a~1b)" + _emitter.SIZING_HINT
+    )
