@@ -12,7 +12,8 @@ with the table digest of `schema_corpus_bench.canonical_arrays`, or the error's 
 first 150 characters) and the load average. A compile that runs past 35 s dumps its Python
 stack (`faulthandler`, every 35 s) so the loop without a deadline check can be found.
 
-Run: ``python benchmarks/schemastore_deadline.py [--checkout DIR] [--only a,b] [--out F]``
+Run: ``python benchmarks/schemastore_deadline.py [--checkout DIR] [--only a,b]
+[--property-order declared] [--out F]``
 (``--checkout``: compile with another checkout's code, e.g. ``git archive`` of a baseline).
 """
 
@@ -36,7 +37,7 @@ from _bench_util import ROOT, git_commit, machine  # noqa: E402
 RESULTS = ROOT / "benchmarks" / "results" / "schemastore_deadline.json"
 
 
-def _child(name: str) -> None:
+def _child(name: str, order: str) -> None:
     """Compiles one schema (this process); prints ``ready`` then one JSON line."""
     import faulthandler
 
@@ -51,7 +52,7 @@ def _child(name: str) -> None:
     faulthandler.dump_traceback_later(35, repeat=True)
     t0, c0 = time.perf_counter(), time.process_time()
     try:
-        dfa = ac.compile_json_schema(schema, vocab, strict=True)
+        dfa = ac.compile_json_schema(schema, vocab, strict=True, property_order=order)
     except Exception as e:  # noqa: BLE001 (any error is the finding)
         dfa, out = None, {"outcome": type(e).__name__, "message": str(e)[:150]}
         out["where"] = "".join(traceback.format_tb(e.__traceback__)[-4:])
@@ -68,14 +69,16 @@ def _child(name: str) -> None:
     print(json.dumps(out), flush=True)
 
 
-def run_one(name: str, checkout: str | None, mem_gb: float, kill_s: float) -> dict:
+def run_one(
+    name: str, checkout: str | None, mem_gb: float, kill_s: float, order: str = "any"
+) -> dict:
     env = dict(os.environ)
     code = checkout or str(ROOT)
     env["PYTHONPATH"] = os.pathsep.join([code, f"{code}/compile", str(Path(__file__).parent)])
     cap = int(mem_gb * 1e9)
     err = tempfile.TemporaryFile(mode="w+")  # a file, not a pipe: a full pipe would block it
     proc = subprocess.Popen(
-        [sys.executable, __file__, "--child", name],
+        [sys.executable, __file__, "--child", name, "--property-order", order],
         env=env,
         stdout=subprocess.PIPE,
         stderr=err,
@@ -118,10 +121,13 @@ def main(argv=None) -> int:
     parser.add_argument("--mem-gb", type=float, default=6.0, help="address space cap (GB)")
     parser.add_argument("--kill", type=float, default=120.0, help="compile wall seconds")
     parser.add_argument("--label", help="what --checkout is (default: its git commit)")
+    parser.add_argument(
+        "--property-order", default="any", help="compile_json_schema's property_order"
+    )
     parser.add_argument("--out", default=str(RESULTS), help="results JSON file")
     args = parser.parse_args(argv)
     if args.child:
-        _child(args.child)
+        _child(args.child, args.property_order)
         return 0
     import schema_corpus_bench as scb
 
@@ -130,7 +136,9 @@ def main(argv=None) -> int:
     out = {"machine": machine(), "commit": args.label or git_commit(args.checkout or ROOT),
            "command": " ".join(["python", *sys.argv]), "schemas": {}}  # fmt: skip
     for name in names:
-        r = out["schemas"][name] = run_one(name, args.checkout, args.mem_gb, args.kill)
+        r = out["schemas"][name] = run_one(
+            name, args.checkout, args.mem_gb, args.kill, args.property_order
+        )
         r["load_after"] = os.getloadavg()[0]
         print(f"{name:28s} {r['outcome']:28s} wall {r['wall_s']:6.1f} cpu {r['cpu_s']:6.1f} "
               f"rss {r['rss_mb']:7.0f} MB load {r['load']:.1f} {r.get('message', '')[:70]}",

@@ -53,7 +53,8 @@ class Rules:
       ptrs: the JSON pointer of each target, for rule names.
       first_at: the JSON pointer where each typed language was first translated
         (`_Translator.first_at`): a shared value's rule is named after it
-        (``shared:#/definitions/step``), so an error in that rule says where to look.
+        (``shared:#/definitions/step``; see `_pointer`), so an error in that rule says
+        where to look.
     """
 
     def __init__(self, types, ptrs, shared=frozenset(), first_at=None):
@@ -81,7 +82,7 @@ class Rules:
             elif key[0] == "ref":
                 name = _loc(self.ptrs[key[1]])
             else:
-                at = self.first_at.get(key[1])
+                at = _pointer(key[1], self.first_at)
                 name = f"shared{j}" if at is None else f"shared:{_loc(at)}"
             while name in self.names:
                 name += "'"
@@ -126,6 +127,16 @@ def derives_a_value(grammar: GrammarIR) -> bool:
     """Whether the root derives some text (every kept rule does; an any-order or counting
     object can be empty without being NEVER, e.g. when a required property is)."""
     return _nonempty(grammar.bodies[0], set(range(len(grammar.bodies))), {})
+
+
+def _pointer(t, first_at: dict) -> str | None:
+    """Where typed language ``t`` comes from: where it was first translated, else the
+    schema of its first object (a language made by merging, e.g. ``allOf`` members), else
+    None."""
+    at = first_at.get(t)
+    if at is None:
+        at = next((o.at for o in t.objects if o.at is not None), None)
+    return at
 
 
 def shared_types(roots, min_uses: int = 2) -> set:

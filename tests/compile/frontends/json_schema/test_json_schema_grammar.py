@@ -261,6 +261,22 @@ def test_an_error_in_a_shared_rule_names_the_definition():
         byte_language(load_schema(SHARED), opts, share=True, max_states=300)
 
 
+def test_a_shared_rule_without_a_translation_of_its_own_is_named_by_its_object():
+    """A shared value made by merging (no subschema translated to it alone) is named after
+    its first object's schema; one with neither keeps a number."""
+    from automata_compile.frontends.json_schema._rules import Rules
+    from automata_compile.frontends.json_schema._types import _literal
+
+    obj, num = _literal({"a": 1}, "/$defs/x"), _literal(3, "/$defs/n")
+    rules = Rules([], [], first_at={obj: "/properties/y"})
+    rules.call(("shared", obj), lambda: None)
+    assert rules.names[-1] == "shared:#/properties/y"  # where it was translated comes first
+    rules = Rules([], [])
+    rules.call(("shared", obj), lambda: None)
+    rules.call(("shared", num), lambda: None)
+    assert rules.names[1:] == ["shared:#/$defs/x", "shared2"]
+
+
 def test_a_regular_schema_shares_only_past_the_dfa_budget():
     vocab = byte_vocab()
     assert not ac.compile_json_schema(SHARED, vocab, **DECLARED).is_pda  # fits: the DFA
