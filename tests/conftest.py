@@ -15,15 +15,20 @@ import pytest
 
 # The suite's runtime tests compile hundreds of small XLA:CPU programs (a decoding loop per
 # static configuration) and run each for a few steps: compiling them, not running them, is
-# where their time goes. XLA's backend optimizations change neither what a program computes
-# nor which programs are built (the tests compare decodings with one another, under the same
-# flags), and without them a loop compiles in about two thirds of the CPU time
-# (test_speculative's exit-draft test: 170 -> 113 s CPU). Set before anything imports jax;
-# an XLA_FLAGS the caller gives keeps its own choice. Benchmarks never import this file.
+# where their time goes. These flags change neither what a program computes nor which
+# programs are built (the tests compare decodings with one another, under the same flags);
+# they make XLA:CPU compile faster and its programs run slower:
+# - no backend optimizations and no expensive LLVM passes: a loop compiles in about two
+#   thirds of the CPU time (test_speculative's exit-draft test: 170 -> 113 s CPU, session 19);
+# - the older elemental emitters instead of the fusion emitters: test_speculative.py whole,
+#   185 -> 97 s CPU (session 22).
+# Set before anything imports jax; an XLA_FLAGS the caller gives keeps its own choice.
+# Benchmarks never import this file.
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (
         os.environ.get("XLA_FLAGS", "")
         + " --xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
+        + " --xla_cpu_use_fusion_emitters=false"
     ).strip()
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
