@@ -20,7 +20,7 @@ from automata_compile.frontends.json_schema._bitset_events import (
     events_in,
     shift_events,
 )
-from automata_compile.frontends.json_schema._emitter import order_fallback_warning
+from automata_compile.frontends.json_schema._emitter import SIZING_HINT, order_fallback_warning
 from automata_compile.frontends.json_schema._grammar import (
     schema_grammar,
     schema_ir,
@@ -40,6 +40,7 @@ __all__ = [
     "OUTLINE_MIN_SIZE",
     "Outliner",
     "ROOT",
+    "SIZING_HINT",
     "BitsetEvents",
     "BitsetIneligible",
     "BitsetSkip",
