@@ -35,8 +35,11 @@ LIMIT_ERROR = "max_new_tokens reached before the object was complete"
 # property order: a generator needs one order, not all of them (the compiler's default,
 # any order, is what a validator accepts); the schema's order keeps the keys forced text,
 # the output's field order predictable and the automaton small (a 4-property object is
-# about 5x the states in any order, and past ~5 properties any order is refused).
-SCHEMA_OPTIONS = {"whitespace": "compact", "property_order": "declared"}
+# about 5x the states in any order, and past ~5 properties any order is refused). Closed
+# objects: an object that declares its properties accepts no others unless the schema says so
+# (a sound subset, `frontends.json_schema._closing`): Gemma-3 270M invented keys in a
+# pydantic schema's nested objects until max_new_tokens (docs/extraction_job.md).
+SCHEMA_OPTIONS = {"whitespace": "compact", "property_order": "declared", "closed_objects": True}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -445,9 +448,10 @@ def _run_batch(args, runner, pending, validator, stats) -> list[dict[str, Any]]:
 def _result(out, vocab, validator) -> dict[str, Any]:
     if out.error is not None:
         return {"ok": False, "error": out.error, "tokens": out.num_tokens}
-    if not out.finished:
-        return {"ok": False, "error": LIMIT_ERROR, "tokens": out.num_tokens}
     raw = vocab.decode(out.tokens)
+    if not out.finished:  # the text so far says where it ran long (a list, a string)
+        text = raw.decode("utf-8", "replace")
+        return {"ok": False, "error": LIMIT_ERROR, "tokens": out.num_tokens, "text": text}
     try:
         obj = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:  # a compiler bug if ever reached

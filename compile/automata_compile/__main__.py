@@ -98,6 +98,13 @@ def _parser() -> argparse.ArgumentParser:
         "order or refuse; 'declared': in the schema's order only (a smaller automaton)",
     )
     js.add_argument(
+        "--closed-objects",
+        action="store_true",
+        help="objects that declare their properties accept no others unless the schema "
+        "says so (additionalProperties: false where it is silent and that is a sound "
+        "subset), so a model cannot invent keys",
+    )
+    js.add_argument(
         "--subsets",
         choices=("warn", "refuse"),
         default="warn",
@@ -212,6 +219,7 @@ def _compile(args: argparse.Namespace, vocab):
             vocab,
             strict=not args.lenient,
             property_order=args.property_order,
+            closed_objects=args.closed_objects,
             subsets=args.subsets,
             max_states=args.max_states,
         )

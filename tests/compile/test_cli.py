@@ -109,6 +109,23 @@ def test_json_schema_from_stdin(mistral_sp_path, tmp_path):
     assert "Traceback" not in bad.stderr
 
 
+def test_closed_objects_flag_rejects_invented_keys(mistral_sp_path, tmp_path):
+    schema = json.dumps({"type": "object", "properties": {"n": {"type": "integer"}}})
+    vocab = Vocabulary.from_file(mistral_sp_path)
+    byte_ids = {t: i for i, t in enumerate(vocab.tokens) if t is not None and len(t) == 1}
+
+    def ids(text: str) -> list[int]:  # one token per byte (the encoder adds a space)
+        return [byte_ids[bytes([b])] for b in text.encode()]
+
+    for flag, extra_ok in (([], True), (["--closed-objects"], False)):
+        out = tmp_path / f"s{len(flag)}.npz"
+        args = ["json-schema", "-", "--tokenizer", mistral_sp_path, "-o", out, *flag]
+        assert run_cli(*args, stdin=schema).returncode == 0
+        dfa = TokenDFA.load(out)
+        assert dfa.accepts(ids('{"n": 1}')) and dfa.accepts(ids("{}"))
+        assert dfa.accepts(ids('{"n": 1, "m": 2}')) is extra_ok
+
+
 # distinct integers, at least two: refused (the sound subset for an infinite item language,
 # at most one item, is empty here)
 UNIQUE_ITEMS = {

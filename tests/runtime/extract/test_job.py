@@ -393,7 +393,9 @@ def test_token_limit_gives_a_clear_error_line(tmp_path):
     assert extract.main(args) == 0
     for r in _read_output(out):
         assert r == {"id": r["id"], "line": r["line"], "line_sha256": r["line_sha256"],
-                     "ok": False, "tokens": 8, "error": "max_new_tokens reached before the object was complete"}  # fmt: skip
+                     "ok": False, "tokens": 8, "error": "max_new_tokens reached before the object was complete",
+                     "text": r["text"]}  # fmt: skip
+        assert r["text"].startswith('{"name":"')  # the text so far, where it ran long
 
 
 def test_gemma_checkpoint_with_its_own_tokenizer_and_chat_template(tmp_path, gemma3_tokenizer_path):
@@ -451,7 +453,12 @@ def test_result_lines_check_objects_against_the_schema():
     good = RowOutput(tokens=(0, 2, 1), num_tokens=4, finished=True)
     assert _job._result(good, vocab, validator) == {"ok": True, "object": [0], "tokens": 4}
     cut = RowOutput(tokens=(0, 2), num_tokens=2, finished=False)
-    assert _job._result(cut, vocab, validator)["error"] == extract.LIMIT_ERROR
+    assert _job._result(cut, vocab, validator) == {
+        "ok": False,
+        "error": extract.LIMIT_ERROR,
+        "tokens": 2,
+        "text": "[0",  # where it ran long
+    }
 
 
 def test_compile_timeout_is_a_clear_error(tmp_path, capsys):

@@ -1,7 +1,7 @@
 """JSON Schema front end: schema → typed languages → IR or grammar rules (no regex text on the way).
 
 Pipeline: `_loading` (JSON text → data), `_options` (the options and their manual),
-`_resolver` (``$ref``), `_translator` + `_keywords` (schema → typed language, `_types`),
+`_closing` (objects closed for ``closed_objects=True``), `_resolver` (``$ref``), `_translator` + `_keywords` (schema → typed language, `_types`),
 `_emitter` + `_numbers` + `_strings` (typed language → IR of JSON texts), `_rules` (the
 grammar rules of recursive and shared values), `_outline` (values outlined into rules, the
 last resort past max_states), `_grammar` (the translation as grammar

@@ -10,6 +10,7 @@ import warnings
 
 from automata_compile._errors import InvalidSchemaError, UnsupportedSchemaError
 from automata_compile.automata import GrammarIR
+from automata_compile.frontends.json_schema._closing import close_objects
 from automata_compile.frontends.json_schema._content import TooComplexError
 from automata_compile.frontends.json_schema._emitter import _Emitter
 from automata_compile.frontends.json_schema._resolver import _DEFAULT_BASE, _loc, _Refuse
@@ -56,6 +57,7 @@ def _translate(
     ``values`` (with ``share``): every value below the root (array elements, property
     values) whose IR is at least this large becomes a rule, used once or more (a tool's
     parameters: rules equal across tools are built and walked once, `translate_grammar`)."""
+    schema = closed_schema(schema, opts)
     tr = _Translator(schema, opts)
     rules = (
         Rules(tr.rule_types, tr.rule_ptrs, first_at=tr.first_at)
@@ -85,6 +87,11 @@ def _translate(
             f"the schema is unsatisfiable: no JSON value matches it{detail}", pointer=where
         )
     return grammar, bool(shared)
+
+
+def closed_schema(schema, opts: _Options):
+    """``schema`` with its objects closed where ``opts.closed_objects`` asks (`_closing`)."""
+    return close_objects(schema, opts.closing_warned)[0] if opts.closed_objects else schema
 
 
 def unrolled_options(opts: _Options, reason: str) -> _Options:

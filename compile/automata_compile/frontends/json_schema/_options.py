@@ -122,6 +122,14 @@ Options (all keyword-only):
     ``properties``, the object's pointer, its number of properties). In practice: up to
     4-5 properties with short values, fewer with long bounded strings or free
     ``additionalProperties`` (see BENCHMARKS.md).
+  closed_objects: ``False`` (default) accepts the properties a schema allows as a validator
+    does: where an object says nothing of undeclared properties, any. ``True`` closes the
+    objects that declare ``properties`` and say nothing of others (as if they said
+    ``additionalProperties: false``, as Outlines and XGrammar's strict mode do), for
+    generation: a model cannot invent keys. Only where that is a sound subset and keeps
+    the object satisfiable (`_closing`: not under ``not``, ``if``, ``oneOf``,
+    ``dependentSchemas``, nor beside ``allOf``/``anyOf``/``$ref`` or ``required`` names it
+    does not declare), so every accepted instance is valid under the schema as written.
   subsets: ``"warn"`` (default) or ``"refuse"``. Where a keyword cannot be enforced exactly
     but a sound subset of its language can (every accepted text valid, some valid texts
     left out), ``"warn"`` compiles the subset and emits one `SubsetWarning` naming the
@@ -208,7 +216,8 @@ from __future__ import annotations
 from automata_compile.frontends.json_schema._numbers import MIN_DIGITS
 from automata_compile.frontends.json_schema._translator import _Options
 
-_INTERNAL = ("declared_at", "any_ordered", "order_warned", "subset_warned", "bitset")
+_INTERNAL = ("declared_at", "any_ordered", "order_warned", "subset_warned", "closing_warned")
+_INTERNAL += ("bitset",)
 
 
 def parse_options(kw) -> _Options:
@@ -226,6 +235,8 @@ def parse_options(kw) -> _Options:
         raise ValueError(
             f"property_order must be 'any', 'strict_any' or 'declared', got {opts.property_order!r}"
         )
+    if not isinstance(opts.closed_objects, bool):
+        raise ValueError(f"closed_objects must be True or False, got {opts.closed_objects!r}")
     if opts.subsets not in ("warn", "refuse"):
         raise ValueError(f"subsets must be 'warn' or 'refuse', got {opts.subsets!r}")
     if opts.spelling not in ("json", "python"):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from automata_compile.automata import GrammarIR
 from automata_compile.frontends.json_schema._emitter import _Emitter
-from automata_compile.frontends.json_schema._grammar import schema_errors
+from automata_compile.frontends.json_schema._grammar import closed_schema, schema_errors
 from automata_compile.frontends.json_schema._resolver import _DEFAULT_BASE
 from automata_compile.frontends.json_schema._rules import (
     OUTLINE_MIN_SIZE,
@@ -36,6 +36,7 @@ class Outliner:
 
     def __init__(self, schema, opts: _Options):
         self.opts = opts
+        schema = closed_schema(schema, opts)
         self.tr = _Translator(schema, opts)
         self.t = None
         if opts.recursion == "stack":

@@ -109,6 +109,9 @@ class _Options:
     leap_seconds: str = "utc"
     assert_format: bool = True
     property_order: str = "any"
+    # True: objects that declare properties and say nothing of others accept only those,
+    # where that is a sound subset (`_closing`)
+    closed_objects: bool = False
     # Where a keyword can only be enforced as a sound subset of its language: "warn" takes
     # the subset with a `SubsetWarning` naming it, "refuse" raises `UnsupportedSchemaError`.
     subsets: str = "warn"
@@ -122,6 +125,8 @@ class _Options:
     # (keyword, pointer) of the sound subsets already warned about: one SubsetWarning each
     # per compile, however often the schema is translated (a retry, a shared $defs entry)
     subset_warned: set = dataclasses.field(default_factory=set, compare=False)
+    # ("closed_objects", pointer) of the references `_closing` did not follow, warned once
+    closing_warned: set = dataclasses.field(default_factory=set, compare=False)
     # A `_bitset_events.BitsetEvents` (hashed by identity): any-order objects spelled as a loop
     # with bitset events (docs/any_order_bitset.md); None (the default): the counting automaton.
     bitset: object = None
