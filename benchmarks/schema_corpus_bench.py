@@ -441,10 +441,17 @@ def main(argv=None) -> int:
         help="objects' key order",
     )
     parser.add_argument(
+        "--closed-objects",
+        action="store_true",
+        help="close objects silent on undeclared properties (the job's option)",
+    )
+    parser.add_argument(
         "--only", nargs="+", default=None, help="SchemaStore file names to run (e.g. travis.json)"
     )
     args = parser.parse_args(argv)
     opts = {"property_order": args.property_order}
+    if args.closed_objects:
+        opts["closed_objects"] = True
 
     tok = TOKENIZERS / "llama3" / "tokenizer.json"
     if not tok.is_file():
