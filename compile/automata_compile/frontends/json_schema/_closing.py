@@ -11,7 +11,7 @@ empty a valid object's language:
 
 * an object is closed where it is reached only through positions whose instances must
   match it: ``properties``, ``patternProperties``, ``additionalProperties``, ``items``,
-  ``prefixItems``, ``contains``, ``unevaluated*``, the members of an ``anyOf`` beside no
+  ``prefixItems``, ``contains`` (without ``maxContains``), ``unevaluated*``, the members of an ``anyOf`` beside no
   object keywords, a lone ``allOf`` member, a ``$ref`` beside no object keywords. Under
   ``not``, ``if``, ``oneOf`` (a narrower branch can make an instance that matched two
   branches match one) or ``dependentSchemas``, nothing is closed, nor is a ``$ref``
@@ -35,7 +35,6 @@ from automata_compile.frontends.json_schema._resolver import _loc
 
 # Positions whose instance must match the subschema (the subschema only narrows it).
 _ONE = ("additionalProperties", "unevaluatedProperties", "additionalItems", "unevaluatedItems")
-_ONE += ("contains",)
 _MAP = ("properties", "patternProperties")
 # Positions where a narrower subschema can widen or change the language, or conjuncts that
 # may declare properties the object needs.
@@ -119,6 +118,8 @@ def _children(root, node: dict, ptr: str, ok: bool):
         yield items, f"{ptr}/items", ok
     for i, sub in enumerate(_list(node, "prefixItems")):
         yield sub, f"{ptr}/prefixItems/{i}", ok
+    if "contains" in node:  # fewer matches can pass maxContains: open there
+        yield node["contains"], f"{ptr}/contains", ok and "maxContains" not in node
     others = [k for k in _CONJUNCTS if k in node]
     union_ok = ok and not objecty and others == ["anyOf"]
     for i, sub in enumerate(_list(node, "anyOf")):
@@ -188,8 +189,9 @@ def _unresolved(schema) -> tuple[str, str] | None:
             for k in _UNRESOLVED:
                 if k in node:
                     return k, f"{ptr}/{k}"
-            if ptr and isinstance(node.get("$id"), str) and not node["$id"].startswith("#"):
-                return "$id", f"{ptr}/$id"
+            for key in ("$id", "id"):  # an embedded resource (draft 4: "id")
+                if ptr and isinstance(node.get(key), str) and not node[key].startswith("#"):
+                    return key, f"{ptr}/{key}"
             ref = node.get("$ref")
             if isinstance(ref, str) and not ref.startswith("#"):
                 return "$ref", f"{ptr}/$ref"

@@ -128,7 +128,7 @@ Options (all keyword-only):
     ``additionalProperties: false``, as Outlines and XGrammar's strict mode do), for
     generation: a model cannot invent keys. Only where that is a sound subset and keeps
     the object satisfiable (`_closing`: not under ``not``, ``if``, ``oneOf``,
-    ``dependentSchemas``, nor beside ``allOf``/``anyOf``/``$ref`` or ``required`` names it
+    ``dependentSchemas`` or a ``contains`` with ``maxContains``, nor beside ``allOf``/``anyOf``/``$ref`` or ``required`` names it
     does not declare), so every accepted instance is valid under the schema as written.
   subsets: ``"warn"`` (default) or ``"refuse"``. Where a keyword cannot be enforced exactly
     but a sound subset of its language can (every accepted text valid, some valid texts
