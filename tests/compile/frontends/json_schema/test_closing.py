@@ -165,7 +165,7 @@ def test_closed_language_is_a_sound_subset_on_the_suite():
             except (ac.UnsupportedSchemaError, ac.InvalidSchemaError):
                 continue
             regex = ac.json_schema_to_regex(group["schema"], closed_objects=True, **options)
-        closed_any += bool(closed(group["schema"]))
+            closed_any += bool(closed(group["schema"]))
         rx = re.compile(regex)
         for test in group["tests"]:
             for value in itertools.islice(sc.key_orders(test["data"]), 24):
