@@ -66,7 +66,8 @@ def compile_tool_calls(
       timeout_s: optional wall-clock limit (`CompileTimeoutError`).
       **schema_options: options of `compile_json_schema` for the parameters schemas;
         ``property_order`` defaults to ``"declared"`` here (the order models write, and a
-        far smaller automaton than any order).
+        far smaller automaton than any order) and ``closed_objects`` to True (no arguments
+        the tool does not declare where its schema is silent on others; a sound subset).
 
     Each tool compiles once per (schema, format, options) and is kept in a cache (the
     walks of its rules over a vocabulary are cached by the PDA composer, and its finished

@@ -37,6 +37,7 @@ def tool_calls_spec(
     """
     fmt = resolve(format)
     schema_options.setdefault("property_order", "declared")
+    schema_options.setdefault("closed_objects", True)  # a call's arguments: no invented keys
     opts = _options(schema_options)
     tools = normalize_tools(tools, fmt.style)
     if tool is not None:

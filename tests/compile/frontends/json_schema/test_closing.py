@@ -141,6 +141,16 @@ def test_references_it_does_not_follow_leave_the_schema_open_with_a_warning(sche
         assert close_objects(schema) == (schema, ())
 
 
+def test_tool_calls_close_objects_by_default():
+    tools = [{"name": "f", "parameters": {"type": "object", "properties": {"a": {}}}}]
+    for closed_objects in (False, True):
+        options = {} if closed_objects else {"closed_objects": False}
+        dfa = ac.compile_tool_calls(tools, BYTES, **options)
+        for args, ok in (('{"a": 1}', True), ('{"a": 1, "b": 2}', not closed_objects)):
+            text = f'<tool_call>\n{{"name": "f", "arguments": {args}}}\n</tool_call>'
+            assert dfa.accepts(list(text.encode())) is ok, (closed_objects, args)
+
+
 def test_bad_option_value_is_named():
     with pytest.raises(ValueError, match="closed_objects must be True or False"):
         ac.compile_json_schema(ADDRESS, BYTES, closed_objects="yes")
