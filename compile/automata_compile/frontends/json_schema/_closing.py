@@ -28,10 +28,15 @@ warning naming the keyword.
 
 from __future__ import annotations
 
-import urllib.parse
 import warnings
 
-from automata_compile.frontends.json_schema._resolver import _loc
+from automata_compile._errors import InvalidSchemaError
+from automata_compile.frontends.json_schema._resolver import (
+    _DEFAULT_BASE,
+    _loc,
+    _ptr_join,
+    _Resolver,
+)
 
 # Positions whose instance must match the subschema (the subschema only narrows it).
 _ONE = ("additionalProperties", "unevaluatedProperties", "additionalItems", "unevaluatedItems")
@@ -69,6 +74,7 @@ def close_objects(schema, warned: set | None = None):
         unresolved = _unresolved(schema)
         if unresolved is not None:
             raise _Unfollowed(*unresolved)
+        resolver = _Resolver(schema)
         closable, opened = set(), set()
         todo, seen = [(schema, "", True)], set()
         while todo:
@@ -77,7 +83,7 @@ def close_objects(schema, warned: set | None = None):
                 continue
             seen.add((id(node), ok))
             (closable if ok else opened).add(id(node))
-            todo.extend(_children(schema, node, ptr, ok))
+            todo.extend(_children(resolver, node, ptr, ok))
     except _Unfollowed as e:
         keyword, ptr = e.args
         if warned is None or ("closed_objects", ptr) not in warned:
@@ -100,7 +106,7 @@ class _Unfollowed(Exception):
     """A reference keyword (and its pointer) that the walk does not resolve."""
 
 
-def _children(root, node: dict, ptr: str, ok: bool):
+def _children(resolver: _Resolver, node: dict, ptr: str, ok: bool):
     """The subschemas of ``node`` (at ``ptr``) with whether each may be closed."""
     objecty = any(k in node for k in _OBJECT_KEYS)
     for k in _ONE:
@@ -109,7 +115,7 @@ def _children(root, node: dict, ptr: str, ok: bool):
     for k in _MAP:
         if isinstance(node.get(k), dict):
             for name, sub in node[k].items():
-                yield sub, f"{ptr}/{k}/{_escape(name)}", ok
+                yield sub, _ptr_join(ptr, k, name), ok
     items = node.get("items")
     if isinstance(items, list):  # draft 2019-09 and before: a tuple
         for i, sub in enumerate(items):
@@ -136,13 +142,14 @@ def _children(root, node: dict, ptr: str, ok: bool):
     for k in (*_NEG_MAP, "dependencies"):
         if isinstance(node.get(k), dict):
             for name, sub in node[k].items():
-                yield sub, f"{ptr}/{k}/{_escape(name)}", False
+                yield sub, _ptr_join(ptr, k, name), False
     ref = node.get("$ref")
     if isinstance(ref, str):
-        target = _resolve(root, ref)
-        if target is None:
-            raise _Unfollowed("$ref", f"{ptr}/$ref")
-        yield target[0], target[1], ok and not objecty and others == ["$ref"]
+        try:  # the translator's own resolution (a local ref: `_unresolved` let no other by)
+            target, _, at = resolver.resolve(ref, _DEFAULT_BASE, _ptr_join(ptr, "$ref"))
+        except InvalidSchemaError:
+            raise _Unfollowed("$ref", _ptr_join(ptr, "$ref")) from None
+        yield target, at, ok and not objecty and others == ["$ref"]
 
 
 def _closes(node: dict) -> bool:
@@ -167,7 +174,7 @@ def _copy(schema, chosen: set):
 
     def copy(x, ptr: str):
         if isinstance(x, dict):
-            out = {k: copy(v, f"{ptr}/{_escape(k)}") for k, v in x.items()}
+            out = {k: copy(v, _ptr_join(ptr, k)) for k, v in x.items()}
             if id(x) in chosen and _closes(x):
                 out["additionalProperties"] = False
                 closed.append(ptr)
@@ -197,36 +204,15 @@ def _unresolved(schema) -> tuple[str, str] | None:
                 return "$ref", f"{ptr}/$ref"
             for k, v in node.items():
                 if k not in ("enum", "const", "default", "examples"):  # data, not schemas
-                    todo.append((v, f"{ptr}/{_escape(k)}"))
+                    todo.append((v, _ptr_join(ptr, k)))
         elif isinstance(node, list):
             todo.extend((v, f"{ptr}/{i}") for i, v in enumerate(node))
     return None
 
 
-def _resolve(root, ref: str):
-    """``(node, pointer)`` of a local ``#...`` JSON-pointer reference, or None."""
-    frag = urllib.parse.unquote(ref[1:])
-    if frag and not frag.startswith("/"):
-        return None
-    node = root
-    for part in frag.split("/")[1:]:
-        part = part.replace("~1", "/").replace("~0", "~")
-        if isinstance(node, dict) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        else:
-            return None
-    return node, frag
-
-
 def _list(node: dict, key: str) -> list:
     value = node.get(key)
     return value if isinstance(value, list) else []
-
-
-def _escape(name: str) -> str:
-    return name.replace("~", "~0").replace("/", "~1")
 
 
 def _pointer_order(ptr: str):
