@@ -754,10 +754,6 @@ def _event_free(d):
     a `BitsetTables`-like view, or for a grammar a `BitsetPDATables`-like one."""
     import types
 
-    if d.is_blocked:
-        raise RuntimeShapeError(
-            "ConstraintTables.from_bitset: expected dense TokenDFAs (no state blocks)"
-        )
     q, c = d.next_state.shape
     common = dict(
         program=np.zeros((q, c), np.int32),
@@ -825,6 +821,8 @@ def constraint_tables(ts, vocab_size: int, capacity: BitsetCapacity | None = Non
 
             t = load_bitset_tables(t)
         _check_supported(t)
+        if isinstance(t, TokenDFA):  # the bitset layout is dense: state blocks, exactly so
+            t = t.dense()
         loaded.append(t)
     if not isinstance(vocab_size, (int, np.integer)) or vocab_size < 1:
         raise RuntimeShapeError(f"vocab_size: expected a positive int, got {vocab_size!r}")

@@ -45,9 +45,10 @@ class TableCapacity:
       mask_rows: M, the deduplicated bitmask rows (``mask_impl="bitmask"`` only).
       blocks, cells: the state-block layout (`automata_jax._layout`): NB class maps and R
         flat row cells per constraint; 0 (the default): the dense layout, for batches
-        without state blocks (`TokenDFA.class_block`, e.g. tool calls). With ``blocks``
-        every constraint is stored ragged (a constraint without blocks: one block of
-        ``states x classes`` cells).
+        without state blocks (`TokenDFA.class_block`: tool calls, grammars and JSON
+        Schemas with rules), which it stores dense (`TokenDFA.dense`: exact, as large as
+        the blocks avoid). With ``blocks`` every constraint is stored ragged (a
+        constraint without blocks: one block of ``states x classes`` cells).
     """
 
     states: int

@@ -283,6 +283,10 @@ class ConstraintTables:
         bitmask = mask_impl == MASK_BITMASK
         fingerprint = build.shared_fingerprint(dfas)
         eos_ids = build.resolve_eos_ids(dfas, eos_ids, vocab_size)
+        if capacity is not None and not capacity.blocks:
+            # the dense layout: a constraint with state blocks (a grammar or JSON Schema
+            # with rules, tool calls) is stored dense, exactly (as large as blocks avoid)
+            dfas = [d.dense() for d in dfas]
         if capacity is not None:
             defaults = (min_states, min_classes, min_constraints, stack_size) == (8, 8, 1, None)
             sizes, stack_size = build.capacity_sizes(

@@ -175,9 +175,20 @@ def test_capacity_with_blocks_swaps_without_retrace(byte_level_vocab):
         state = aj.init_state(tables, jnp.array([0]))
         step(tables, state, jnp.array([vocab.encode("a")[0]]))
     assert len(traces) == 1
-    with pytest.raises(aj.TableCapacityError, match="blocks"):
-        dense_cap = aj.TableCapacity.fitting([grammar])
-        aj.ConstraintTables.from_dfas([split[0]], vocab_size=v, capacity=dense_cap)
+    # a capacity without blocks stores a constraint with blocks dense: the same masks
+    dense_cap = aj.TableCapacity.fitting([grammar])
+    dense = aj.ConstraintTables.from_dfas([split[0]], vocab_size=v, capacity=dense_cap)
+    assert dense.capacity == dense_cap and dense.class_map is None
+    ragged = aj.ConstraintTables.from_dfas([split[0]], vocab_size=v, capacity=cap)
+    for text in ("", "[", "[a,[b", "[ab]"):
+        ids = jnp.array(vocab.encode(text), jnp.int32) if text else jnp.zeros(0, jnp.int32)
+        masks = []
+        for t in (dense, ragged):
+            state = aj.init_state(t, jnp.array([0]))
+            for tok in ids:
+                state = aj.advance(t, state, tok[None])
+            masks.append(np.asarray(aj.allowed_mask(t, state)))
+        np.testing.assert_array_equal(masks[0], masks[1])
     tables = aj.ConstraintTables.from_dfas([split[0]], vocab_size=v, capacity=cap)
     state = aj.init_state(tables, jnp.array([0]))
     names = jaxpr_primitive_names(jax.make_jaxpr(step)(tables, state, jnp.array([5])))
