@@ -25,13 +25,27 @@ import schema_corpus_bench as corpus
 import automata_compile as ac
 import automata_jax as aj
 
+# A small recursive schema (a few rules, a small dense table).
+TREE = {
+    "$defs": {
+        "node": {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string"},
+                "children": {"type": "array", "items": {"$ref": "#/$defs/node"}},
+            },
+            "required": ["name"],
+        }
+    },
+    "$ref": "#/$defs/node",
+}
+
 # A prefix of a valid instance of each schema (the rows' state: inside nested rules).
 PREFIXES = {
     "github-workflows.json": '{"on": "push", "jobs": {"build": {"runs-on": "ubuntu-latest", '
     '"steps": [{"name": "x", "run": "make',
-    "dependabot.json": '{"version": 2, "updates": [{"package-ecosystem": "pip", '
-    '"directory": "/", "schedule": {"interval": "daily"}, "ignore": [{"dependency-name": "a',
-    "snapcraft.json": '{"name": "x", "parts": {"p": {"plugin": "nil", "source": "',
+    "dependabot.json": '{"version": 2, "updates": [{"allow": [{"dependency-name": "requ',
+    "tree": '{"name": "root", "children": [{"name": "leaf", "children": [{"name": "x',
 }
 
 
@@ -43,7 +57,7 @@ def main() -> None:
     p.add_argument("--tokenizer", default=str(corpus.TOKENIZERS / "llama3" / "tokenizer.json"))
     args = p.parse_args()
     vocab = ac.Vocabulary.from_file(args.tokenizer)
-    schemas = corpus.schemastore_schemas()
+    schemas = corpus.schemastore_schemas() | {"tree": TREE}
     for name in args.schemas:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
