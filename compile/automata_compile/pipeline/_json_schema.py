@@ -17,8 +17,6 @@ import dataclasses
 import json
 import time
 
-import numpy as np
-
 from automata_compile._errors import (
     CompileTimeoutError,
     GrammarConflictError,
@@ -40,8 +38,8 @@ from automata_compile.frontends.json_schema import (
     translate_grammar,
     unrolled_options,
 )
+from automata_compile.pipeline._grammar import pda_tables
 from automata_compile.pipeline._regex import compile_ir
-from automata_compile.tokens import token_pda
 
 
 def byte_language(
@@ -213,25 +211,7 @@ def _compile(schema, opts: SchemaOptions, vocab, max_states, spec):
             _, pda = byte_language(schema, opts, max_states=max_states, share=True)
             if pda is None:
                 raise
-    return _token_tables(pda, vocab, spec)
-
-
-def _token_tables(pda, vocab, spec):
-    """The byte PDA composed with ``vocab``; from `BLOCK_MIN_STATES` states, each grammar
-    rule's states one state block (`tokens._blocks`): a rule's rows hold only the token
-    classes its own states tell apart, not the refinement of every rule's, and the dense
-    ``[Q, C]`` table is never built (dependabot.json on Llama-3: 1,252 MB of dense tables,
-    220 MB in blocks, built in 0.5 s instead of 7 s). A smaller PDA stays dense: its table
-    is small, and a dense step reads one class map for the whole batch."""
-    rules = len(pda.names) > 1 and pda.num_states >= BLOCK_MIN_STATES
-    block = np.asarray(pda.rule_of) if rules else None
-    return token_pda(pda, vocab, spec_kind="json_schema", spec=spec, block=block)
-
-
-# A byte PDA with at least this many states gets a state block per rule (`_token_tables`;
-# benchmarks/schema_blocks_mask.py: a 1,565-state recursive schema takes 10.8 MB on the
-# device in blocks, 11.4 MB dense, and its step is 0.05-0.1 ms slower on the CPU).
-BLOCK_MIN_STATES = 4096
+    return pda_tables(pda, vocab, spec_kind="json_schema", spec=spec)
 
 
 def _outlined(schema, opts: SchemaOptions, vocab, max_states, spec, error):
@@ -270,7 +250,7 @@ def _outlined(schema, opts: SchemaOptions, vocab, max_states, spec, error):
             except StateBudgetExceededError as e:
                 return _outlined_in_order(schema, opts, vocab, max_states, spec, error, e)
             try:
-                return _token_tables(pda, vocab, spec)
+                return pda_tables(pda, vocab, spec_kind="json_schema", spec=spec)
             except StateBudgetExceededError as e:  # the composition's own budgets
                 return _outlined_in_order(schema, opts, vocab, max_states, spec, error, e)
     raise error

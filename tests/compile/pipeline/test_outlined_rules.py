@@ -21,8 +21,8 @@ import automata_compile as ac
 from automata_compile import StateBudgetExceededError
 from automata_compile.frontends.json_schema import parse_options
 from automata_compile.pipeline import _json_schema
+from automata_compile.pipeline._grammar import pda_tables
 from automata_compile.pipeline._json_schema import byte_language
-from automata_compile.tokens import token_pda
 
 jsonschema = pytest.importorskip("jsonschema")
 
@@ -213,9 +213,9 @@ def outlined_failing_once(monkeypatch, **options):
         composed.append(pda)
         if len(composed) == 1:
             raise StateBudgetExceededError("a simulated composition budget")
-        return token_pda(pda, *args, **kwargs)
+        return pda_tables(pda, *args, **kwargs)
 
-    monkeypatch.setattr(_json_schema, "token_pda", failing_once)
+    monkeypatch.setattr(_json_schema, "pda_tables", failing_once)
     first = StateBudgetExceededError("the schema's DFA")
     opts = parse_options(options)
     with warnings.catch_warnings(record=True) as caught:

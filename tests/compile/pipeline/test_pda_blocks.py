@@ -1,5 +1,5 @@
-"""A JSON Schema compiled as a byte PDA gets one state block per grammar rule from
-``BLOCK_MIN_STATES`` states (`pipeline._json_schema._token_tables`): the same automaton as
+"""A JSON Schema (or grammar) compiled as a byte PDA gets one state block per grammar rule from
+``BLOCK_MIN_STATES`` states (`pipeline._grammar.pda_tables`): the same automaton as
 the dense tables, configuration for configuration, in fewer cells; smaller PDAs stay dense.
 
 Oracle: the dense composition of the same byte PDA (``BLOCK_MIN_STATES`` raised past it),
@@ -17,7 +17,7 @@ import pytest
 
 import automata_compile as ac
 import automata_jax as aj
-from automata_compile.pipeline import _json_schema
+from automata_compile.pipeline import _grammar
 
 jsonschema = pytest.importorskip("jsonschema")
 
@@ -67,7 +67,7 @@ def both(llama3_vocab):
     try:
         out = []
         for threshold in (10**9, 0):
-            mp.setattr(_json_schema, "BLOCK_MIN_STATES", threshold)
+            mp.setattr(_grammar, "BLOCK_MIN_STATES", threshold)
             out.append(ac.compile_json_schema(SCHEMA, llama3_vocab))
     finally:
         mp.undo()
@@ -128,8 +128,26 @@ def test_device_tables_of_rule_blocks_give_the_same_masks(both, llama3_vocab):
 
 def test_default_blocks_from_the_threshold(both, llama3_vocab):
     dense, _ = both
-    assert dense.num_states >= _json_schema.BLOCK_MIN_STATES
+    assert dense.num_states >= _grammar.BLOCK_MIN_STATES
     assert ac.compile_json_schema(SCHEMA, llama3_vocab).is_blocked
     small = ac.compile_json_schema(TREE, llama3_vocab)  # a byte PDA under the threshold
-    assert small.is_pda and small.num_states < _json_schema.BLOCK_MIN_STATES
+    assert small.is_pda and small.num_states < _grammar.BLOCK_MIN_STATES
     assert not small.is_blocked
+
+
+def test_grammar_rule_blocks_are_the_same_automaton(llama3_vocab, monkeypatch):
+    """`compile_grammar` takes the same policy: the built-in JSON grammar with blocks (the
+    threshold lowered) against its dense tables."""
+    dense = ac.compile_grammar("json", llama3_vocab)
+    assert dense.num_states < _grammar.BLOCK_MIN_STATES and not dense.is_blocked
+    monkeypatch.setattr(_grammar, "BLOCK_MIN_STATES", 0)
+    blocked = ac.compile_grammar("json", llama3_vocab)
+    assert blocked.is_blocked and blocked.num_blocks > 1
+    checked = 0
+    for ids in _walks(dense, llama3_vocab, np.random.default_rng(1)):
+        for cut in range(len(ids) + 1):
+            ca, cb = dense.walk_config(ids[:cut]), blocked.walk_config(ids[:cut])
+            assert ca == cb and ca is not None, (ids, cut)
+            assert np.array_equal(dense.allowed(*ca), blocked.allowed(*cb)), (ids, cut)
+            checked += 1
+    assert checked > 200
