@@ -8,7 +8,8 @@ PDA block (`TokenDFA.PDA_ARRAYS`, padded per constraint):
 * **context-independent** token edges (most tokens) come from the usual
   ``next_state`` gather and push ``push_seq[edge_push[k, q, c]]``;
 * **context-dependent** edges (tokens that end a rule and continue in the caller)
-  are a short list per state, ``cd_index[k, q]``: an edge allows its class iff the
+  are a short run per state, ``cd_count[k, q]`` edges from ``cd_first[k, q]`` (read
+  through a window of ``edges_per_state``): an edge allows its class iff the
   symbols it pops equal the row's top ``cd_npop`` stack symbols (one compare of
   ``[B, E, K]``); the compiler guarantees that at most one edge matches per class;
 * **EOS** is allowed iff ``accepting[k, q]`` and ``accepting[k, s]`` for every symbol
@@ -59,9 +60,9 @@ def _entries(tables, k, q, stack, depth):
     Returns (entry ids int32[B, E] clipped, usable bool[B, E]).
     """
     s = stack.shape[1]
-    e = tables.cd_index[k, q]  # [B, E]
-    valid = e >= 0
-    ec = jnp.maximum(e, 0)
+    lane = jnp.arange(tables.edges_per_state, dtype=jnp.int32)[None, :]
+    valid = lane < tables.cd_count[k, q][:, None]  # [B, E]
+    ec = jnp.where(valid, tables.cd_first[k, q][:, None] + lane, 0)
     kk = k[:, None]
     kpop = tables.cd_pop.shape[2]
     pops = tables.cd_pop[kk, ec]  # [B, E, K]

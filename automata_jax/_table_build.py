@@ -137,12 +137,13 @@ def dfa_arrays(
     eos[list(eos_ids)] = True
     for i, d in enumerate(dfas):
         q = d.num_states
-        for b, states, tc, rows, _ in d.blocks():
+        used = []  # per class map: which of its classes some token has
+        for b, tc in enumerate(d.token_class if d.is_blocked else [d.token_class]):
             tc = _fit_vocabulary(tc, vocab_size, i, d)
             tc[list(eos_ids)] = 0
             token_class[i * nbp + b] = tc
-            used = np.bincount(tc, minlength=rows.shape[1]) > 0
-            viable[i, states] = d.accepting[states] | (rows[:, used] >= 0).any(axis=1)
+            used.append(np.bincount(tc, minlength=d.num_classes) > 0)
+        viable[i, :q] = d.accepting | _allows_a_token(d, used)
         if blocks:
             cells = d.flat_rows()
             next_state[i, : cells.size] = cells
@@ -165,6 +166,22 @@ def dfa_arrays(
     }
     if blocks:
         out.update(class_map=class_map, row_start=row_start, row_len=row_len, row_width=cp)
+    return out
+
+
+def _allows_a_token(d: TokenDFA, used: list) -> np.ndarray:
+    """bool[Q]: whether each state's row allows a class that some token has (``used``:
+    per class map), read from the flat rows without gathering them."""
+    if not d.is_blocked:
+        return (d.next_state[:, used[0]] >= 0).any(axis=1)
+    width = d.row_width
+    # each cell's class is used in its state's block: the blocks' masks, state by state
+    cell_used = np.concatenate([used[b][:w] for b, w in zip(d.class_block, width, strict=True)])
+    ok = (d.next_state >= 0) & cell_used
+    rows = width > 0  # (every row has a cell; an empty one would read its neighbour's)
+    out = np.zeros(d.num_states, bool)
+    if ok.size and rows.any():
+        out[rows] = np.logical_or.reduceat(ok, d.flat_starts()[rows])
     return out
 
 
@@ -345,7 +362,9 @@ def _pda_block(
         "edge_push": np.zeros((kp, cells + cp) if cells else (kp, qp, cp), np.int32),
         "push_seq": np.full((kp, pp, lp), -1, np.int32),
         "push_len": np.zeros((kp, pp), np.int32),
-        "cd_index": np.full((kp, qp, e), -1, np.int32),
+        "cd_first": np.zeros((kp, qp), np.int32),
+        "cd_count": np.zeros((kp, qp), np.int32),
+        "edges_per_state": e,
         "cd_class": np.zeros((kp, n), np.int32),
         "cd_pop": np.full((kp, n, kpop), -1, np.int32),
         "cd_npop": np.zeros((kp, n), np.int32),
@@ -368,8 +387,9 @@ def _pda_block(
         for name in ("cd_class", "cd_npop", "cd_target", "cd_push"):
             out[name][i, :m] = getattr(d, name)
         out["cd_pop"][i, :m, : d.cd_pop.shape[1]] = d.cd_pop
-        first = np.searchsorted(d.cd_state, d.cd_state)  # cd_state is sorted
-        out["cd_index"][i, d.cd_state, np.arange(m) - first] = np.arange(m)
+        q = d.num_states  # cd_state is sorted: each state's edges are one run
+        out["cd_first"][i, :q] = np.searchsorted(d.cd_state, np.arange(q))
+        out["cd_count"][i, :q] = np.bincount(d.cd_state, minlength=q)
     return out
 
 

@@ -76,7 +76,9 @@ class ConstraintTables:
       edge_push: int32[K, Q, C] or None (no grammar in the batch): the push row of each
         context-independent edge (0 = nothing).
       push_seq: int32[K, P, L], push_len: int32[K, P]: the symbol sequences pushed.
-      cd_index: int32[K, Q, E], the context-dependent edges of each state (-1 = none).
+      cd_first, cd_count: int32[K, Q], the context-dependent edges of each state: the
+        ``cd_count`` edges from id ``cd_first`` (edges are sorted by state); at most
+        ``edges_per_state`` (E, static) per state, the window a step reads.
       cd_class, cd_npop, cd_target, cd_push: int32[K, N]; cd_pop: int32[K, N, KP]: those
         edges (see `TokenDFA.PDA_ARRAYS`).
       stack_size: S, the static stack bound of every row (0 without grammars).
@@ -119,13 +121,15 @@ class ConstraintTables:
     edge_push: Int[Array, "K Q C"] | None = None
     push_seq: Int[Array, "K P L"] | None = None
     push_len: Int[Array, "K P"] | None = None
-    cd_index: Int[Array, "K Q E"] | None = None
+    cd_first: Int[Array, "K Q"] | None = None
+    cd_count: Int[Array, "K Q"] | None = None
     cd_class: Int[Array, "K N"] | None = None
     cd_pop: Int[Array, "K N KP"] | None = None
     cd_npop: Int[Array, "K N"] | None = None
     cd_target: Int[Array, "K N"] | None = None
     cd_push: Int[Array, "K N"] | None = None
     stack_size: int = struct.field(pytree_node=False, default=0)
+    edges_per_state: int = struct.field(pytree_node=False, default=0)
     vocab_fingerprint: str = struct.field(pytree_node=False, default="")
     eos_ids: tuple[int, ...] = struct.field(pytree_node=False, default=())
     # --- forced runs for fast-forward decoding (issue 12) ---
@@ -174,7 +178,7 @@ class ConstraintTables:
                 "pushes": int(self.push_seq.shape[1]),
                 "push_len": int(self.push_seq.shape[2]),
                 "context_edges": int(self.cd_class.shape[1]),
-                "edges_per_state": int(self.cd_index.shape[2]),
+                "edges_per_state": int(self.edges_per_state),
                 "pops": int(self.cd_pop.shape[2]),
             }
         return TableCapacity(

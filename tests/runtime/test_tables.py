@@ -431,3 +431,46 @@ def test_structure_drafts_are_the_dfas_padded_and_keep_one_structure():
     other = ConstraintTables.from_dfas([old, regex], vocab_size=v, capacity=cap)
     assert jax.tree.structure(one) == jax.tree.structure(other)
     assert [a.shape for a in jax.tree.leaves(one)] == [a.shape for a in jax.tree.leaves(other)]
+
+
+def test_context_edges_are_a_run_per_state(byte_level_vocab):
+    """Each state's context-dependent edges on the device are the ``cd_count`` edges from
+    ``cd_first`` (O(Q) memory, not a [Q, E] index padded to the busiest state), exactly
+    the TokenDFA's edges of that state; ``edges_per_state`` bounds the window."""
+    import automata_compile as ac
+    from automata_jax._tables import TableCapacity
+
+    dfa = ac.compile_grammar('start: "[" (item ("," item)*)? "]"\nitem: /[a-c]+/ | start',
+                             byte_level_vocab)  # fmt: skip
+    assert dfa.is_pda and dfa.cd_state.size
+    tables = ConstraintTables.from_dfas(dfa, vocab_size=byte_level_vocab.size)
+    first, count = np.asarray(tables.cd_first[0]), np.asarray(tables.cd_count[0])
+    assert first.shape == count.shape == (tables.padded_shape[1],)
+    cd_class = np.asarray(tables.cd_class[0])
+    for q in range(dfa.num_states):
+        ids = np.flatnonzero(dfa.cd_state == q)
+        assert count[q] == ids.size
+        assert ids.size == 0 or first[q] == ids[0]
+        np.testing.assert_array_equal(cd_class[first[q] : first[q] + count[q]], dfa.cd_class[ids])
+    assert not count[dfa.num_states :].any()  # padded states: none
+    assert tables.edges_per_state >= count.max()
+    assert isinstance(tables.capacity, TableCapacity)
+    assert tables.capacity.edges_per_state == tables.edges_per_state
+
+
+def test_viable_states_of_blocks_equal_the_dense_ones(byte_level_vocab):
+    """``viable`` (accepting, or some token allowed) read from state blocks' flat rows
+    equals the dense tables'."""
+    import automata_compile as ac
+    from automata_compile.tokens._blocks import split_blocks
+
+    dfa = ac.compile_grammar('start: "(" start ")" | "ab" | "a" "c"', byte_level_vocab)
+    rng = np.random.default_rng(3)
+    for _ in range(4):
+        split = split_blocks(dfa, rng.integers(0, 4, dfa.num_states))
+        a = ConstraintTables.from_dfas(dfa, vocab_size=byte_level_vocab.size)
+        b = ConstraintTables.from_dfas(split, vocab_size=byte_level_vocab.size)
+        assert b.class_map is not None
+        q = dfa.num_states
+        np.testing.assert_array_equal(np.asarray(a.viable)[0, :q], np.asarray(b.viable)[0, :q])
+        assert not np.asarray(b.viable)[0, q:].any()
