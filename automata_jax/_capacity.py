@@ -17,7 +17,7 @@ import numpy as np
 from automata_compile import TokenDFA
 from automata_jax._errors import RuntimeShapeError, TableCapacityError
 
-__all__ = ["DEFAULT_STACK_SIZE", "TableCapacity", "bucket", "check_fits"]
+__all__ = ["DEFAULT_STACK_SIZE", "TableCapacity", "bucket", "cells_bucket", "check_fits"]
 
 DEFAULT_STACK_SIZE = 64  # S for batches with a grammar (see `_stack`)
 
@@ -192,3 +192,20 @@ def bucket(n: int, minimum: int = 8) -> int:
     """The smallest power of two that is >= max(n, minimum)."""
     n = max(int(n), int(minimum), 1)
     return 1 << (n - 1).bit_length()
+
+
+def cells_bucket(n: int, minimum: int = 8) -> int:
+    """The state-block layout's flat row cells R: `bucket` up to ``FINE_CELLS``, then the
+    smallest multiple of an eighth of the power of two >= ``n`` (four sizes per power of
+    two: 5, 6, 7, 8 x 2^e): at most 25% padding where R is large (compose-spec.json: 82 M
+    cells, 134 M as a power of two, 84 M so), for a few more distinct shapes (a
+    `TableCapacity` fixes them)."""
+    n = max(int(n), int(minimum), 1)
+    if n <= FINE_CELLS:
+        return bucket(n, minimum)
+    step = 1 << ((n - 1).bit_length() - 3)  # an eighth of the power of two >= n
+    return -(-n // step) * step  # 5, 6, 7 or 8 steps
+
+
+# From this many cells, `cells_bucket` rounds to quarter powers of two.
+FINE_CELLS = 1 << 16

@@ -9,7 +9,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from automata_compile import IncompatibleVocabularyError, TokenDFA
-from automata_jax._capacity import DEFAULT_STACK_SIZE, TableCapacity, bucket, check_fits
+from automata_jax._capacity import (
+    DEFAULT_STACK_SIZE,
+    TableCapacity,
+    bucket,
+    cells_bucket,
+    check_fits,
+)
 from automata_jax._errors import RuntimeShapeError, TableCapacityError
 
 Sizes = tuple[int, int, int]  # (K, Q, C) padded
@@ -108,7 +114,7 @@ def block_sizes(dfas: Sequence[TokenDFA], capacity, sizes: Sizes) -> tuple[int, 
         return (capacity.blocks, capacity.cells) if capacity.blocks else None
     if not any(d.is_blocked for d in dfas):
         return None
-    return bucket(max(d.num_blocks for d in dfas), 1), bucket(max(d.num_cells for d in dfas), 8)
+    return bucket(max(d.num_blocks for d in dfas), 1), cells_bucket(max(d.num_cells for d in dfas))
 
 
 def dfa_arrays(

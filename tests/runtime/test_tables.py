@@ -49,6 +49,19 @@ def test_bucket():
     assert bucket(3, 1) == 4 and bucket(1, 1) == 1
 
 
+def test_cells_bucket_pads_at_most_a_quarter_past_fine_cells():
+    from automata_jax._capacity import FINE_CELLS, cells_bucket
+
+    assert [cells_bucket(n) for n in (0, 9, FINE_CELLS)] == [8, 16, FINE_CELLS]
+    assert cells_bucket(FINE_CELLS + 1) == FINE_CELLS * 5 // 4
+    assert cells_bucket(82_029_539) == 5 << 24  # compose-spec.json's blocks: 84 M, not 134 M
+    rng = np.random.default_rng(0)
+    for n in rng.integers(FINE_CELLS + 1, 1 << 31, 2000).tolist():
+        b = cells_bucket(n)
+        assert n <= b <= 1.25 * n
+        assert b >> (b.bit_length() - 3) in (4, 5, 6, 7)  # four sizes per power of two
+
+
 def test_single_dfa_padded_and_bucketed():
     dfa = toy_dfa()
     tables = ConstraintTables.from_dfas(dfa, vocab_size=8)
