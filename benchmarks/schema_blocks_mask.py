@@ -1,7 +1,8 @@
 """The cost of one jitted `allowed_mask` + `advance` step for JSON Schema rows with per-rule
 state blocks (how `compile_json_schema` lays out a schema with grammar rules) against the
 same constraint's dense tables (`TokenDFA.dense`) and unconstrained rows, interleaved in one
-process; with each layout's device bytes and table-build time.
+process; with each layout's device bytes and table-build time. Every schema is compiled
+in blocks here, also one under ``BLOCK_MIN_STATES`` (the small ``tree``), to compare.
 
 Rows sit at the start and after a prefix of a valid instance (``PREFIXES`` below), each a
 real configuration of the schema (its stack included).
@@ -24,6 +25,7 @@ import schema_corpus_bench as corpus
 
 import automata_compile as ac
 import automata_jax as aj
+from automata_compile.pipeline import _grammar
 
 # A small recursive schema (a few rules, a small dense table).
 TREE = {
@@ -58,6 +60,7 @@ def main() -> None:
     args = p.parse_args()
     vocab = ac.Vocabulary.from_file(args.tokenizer)
     schemas = corpus.schemastore_schemas() | {"tree": TREE}
+    _grammar.BLOCK_MIN_STATES = 0  # blocks whatever the size, to compare the two layouts
     for name in args.schemas:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -85,7 +85,7 @@ def pda_tables(pda, vocab, *, spec_kind: str, spec: str):
     grammar rule's states one state block (`tokens._blocks`): a rule's rows hold only the
     token classes its own states tell apart, not the refinement of every rule's, and the
     dense ``[Q, C]`` table is never built (SchemaStore's dependabot.json on Llama-3: 1,252
-    MB of dense tables, 220 MB in blocks, put on the device in 0.5 s instead of 7 s). A
+    MB of dense tables, 220 MB in blocks, put on the device in 0.2 s instead of 7 s). A
     smaller PDA stays dense: its table is small, and a dense step reads one class map for
     the whole batch. The same automaton either way."""
     rules = len(pda.names) > 1 and pda.num_states >= BLOCK_MIN_STATES
@@ -94,6 +94,6 @@ def pda_tables(pda, vocab, *, spec_kind: str, spec: str):
 
 
 # A byte PDA with at least this many states gets a state block per rule (`pda_tables`;
-# benchmarks/schema_blocks_mask.py: a 1,565-state recursive schema takes 10.8 MB on the
-# device in blocks, 11.4 MB dense, and its step is 0.05-0.1 ms slower on the CPU).
+# benchmarks/schema_blocks_mask.py: a 1,565-state recursive schema takes 8.3 MB on the
+# device in blocks, 9.4 MB dense, and its mask step is 0.01-0.03 ms slower on the CPU).
 BLOCK_MIN_STATES = 4096
