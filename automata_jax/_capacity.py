@@ -17,7 +17,14 @@ import numpy as np
 from automata_compile import TokenDFA
 from automata_jax._errors import RuntimeShapeError, TableCapacityError
 
-__all__ = ["DEFAULT_STACK_SIZE", "TableCapacity", "bucket", "cells_bucket", "check_fits"]
+__all__ = [
+    "DEFAULT_STACK_SIZE",
+    "TableCapacity",
+    "bucket",
+    "cells_bucket",
+    "check_fits",
+    "fine_bucket",
+]
 
 DEFAULT_STACK_SIZE = 64  # S for batches with a grammar (see `_stack`)
 
@@ -194,18 +201,24 @@ def bucket(n: int, minimum: int = 8) -> int:
     return 1 << (n - 1).bit_length()
 
 
-def cells_bucket(n: int, minimum: int = 8) -> int:
-    """The state-block layout's flat row cells R: `bucket` up to ``FINE_CELLS``, then the
-    smallest multiple of an eighth of the power of two >= ``n`` (four sizes per power of
-    two: 5, 6, 7, 8 x 2^e): at most 25% padding where R is large (compose-spec.json: 82 M
-    cells, 134 M as a power of two, 84 M so), for a few more distinct shapes (a
-    `TableCapacity` fixes them)."""
+def fine_bucket(n: int, minimum: int = 8) -> int:
+    """The smallest multiple of an eighth of the power of two >= max(n, minimum) (four
+    sizes per power of two: 5, 6, 7, 8 x 2^e, exact below 8): at most 25% padding."""
     n = max(int(n), int(minimum), 1)
-    if n <= FINE_CELLS:
-        return bucket(n, minimum)
-    step = 1 << ((n - 1).bit_length() - 3)  # an eighth of the power of two >= n
+    step = 1 << max((n - 1).bit_length() - 3, 0)  # an eighth of the power of two >= n
     return -(-n // step) * step  # 5, 6, 7 or 8 steps
 
 
-# From this many cells, `cells_bucket` rounds to quarter powers of two.
+def cells_bucket(n: int, minimum: int = 8) -> int:
+    """The state-block layout's flat row cells R: `bucket` up to ``FINE_CELLS``, then
+    `fine_bucket` (compose-spec.json: 82 M cells, 134 M as a power of two, 84 M so), for
+    a few more distinct shapes (a `TableCapacity` fixes them)."""
+    n = max(int(n), int(minimum), 1)
+    return bucket(n, minimum) if n <= FINE_CELLS else fine_bucket(n, minimum)
+
+
+# From this many cells, `cells_bucket` rounds to quarter powers of two; from
+# ``FINE_DENSE_CELLS`` dense cells (Q x C as powers of two), so do Q and C
+# (`_table_build.bucket_sizes`).
 FINE_CELLS = 1 << 16
+FINE_DENSE_CELLS = 1 << 22

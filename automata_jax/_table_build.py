@@ -11,10 +11,12 @@ import numpy as np
 from automata_compile import IncompatibleVocabularyError, TokenDFA
 from automata_jax._capacity import (
     DEFAULT_STACK_SIZE,
+    FINE_DENSE_CELLS,
     TableCapacity,
     bucket,
     cells_bucket,
     check_fits,
+    fine_bucket,
 )
 from automata_jax._errors import RuntimeShapeError, TableCapacityError
 
@@ -99,12 +101,15 @@ def capacity_sizes(
 def bucket_sizes(
     dfas: Sequence[TokenDFA], min_constraints: int, min_states: int, min_classes: int
 ) -> Sizes:
-    """``(K, Q, C)``: each rounded up to a power of two (`bucket`)."""
-    return (
-        bucket(len(dfas), min_constraints),
-        bucket(max((d.num_states for d in dfas), default=1), min_states),
-        bucket(max((d.num_classes for d in dfas), default=1), min_classes),
-    )
+    """``(K, Q, C)``: each rounded up to a power of two (`bucket`); Q and C to a quarter
+    power of two (`fine_bucket`) where the dense table would pass ``FINE_DENSE_CELLS``
+    (github-issue-forms.json on Llama-3: 18,575 x 5,146 is 32,768 x 8,192 as powers of
+    two, 1 GB of int32; 20,480 x 6,144 so)."""
+    q = max((d.num_states for d in dfas), default=1)
+    c = max((d.num_classes for d in dfas), default=1)
+    fine = bucket(q, min_states) * bucket(c, min_classes) > FINE_DENSE_CELLS
+    up = fine_bucket if fine else bucket
+    return bucket(len(dfas), min_constraints), up(q, min_states), up(c, min_classes)
 
 
 def block_sizes(dfas: Sequence[TokenDFA], capacity, sizes: Sizes) -> tuple[int, int] | None:

@@ -62,6 +62,40 @@ def test_cells_bucket_pads_at_most_a_quarter_past_fine_cells():
         assert b >> (b.bit_length() - 3) in (4, 5, 6, 7)  # four sizes per power of two
 
 
+def test_large_dense_tables_take_quarter_power_of_two_buckets():
+    """Past ``FINE_DENSE_CELLS`` dense cells (as powers of two), Q and C are rounded to a
+    quarter power of two (3,000 x 1,500: 3,072 x 1,536, not 4,096 x 2,048); the masks
+    are the TokenDFA's."""
+    from automata_jax._capacity import FINE_DENSE_CELLS
+
+    q, c, v = 3000, 1500, 2000
+    assert bucket(q) * bucket(c) > FINE_DENSE_CELLS
+    rng = np.random.default_rng(0)
+    ns = np.where(rng.random((q, c)) < 0.01, rng.integers(0, q, (q, c)), -1).astype(np.int32)
+    ns[:, 0] = -1
+    dfa = TokenDFA(
+        token_class=(np.arange(v) % c).astype(np.int32),
+        next_state=ns,
+        accepting=rng.random(q) < 0.1,
+        start=0,
+        eos_ids=(v - 1,),
+        vocab_fingerprint="toy",
+    )
+    tables = ConstraintTables.from_dfas(dfa, vocab_size=v)
+    assert tables.padded_shape == (1, 3072, 1536)
+    small = ConstraintTables.from_dfas(toy_dfa(), vocab_size=6)  # small tables: powers of two
+    assert all(n & (n - 1) == 0 for n in small.padded_shape)
+    import automata_jax as aj
+
+    for s in (0, 17, 2999):
+        state = dataclasses.replace(
+            aj.init_state(tables, jax.numpy.zeros((1,), jax.numpy.int32)),
+            state=jax.numpy.array([s], jax.numpy.int32),
+        )
+        mask = np.asarray(aj.allowed_mask(tables, state))[0]
+        np.testing.assert_array_equal(mask, dfa.allowed(s))
+
+
 def test_single_dfa_padded_and_bucketed():
     dfa = toy_dfa()
     tables = ConstraintTables.from_dfas(dfa, vocab_size=8)
