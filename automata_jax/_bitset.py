@@ -676,13 +676,10 @@ def pda_rows(plain, i: int, dt: BitsetDeviceTables, rows: int | None, size: int 
     conds, cond_static = np.asarray(dt.conds), np.asarray(dt.cond_static)
     always = _always(conds, cond_static, np.asarray(dt.cond_alts))
     static_cls = (nxt >= 0) & always[np.asarray(dt.cond_id)] & (grow == 0)
-    count = np.asarray(plain.cd_count[i])  # each state's edges: a run from cd_first
-    qs = np.repeat(np.arange(count.size), count)
-    ids = np.repeat(np.asarray(plain.cd_first[i]), count) + (
-        np.arange(qs.size) - np.repeat(np.cumsum(count) - count, count)
-    )
+    count = np.asarray(plain.cd_count[i])
+    qs = np.repeat(np.arange(count.size), count)  # edges sorted by state: edge j is qs[j]'s
     has_cd = np.zeros_like(static_cls)
-    has_cd[qs, np.asarray(plain.cd_class[i])[ids]] = True
+    has_cd[qs, np.asarray(plain.cd_class[i])[: qs.size]] = True
     cls_conditional = (((nxt >= 0) & ~static_cls) | has_cd).any(axis=0)
     return _packed_rows(token_class, static_cls, cls_conditional, rows, size)
 
