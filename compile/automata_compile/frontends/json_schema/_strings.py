@@ -181,7 +181,11 @@ def none_of(names):
 
 @functools.lru_cache(maxsize=4096)
 def _none_of(names: frozenset):
-    # by set: an object's declared names are complemented wherever it is negated or met
+    # by set: an object's declared names are complemented wherever it is negated or met.
+    # The strings that leave the names' trie (a prefix, then a character no name continues
+    # with), then any string, once; or a prefix that ends no name. A tail per trie node
+    # spells the same language, but each copy of it is its own NFA states: renovate.json's
+    # 110 forbidden names made 132,000 subset states for a 1,300-state minimal DFA.
     trie: dict = {}
     for name in names:
         node = trie
@@ -189,15 +193,18 @@ def _none_of(names: frozenset):
             node = node.setdefault(ch, {})
         node[None] = True
 
-    def build(node: dict):
-        kids = [k for k in node if k is not None]
-        other = chars(cs_complement(cs_norm([(ord(k), ord(k)) for k in kids])))
-        parts = [] if None in node else [EPS]
-        parts.append(seq(other, ANY_STRING))
-        parts.extend(seq(char(k), build(node[k])) for k in sorted(kids))
-        return alt(*parts)
+    def kids(node: dict):
+        return sorted(k for k in node if k is not None)
 
-    return build(trie)
+    def leaving(node: dict):
+        other = chars(cs_complement(cs_norm([(ord(k), ord(k)) for k in node if k is not None])))
+        return alt(other, *(seq(char(k), leaving(node[k])) for k in kids(node)))
+
+    def inside(node: dict):
+        parts = [] if None in node else [EPS]
+        return alt(*parts, *(seq(char(k), inside(node[k])) for k in kids(node)))
+
+    return alt(seq(leaving(trie), ANY_STRING), inside(trie))
 
 
 # ------------------------------------------------------------------------------------------
