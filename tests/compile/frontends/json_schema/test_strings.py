@@ -1,12 +1,15 @@
 """`_strings.none_of`: the key language of an object's other properties (every string but
-its declared names), exact and with one shared tail."""
+its declared names), exact, spelled as JSON exactly as the plain construction spells it
+(a trie with a tail at every node, the oracle here), with its shared parts spelled once."""
 
 from __future__ import annotations
+
+import collections
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from automata_compile.automata import Alt, Repeat, Seq
+from automata_compile.automata import Alt, Repeat, Seq, build_byte_dfa
 from automata_compile.frontends.json_schema import _content as sf
 from automata_compile.frontends.json_schema import _strings
 
@@ -20,6 +23,57 @@ def test_none_of_is_every_string_but_the_names(names, extra):
     probes = set(extra) | set(names) | {n[:-1] for n in names} | {n + "a" for n in names}
     for text in probes:
         assert sf.content_matches(node, text) == (text not in names), (names, text)
+
+
+def _trie_with_tails(names):
+    """Every string but ``names``: at each trie node, the end (unless a name ends there),
+    a character no name continues with and then any string, or a child."""
+    trie: dict = {}
+    for name in names:
+        node = trie
+        for ch in name:
+            node = node.setdefault(ch, {})
+        node[None] = True
+
+    def build(node):
+        kids = sorted(k for k in node if k is not None)
+        other = sf.chars(sf.cs_complement(sf.cs_norm([(ord(k), ord(k)) for k in kids])))
+        parts = [] if None in node else [sf.EPS]
+        parts.append(sf.seq(other, sf.ANY_STRING))
+        parts.extend(sf.seq(sf.char(k), build(node[k])) for k in kids)
+        return sf.alt(*parts)
+
+    return build(trie)
+
+
+def _same_bytes(a, b) -> bytes | None:
+    """None if the two byte DFAs accept the same strings, else a string only one accepts."""
+    seen = {(a.start, b.start): b""}
+    todo = collections.deque(seen)
+    while todo:
+        p, q = todo.popleft()
+        path = seen[p, q]
+        if bool(a.accepting[p]) != bool(b.accepting[q]):
+            return path
+        for c in range(256):
+            x, y = int(a.trans[p, c]), int(b.trans[q, c])
+            if (x < 0) != (y < 0):
+                return path + bytes([c])
+            if x >= 0 and (x, y) not in seen:
+                seen[x, y] = path + bytes([c])
+                todo.append((x, y))
+    return None
+
+
+@settings(max_examples=40, deadline=None)
+@given(names=st.lists(st.text(alphabet='ab/é"\\\n', max_size=3), max_size=5))
+def test_none_of_is_spelled_as_the_trie_with_tails(names):
+    # the same JSON spellings too: a name that no name continues is followed by free text
+    # (every spelling of the next character, `\/` included), a prefix by the plain ones
+    for escapes in ("standard", "any", "minimal"):
+        fast = build_byte_dfa(_strings.encode_json_string(_strings.none_of(names), escapes))
+        oracle = build_byte_dfa(_strings.encode_json_string(_trie_with_tails(names), escapes))
+        assert _same_bytes(fast, oracle) is None, (names, escapes)
 
 
 def _tails(node) -> int:
