@@ -180,6 +180,17 @@ def none_of(names):
     return _none_of(frozenset(names))
 
 
+def name_trie(names) -> dict:
+    """The names as nested dicts by character; ``None`` marks a node where a name ends."""
+    trie: dict = {}
+    for name in names:
+        node = trie
+        for ch in name:
+            node = node.setdefault(ch, {})
+        node[None] = True
+    return trie
+
+
 @functools.lru_cache(maxsize=4096)
 def _none_of(names: frozenset):
     # by set: an object's declared names are complemented wherever it is negated or met.
@@ -191,40 +202,33 @@ def _none_of(names: frozenset):
     # its own NFA states and its own subset states (an open object of 120 properties:
     # 63,000 subset states for a 3,800-state minimal DFA; renovate.json's 110 forbidden
     # names: 132,000 for 1,300).
-    trie: dict = {}
-    for name in names:
-        node = trie
-        for ch in name:
-            node = node.setdefault(ch, {})
-        node[None] = True
+    trie = name_trie(names)
     used = cs_norm([(ord(ch), ord(ch)) for name in names for ch in name])
 
     def kids(node: dict):
         return sorted(k for k in node if k is not None)
 
     def leaving(node: dict):  # a prefix, then a character of the names that leaves it
-        other = chars(cs_diff(used, [(ord(k), ord(k)) for k in kids(node)]))
-        if not kids(node):
-            other = NEVER  # a name no name continues: `last` below
-        return alt(other, *(seq(char(k), leaving(node[k])) for k in kids(node)))
+        ks = kids(node)
+        if not ks:
+            return NEVER  # a name no name continues: ``last`` below
+        other = chars(cs_diff(used, [(ord(k), ord(k)) for k in ks]))
+        return alt(other, *(seq(char(k), leaving(node[k])) for k in ks))
 
-    def prefix(node: dict):  # any prefix
-        return alt(EPS, *(seq(char(k), prefix(node[k])) for k in kids(node)))
-
-    def last(node: dict):  # a name that no name continues
+    def stops(node: dict, where):  # the prefixes that stop at a node ``where`` holds
+        ks = kids(node)
         return alt(
-            *([] if kids(node) else [EPS]), *(seq(char(k), last(node[k])) for k in kids(node))
+            *([EPS] if where(node) else []), *(seq(char(k), stops(node[k], where)) for k in ks)
         )
 
-    def inside(node: dict):  # a prefix that ends no name
-        parts = [] if None in node else [EPS]
-        return alt(*parts, *(seq(char(k), inside(node[k])) for k in kids(node)))
-
+    prefix = stops(trie, lambda node: True)
+    last = stops(trie, lambda node: not kids(node))  # a name that no name continues
+    inside = stops(trie, lambda node: None not in node)  # a prefix that ends no name
     unused = chars(cs_complement(used))
     # after a name no name continues, any character is free text (every spelling of it),
     # as it was when each trie node had its own tail
-    left = alt(leaving(trie), seq(prefix(trie), unused), seq(last(trie), ANY_CHAR))
-    return alt(seq(left, ANY_STRING), inside(trie))
+    left = alt(leaving(trie), seq(prefix, unused), seq(last, ANY_CHAR))
+    return alt(seq(left, ANY_STRING), inside)
 
 
 # ------------------------------------------------------------------------------------------

@@ -30,12 +30,6 @@ def test_none_of_is_every_string_but_the_names(names, extra):
 def _trie_with_tails(names):
     """Every string but ``names``: at each trie node, the end (unless a name ends there),
     a character no name continues with and then any string, or a child."""
-    trie: dict = {}
-    for name in names:
-        node = trie
-        for ch in name:
-            node = node.setdefault(ch, {})
-        node[None] = True
 
     def build(node):
         kids = sorted(k for k in node if k is not None)
@@ -45,7 +39,7 @@ def _trie_with_tails(names):
         parts.extend(sf.seq(sf.char(k), build(node[k])) for k in kids)
         return sf.alt(*parts)
 
-    return build(trie)
+    return build(_strings.name_trie(names))
 
 
 def _same_bytes(a, b) -> bytes | None:
