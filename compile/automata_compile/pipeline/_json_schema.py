@@ -26,6 +26,7 @@ from automata_compile._errors import (
 from automata_compile.automata import build_byte_pda, limits
 from automata_compile.frontends.json_schema import (
     OUTLINE_MIN_SIZE,
+    SHARE_MIN_SIZE,
     SIZING_HINT,
     Outliner,
     Rules,
@@ -53,9 +54,11 @@ def byte_language(
     vocabulary costs per state) or always (``share=True``, for a regular schema whose DFA
     outgrows its budget); a regular schema otherwise keeps its DFA, whose composition is
     cheaper. A grammar the byte PDA cannot parse with one byte of lookahead (see
-    `frontends.json_schema._rules`) is tried again without shared-value rules, then with
-    schema-free arrays / objects spelled inline (a union whose other branch spells an array
-    or object), then falls back to the unrolled IR, with a warning.
+    `frontends.json_schema._rules`) is tried again with the shared values each conflict
+    names spelled inline, one conflict at a time (`frontends.json_schema.Outliner`), then
+    without shared-value rules, then with schema-free arrays / objects spelled inline (a
+    union whose other branch spells an array or object), then falls back to the unrolled
+    IR, with a warning.
     """
     # In stack mode the shared variant is translated first: where the schema needs rules
     # anyway (free values, recursive $ref) it is the one used, and the plain one is only
@@ -71,25 +74,34 @@ def byte_language(
     if plain is not None and len(plain.bodies) == 1 and not share:
         return plain.bodies[0], None
 
-    def candidates():  # in order; each translated only when the one before conflicts
+    def built(g):
+        if len(g.bodies) == 1:
+            return g, None
+        return g, build_byte_pda(g, max_states=max_states, what="the schema")
+
+    def attempts():  # in order; each translated only when the one before conflicts
         if plain is None or len(first.bodies) > len(plain.bodies):
-            yield first
+            yield lambda: built(first)
+            if use_shared and sharing:  # the values the conflicts name inline, one by one
+                shared = Outliner(schema, opts, uses=2, min_size=SHARE_MIN_SIZE)
+                if shared.possible:
+                    yield lambda: shared.byte_pda(max_states=max_states)
         if plain is not None:
-            yield plain
+            yield lambda: built(plain)
         else:
             g = translate_grammar(schema, opts, False)[0]
             if len(g.bodies) != len(first.bodies):  # else the same grammar, the same conflict
-                yield g
+                yield lambda: built(g)
         if opts.recursion == "stack":  # last, the free arrays / objects spelled inline
-            yield translate_grammar(schema, opts, False, free_calls=False)[0]
+            yield lambda: built(translate_grammar(schema, opts, False, free_calls=False)[0])
 
-    for g in candidates():
-        if len(g.bodies) == 1:
-            return g.bodies[0], None
+    for attempt in attempts():
         try:
-            return None, build_byte_pda(g, max_states=max_states, what="the schema")
+            g, pda = attempt()
         except GrammarConflictError as e:
             conflict = e
+            continue
+        return (g.bodies[0], None) if pda is None else (None, pda)
     reason = (
         f"#: at {conflict.example.decode('utf-8', 'replace')!r} (within rule "
         f"{conflict.rules[0]}) a union of alternatives calls a rule where another spells a "
@@ -231,28 +243,19 @@ def _outlined(schema, opts: SchemaOptions, vocab, max_states, spec, error):
     outliner = Outliner(schema, opts)  # translated once for every round below
     if not outliner.possible:
         raise error
-    inline: frozenset = frozenset()
     for free_calls in (True, False):
-        while True:
-            g, named = outliner.grammar(inline, free_calls)
-            if len(g.bodies) == 1:
-                raise error  # no value to outline
-            try:
-                pda = build_byte_pda(g, max_states=max_states, what="the schema")
-            except GrammarConflictError as e:
-                # the values called there, else the outlined value the conflict is in
-                kept = {named[n] for n in e.rules[1:] if n in named} - inline
-                kept = kept or {named[n] for n in e.rules[:1] if n in named} - inline
-                if not kept:
-                    break
-                inline |= kept
-                continue
-            except StateBudgetExceededError as e:
-                return _outlined_in_order(schema, opts, vocab, max_states, spec, error, e)
-            try:
-                return pda_tables(pda, vocab, spec_kind="json_schema", spec=spec)
-            except StateBudgetExceededError as e:  # the composition's own budgets
-                return _outlined_in_order(schema, opts, vocab, max_states, spec, error, e)
+        try:
+            g, pda = outliner.byte_pda(free_calls, max_states=max_states)
+        except GrammarConflictError:
+            continue
+        except StateBudgetExceededError as e:
+            return _outlined_in_order(schema, opts, vocab, max_states, spec, error, e)
+        if pda is None:
+            raise error  # no value to outline
+        try:
+            return pda_tables(pda, vocab, spec_kind="json_schema", spec=spec)
+        except StateBudgetExceededError as e:  # the composition's own budgets
+            return _outlined_in_order(schema, opts, vocab, max_states, spec, error, e)
     raise error
 
 

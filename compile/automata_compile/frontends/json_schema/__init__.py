@@ -32,7 +32,13 @@ from automata_compile.frontends.json_schema._options import parse_options
 from automata_compile.frontends.json_schema._outline import Outliner
 from automata_compile.frontends.json_schema._regex_text import json_schema_to_regex
 from automata_compile.frontends.json_schema._resolver import _loc as pointer_fragment
-from automata_compile.frontends.json_schema._rules import OUTLINE_MIN_SIZE, ROOT, Rules, rule_calls
+from automata_compile.frontends.json_schema._rules import (
+    OUTLINE_MIN_SIZE,
+    ROOT,
+    SHARE_MIN_SIZE,
+    Rules,
+    rule_calls,
+)
 from automata_compile.frontends.json_schema._rules import _rewrite as rewrite_calls
 from automata_compile.frontends.json_schema._translator import _Options as SchemaOptions
 
@@ -40,6 +46,7 @@ __all__ = [
     "OUTLINE_MIN_SIZE",
     "Outliner",
     "ROOT",
+    "SHARE_MIN_SIZE",
     "SIZING_HINT",
     "BitsetEvents",
     "BitsetIneligible",

@@ -11,8 +11,10 @@ bytes (a rule called here ends with ``]``, ``}``, a closing quote, a literal or 
 and a number is inline, never a call of its own). A conflict can still arise *at* a
 call: where alternatives of a union share a position, one calling a rule and another
 spelling a value inline that starts with the same byte (``anyOf`` of objects, one
-declaring a nested object where the other allows any value); `_api` then compiles the
-schema with ``recursion="unroll"`` and warns.
+declaring a nested object where the other allows any value); `pipeline._json_schema`
+then spells the shared values the conflict names inline (`_outline.Outliner`), then
+every shared value, then schema-free values, and last compiles the schema with
+``recursion="unroll"`` and warns.
 """
 
 from __future__ import annotations

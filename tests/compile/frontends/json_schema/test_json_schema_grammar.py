@@ -27,6 +27,7 @@ from automata_compile.frontends.json_schema import (
     parse_options,
     schema_grammar,
     schema_ir,
+    translate_grammar,
 )
 from automata_compile.pipeline import byte_language
 
@@ -389,6 +390,72 @@ def test_union_conflict_falls_back_to_unrolling_with_a_warning():
     docs = ({"a": {"x": 1}}, {"a": {"y": 1}}, {"a": {"y": [1]}, "c": 2}, {"c": 1}, {"a": 1})
     for doc in docs:
         assert dfa.accepts(list(json.dumps(doc).encode())) == validator.is_valid(doc), doc
+
+
+def _closed(props, required=()):
+    return {
+        "type": "object",
+        "properties": props,
+        "required": list(required),
+        "additionalProperties": False,
+    }
+
+
+COLORS = ["crimson", "scarlet", "vermilion", "magenta", "turquoise", "chartreuse", "lavender"]
+# two shared values (each used at two or more positions, large enough to be rules); after
+# ``{"x": {`` the first two branches hold ``shade`` (a call of its rule) and an object spelled
+# inline: one byte of lookahead cannot choose there, but ``palette`` is called where nothing
+# else can start
+SHARED_CONFLICT = {
+    "$defs": {
+        "shade": _closed(
+            {"name": {"enum": COLORS}, "tone": {"enum": [c.upper() for c in COLORS]}}, ["name"]
+        ),
+        "palette": {
+            "type": "array",
+            "items": {"enum": [c + s for c in COLORS for s in ("-light", "-dark", "-pale")]},
+            "maxItems": 4,
+        },
+    },
+    "anyOf": [
+        _closed(
+            {"x": {"$ref": "#/$defs/shade"}, "p": {"$ref": "#/$defs/palette"}, "k": {}}, ["k"]
+        ),
+        _closed({"x": _closed({"n": {"type": "boolean"}}), "q": {"$ref": "#/$defs/palette"}}),
+        _closed({"y": {"$ref": "#/$defs/shade"}, "r": {"$ref": "#/$defs/palette"}}, ["y"]),
+    ],
+}
+
+
+def test_a_shared_value_a_conflict_names_is_spelled_inline_the_others_stay_rules():
+    """Where shared-value rules conflict, only the value the conflict names is spelled
+    inline (`Outliner.byte_pda`): ``palette`` stays one rule, built once; spelling every
+    shared value inline (the next attempt) made travis.json's automaton outgrow its budget
+    after 12 s."""
+    opts = parse_options({})
+    first, _ = translate_grammar(SHARED_CONFLICT, opts, True)
+    assert first.names[1:3] == ("shared:#/$defs/shade", "shared:#/$defs/palette")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _, pda = byte_language(SHARED_CONFLICT, opts)
+    assert pda.names == ("<root>", "shared:#/$defs/palette", "json_array", "json_object")
+    validator = jsonschema.Draft202012Validator(SHARED_CONFLICT)
+    shade = {"name": "magenta", "tone": "MAGENTA"}
+    docs = [
+        {"x": shade, "p": ["crimson-dark"], "k": [1, {"a": None}]},
+        {"x": {"name": "teal"}, "k": 1},
+        {"x": {"n": True}, "q": ["lavender-pale", "scarlet-light"]},
+        {"x": {"n": True}, "q": ["lavender"]},
+        {"x": {"n": 1}},
+        {"y": shade, "r": []},
+        {"y": shade, "r": ["magenta-pale"] * 5},
+        {"y": {"tone": "CRIMSON"}},
+        {"x": shade},
+        {},
+    ]
+    for doc in docs:
+        for text in (json.dumps(doc), json.dumps(doc, separators=(",", ":"))):
+            assert pda.matches(text.encode()) == validator.is_valid(doc), text
 
 
 def test_free_array_beside_a_spelled_one_is_spelled_inline_not_unrolled():
