@@ -418,9 +418,7 @@ SHARED_CONFLICT = {
         },
     },
     "anyOf": [
-        _closed(
-            {"x": {"$ref": "#/$defs/shade"}, "p": {"$ref": "#/$defs/palette"}, "k": {}}, ["k"]
-        ),
+        _closed({"x": {"$ref": "#/$defs/shade"}, "p": {"$ref": "#/$defs/palette"}, "k": {}}, ["k"]),
         _closed({"x": _closed({"n": {"type": "boolean"}}), "q": {"$ref": "#/$defs/palette"}}),
         _closed({"y": {"$ref": "#/$defs/shade"}, "r": {"$ref": "#/$defs/palette"}}, ["y"]),
     ],
