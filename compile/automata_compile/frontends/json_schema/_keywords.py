@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from automata_compile.automata import _char_dfa
 from automata_compile.frontends.json_schema import _content as sf
 from automata_compile.frontends.json_schema import _ecma, _formats
 from automata_compile.frontends.json_schema._content import (
@@ -25,6 +26,51 @@ from automata_compile.frontends.json_schema._types import (
     _Obj,
     _only,
 )
+
+# Probes of `_length_cut` past the bound that surely fits: the bound found is then within
+# 1/8 of the gap to the largest that fits (each probe costs up to the intersection's budget).
+LENGTH_CUT_PROBES = 3
+
+
+def _length_cut(langs, lo: int, hi: int | None):
+    """``(language, n)``: the strings of every language in ``langs`` with ``lo`` to ``n``
+    characters, for the largest ``n < hi`` found whose automaton fits the intersection's
+    budget; None where there is no length bound (``hi`` None), no other constraint, or
+    the others alone outgrow the budget, or no ``n >= lo`` fits.
+
+    A bounded intersection has at most ``k * (n + 1)`` states for the others' ``k``-state
+    DFA, so ``n = MAX_STATES // k - 1`` fits; up to `LENGTH_CUT_PROBES` bisection steps
+    then look for a larger ``n`` (an email ``format`` of 172 states with ``maxLength``
+    254: 115, where no probe fits)."""
+    if hi is None or not langs:
+        return None
+    try:
+        rest = sf.intersect(*langs)
+        _, (d,) = _char_dfa.dfas(rest, what="a length bound")
+    except TooComplexError:
+        return None
+
+    def bounded(n):
+        try:
+            return sf.intersect(rep(sf.ANY_CHAR, lo, n), rest)
+        except TooComplexError:
+            return None
+
+    fits = min(hi - 1, _char_dfa.MAX_STATES // max(d.num_states, 1) - 1)
+    best = bounded(fits) if fits >= lo else None
+    if best is None:
+        return None
+    top = hi  # the smallest bound known not to fit
+    for _ in range(LENGTH_CUT_PROBES):
+        if top - fits <= max(1, hi // 16):
+            break
+        mid = (fits + top) // 2
+        got = bounded(mid)
+        if got is None:
+            top = mid
+        else:
+            fits, best = mid, got
+    return best, fits
 
 
 class _Keywords:
@@ -114,11 +160,17 @@ class _Keywords:
             return sf.intersect(*(lang for _, lang in langs))
         except TooComplexError as e:
             names = ", ".join(k for k, _ in langs)
-            self.refuse(
-                langs[-1][0],
-                ptr,
-                f"the intersection of {names} outgrows the automaton budget ({e})",
-            )
+            why = f"the intersection of {names} outgrows the automaton budget ({e})"
+            cut = _length_cut([x for k, x in langs if not k.endswith("Length")], a, b)
+            if cut is not None:  # a sound subset: the strings of at most n characters
+                lang, n = cut
+                self.subset(
+                    "maxLength",
+                    _ptr_join(ptr, "maxLength"),
+                    f"{why}: strings of at most {n} characters are accepted, not {b}",
+                )
+                return lang
+            self.refuse(langs[-1][0], ptr, why)
             return langs[0][1]
 
     def _pattern(self, pattern, ptr, keyword):

@@ -164,6 +164,12 @@ counting states and 20,000 byte-automaton states, counted in the schema's any-or
 in one fixed order, and over an infinite item language at most one item is accepted: both
 sound subsets, named by a `SubsetWarning` (``subsets="refuse"`` raises instead).
 
+``maxLength`` with a ``pattern`` or ``format`` whose intersection outgrows its budget
+(20,000 states: a length counter times the pattern's automaton, e.g. ``format: email``
+with ``maxLength: 254``) accepts the valid strings of at most ``n`` characters instead,
+the largest ``n`` found that fits (`_keywords._length_cut`; 115 for that email), named by
+a `SubsetWarning` (keyword ``maxLength``; ``subsets="refuse"`` raises instead).
+
 ``oneOf`` is exact where its branches are disjoint or each complement is expressible;
 otherwise (the complement of ``uniqueItems``, of an existential property constraint, one
 past a budget) it is a sound subset (`_one_of`): per JSON type, a value of one branch is
@@ -182,7 +188,8 @@ with ``subsets="refuse"``, ``not``/``if`` whose complement is not expressible
 (e.g. objects that must have some undeclared property), ``unevaluated*`` under an ``anyOf`` of more than four annotated
 branches, and constraints whose automaton outgrows a budget (``multipleOf`` whose
 remainder automaton needs more than 400 states, string intersections or complements past
-20,000 states, objects in any property order past their budget, an intersection or
+20,000 states (with ``maxLength``: where no length from ``minLength`` up fits, or
+``subsets="refuse"``), objects in any property order past their budget, an intersection or
 complement with more than 256 alternatives of one JSON type where it multiplied them past
 those of each of its operands, or one of more than 65,536 pairs of alternatives; a byte
 automaton past ``max_states`` raises `StateBudgetExceededError`).
