@@ -88,10 +88,8 @@ def test_a_rule_is_keyed_by_its_structure_not_its_numbers():
     assert len(set(firsts)) == 3 and len(set(keys)) == 1
 
 
-def test_rule_keys_are_equal_exactly_when_the_renumbered_rules_are():
-    """The key digests only the entries that are not dead: over the rules of several PDAs
-    (JSON Schemas, tool calls, whose units repeat rules at other offsets), two keys are
-    equal iff the closures' dense sub-PDAs are (what a cached walk depends on)."""
+def _rule_pdas() -> list:
+    """PDAs of JSON Schemas and of tool calls (whose units repeat rules at other offsets)."""
     from automata_compile.frontends.tool_calls import tool_calls_pda, tool_calls_spec
 
     pdas = [_pda(s) for s in SCHEMAS]
@@ -104,8 +102,42 @@ def test_rule_keys_are_equal_exactly_when_the_renumbered_rules_are():
         tools, format="hermes", parallel=True, require_call=False, tool=None, allow_text=True
     )
     pdas.append(tool_calls_pda(fmt, ts, opts, parallel=True, require_call=False, allow_text=True))
+    return pdas
+
+
+def test_a_closure_is_its_rules_moves_renumbered():
+    """Oracle: every move of the closure's sub-PDA, mapped back through the closure's
+    states and rules, is the whole PDA's move (the renumbering by offset, `_in_rule`,
+    needs a SHIFT's target and a pushed return state in their state's rule)."""
+    for pda in _rule_pdas():
+        shifts = np.nonzero(pda.kind == _pda_units.SHIFT)
+        assert np.array_equal(pda.rule_of[pda.arg[shifts]], pda.rule_of[shifts[0]])
+        pushes = np.nonzero(pda.ret >= 0)
+        assert np.array_equal(pda.rule_of[pda.ret[pushes]], pda.rule_of[pushes[0]])
+        for rule in range(1, len(pda.names)):
+            closure = _pda_units._closure(pda, rule)
+            sub = _pda_units._closure_pda(closure)
+            states, rules = closure.states, closure.rules
+            assert np.array_equal(sub.kind, pda.kind[states])
+            assert np.array_equal(sub.ends, pda.ends[states])
+            assert np.array_equal(states[sub.starts], pda.starts[rules])
+            glob = pda.arg[states]
+            shift, call = sub.kind == _pda_units.SHIFT, sub.kind == _pda_units.CALL
+            assert np.array_equal(states[sub.arg[shift]], glob[shift])
+            assert np.array_equal(sub.shift[shift], sub.arg[shift])
+            assert (sub.shift[~shift] == -1).all() and (sub.arg[~(shift | call)] == -1).all()
+            assert np.array_equal(rules[sub.arg[call]], glob[call])
+            pushed = sub.ret >= 0
+            assert np.array_equal(pushed, pda.ret[states] >= 0)
+            assert np.array_equal(states[sub.ret[pushed]], pda.ret[states][pushed])
+
+
+def test_rule_keys_are_equal_exactly_when_the_renumbered_rules_are():
+    """The key digests only the entries that are not dead: over the rules of several PDAs
+    (JSON Schemas, tool calls, whose units repeat rules at other offsets), two keys are
+    equal iff the closures' dense sub-PDAs are (what a cached walk depends on)."""
     keys, dense = [], []
-    for pda in pdas:
+    for pda in _rule_pdas():
         for rule in range(1, len(pda.names)):
             closure = _pda_units._closure(pda, rule)
             sub = _pda_units._closure_pda(closure)
