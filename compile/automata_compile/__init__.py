@@ -38,6 +38,7 @@ _EXPORTS = {
     "InvalidSchemaError": "_errors",
     "OrderFallbackWarning": "_errors",
     "SubsetWarning": "_errors",
+    "TokenSubsetWarning": "_errors",
     "VocabularyError": "_errors",
     "GGUFError": "_errors",
     "IncompatibleVocabularyError": "_errors",

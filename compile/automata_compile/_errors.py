@@ -88,6 +88,14 @@ class OrderFallbackWarning(SubsetWarning):
         super().__init__(message, pointer, keyword="properties")
 
 
+class TokenSubsetWarning(SubsetWarning):
+    """Some tokens are left out of the masks where they would take the grammar's stack
+    into more contexts than the tables can hold (a token closing many nested values at
+    once, each of which may return to many places): a sound subset at the token level
+    (every accepted token is valid; the texts it would write stay reachable through
+    shorter tokens). JSON Schema compiles it with ``subsets="warn"`` (the default)."""
+
+
 class InvalidSchemaError(AutomataError, ValueError):
     """A JSON Schema (or dataclass) is malformed or contradictory."""
 

@@ -34,6 +34,7 @@ EXPECTED_ALL = [
     "TOOL_CALL_FORMATS",
     "TableFormatError",
     "TokenDFA",
+    "TokenSubsetWarning",
     "ToolCall",
     "ToolCallFormat",
     "ToolCallParseError",

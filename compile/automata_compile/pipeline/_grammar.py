@@ -80,17 +80,17 @@ def compile_grammar(
         return pda_tables(pda, vocab, spec_kind="grammar", spec=spec)
 
 
-def pda_tables(pda, vocab, *, spec_kind: str, spec: str):
+def pda_tables(pda, vocab, *, spec_kind: str, spec: str, cut: bool = False):
     """``pda`` composed with ``vocab`` (`token_pda`); from `BLOCK_MIN_STATES` states, each
     grammar rule's states one state block (`tokens._blocks`): a rule's rows hold only the
     token classes its own states tell apart, not the refinement of every rule's, and the
     dense ``[Q, C]`` table is never built (SchemaStore's dependabot.json on Llama-3: 1,252
     MB of dense tables, 220 MB in blocks, put on the device in 0.2 s instead of 7 s). A
     smaller PDA stays dense: its table is small, and a dense step reads one class map for
-    the whole batch. The same automaton either way."""
+    the whole batch. The same automaton either way. ``cut``: see `tokens.compose_pda`."""
     rules = len(pda.names) > 1 and pda.num_states >= BLOCK_MIN_STATES
     block = np.asarray(pda.rule_of) if rules else None
-    return token_pda(pda, vocab, spec_kind=spec_kind, spec=spec, block=block)
+    return token_pda(pda, vocab, spec_kind=spec_kind, spec=spec, block=block, cut=cut)
 
 
 # A byte PDA with at least this many states gets a state block per rule (`pda_tables`;

@@ -223,7 +223,7 @@ def _compile(schema, opts: SchemaOptions, vocab, max_states, spec):
             _, pda = byte_language(schema, opts, max_states=max_states, share=True)
             if pda is None:
                 raise
-    return pda_tables(pda, vocab, spec_kind="json_schema", spec=spec)
+    return pda_tables(pda, vocab, spec_kind="json_schema", spec=spec, cut=opts.subsets == "warn")
 
 
 def _outlined(schema, opts: SchemaOptions, vocab, max_states, spec, error):
@@ -253,7 +253,9 @@ def _outlined(schema, opts: SchemaOptions, vocab, max_states, spec, error):
         if pda is None:
             raise error  # no value to outline
         try:
-            return pda_tables(pda, vocab, spec_kind="json_schema", spec=spec)
+            return pda_tables(
+                pda, vocab, spec_kind="json_schema", spec=spec, cut=opts.subsets == "warn"
+            )
         except StateBudgetExceededError as e:  # the composition's own budgets
             return _outlined_in_order(schema, opts, vocab, max_states, spec, error, e)
     raise error

@@ -29,26 +29,36 @@ the vocabulary is required to spell every byte on its own (checked).
 from __future__ import annotations
 
 import dataclasses
+import warnings
 
 import numpy as np
 
-from automata_compile._errors import UnsupportedGrammarError
+from automata_compile._errors import TokenSubsetWarning, UnsupportedGrammarError
 from automata_compile._ranges import ranges
 from automata_compile.automata import BytePDA, check_time
 from automata_compile.tokens._blocks import block_tables, block_tables_walks
 from automata_compile.tokens._pda_units import rule_walks, walk_states
-from automata_compile.tokens._pda_walk import STEP, Walk, Walker
+from automata_compile.tokens._pda_walk import (
+    CONTEXTS_REFUSED,
+    MAX_OUTCOMES,
+    STEP,
+    Walk,
+    Walker,
+)
 from automata_compile.tokens._rows import unique_rows
 from automata_compile.tokens._token_dfa import TokenDFA
 from automata_compile.tokens._token_trie import TokenTrie, trie_for
 
 
-def token_pda(pda: BytePDA, vocab, *, spec_kind: str, spec: str, block=None) -> TokenDFA:
+def token_pda(
+    pda: BytePDA, vocab, *, spec_kind: str, spec: str, block=None, cut: bool = False
+) -> TokenDFA:
     """``pda`` composed with ``vocab``'s tokens: a `TokenDFA` with the PDA block (the one
     artifact format of DFAs and PDAs), labelled with the spec it was compiled from.
     ``block``: int[Q], a partition of the byte PDA's states: the tables get state blocks
-    (`_blocks`), built from the allowed cells without the dense table."""
-    tables = compose_pda(pda, trie_for(vocab), vocab, block)
+    (`_blocks`), built from the allowed cells without the dense table. ``cut``: see
+    `compose_pda`."""
+    tables = compose_pda(pda, trie_for(vocab), vocab, block, cut=cut)
     return _token_dfa(tables, vocab, spec_kind=spec_kind, spec=spec)
 
 
@@ -68,8 +78,12 @@ def _token_dfa(tables: dict, vocab, *, spec_kind: str, spec: str) -> TokenDFA:
     )
 
 
-def compose_pda(pda: BytePDA, trie: TokenTrie, vocab, block=None) -> dict:
-    """Builds the token-level tables.
+def compose_pda(pda: BytePDA, trie: TokenTrie, vocab, block=None, *, cut: bool = False) -> dict:
+    """Builds the token-level tables. ``cut``: a token whose walk from a state reaches more
+    than `_pda_walk.MAX_OUTCOMES` stack contexts is left out there, with one
+    `TokenSubsetWarning`, instead of refused (a JSON Schema's ``subsets="warn"``: the
+    draft-07 meta-schema, whose schema rule is called from 30-odd places, so a token
+    closing k nested schemas pops one of 30**k stacks).
 
     Returns a dict of NumPy arrays (see `TokenDFA`'s PDA block): ``token_class``,
     ``next_state``, ``accepting``, ``start``, ``edge_push``, ``push_seq``, ``push_len``,
@@ -83,7 +97,7 @@ def compose_pda(pda: BytePDA, trie: TokenTrie, vocab, block=None) -> dict:
         of a walk and every few thousand nodes of a Python walk).
     """
     _check_bytes(pda, trie)
-    walker = Walker(pda, trie)
+    walker = Walker(pda, trie, cut=cut)
     start = int(pda.starts[0])
     live = (pda.kind != 0).any(axis=1)
     parts = walk_states(walker, np.flatnonzero(live & (pda.rule_of == 0)), vocab.fingerprint)
@@ -96,6 +110,16 @@ def compose_pda(pda: BytePDA, trie: TokenTrie, vocab, block=None) -> dict:
     classes = _classes_hashed(parts, trie.num_groups, len(walker.outcomes))
     if classes is None:  # a hash collision (never seen): key the signatures exactly instead
         classes = _classes_exact(parts, trie.num_groups)
+    if walker.cuts:
+        warnings.warn(
+            TokenSubsetWarning(
+                f"tokens that reach more than {MAX_OUTCOMES} {CONTEXTS_REFUSED} (closing "
+                f"several nested values at once) are left out of the masks from there "
+                f"({walker.cuts} token prefixes): a sound subset, the same texts are written "
+                "with shorter tokens"
+            ),
+            stacklevel=2,
+        )
     return _tables(pda, trie, walker, parts, *classes, block=block)
 
 

@@ -40,8 +40,10 @@ from automata_compile.tokens._rows import (
 from automata_compile.tokens._token_trie import TokenTrie
 
 # Outcomes of one (state, token) beyond this mean the walk is enumerating stack contexts
-# combinatorially: refuse rather than run away.
+# combinatorially: refuse rather than run away, or, with ``Walker(cut=True)``, leave the
+# token (and every token it prefixes) out from there (`Walker.step`).
 MAX_OUTCOMES = 4096
+CONTEXTS_REFUSED = "stack contexts from one state"
 STEP = "the composition of the grammar with the vocabulary"
 # A start state is wide when the trie nodes below the first bytes it takes exceed this share
 # of all nodes (measured on Llama-3: 0.002-0.005 walk fastest; 0.05 took 1.3-2x longer).
@@ -168,8 +170,12 @@ def pop_symbols(pushed: tuple, popped: tuple, pops: tuple) -> tuple | None:
 class Walker:
     """Walks tokens from states of ``pda``; interns outcomes and contexts, memoizes steps."""
 
-    def __init__(self, pda: BytePDA, trie: TokenTrie, *, min_wide_bytes: int = 1):
+    def __init__(
+        self, pda: BytePDA, trie: TokenTrie, *, min_wide_bytes: int = 1, cut: bool = False
+    ):
         self.pda = pda
+        self.cut = cut  # see `step`
+        self.cuts = 0  # the (configurations, byte) steps cut
         self.min_wide_bytes = min_wide_bytes  # see `MIN_WIDE_BYTES`
         self.kind, self.arg, self.ret = pda.kind, pda.arg, pda.ret  # read per memo miss only
         self.rule_of = pda.rule_of.tolist()
@@ -218,10 +224,15 @@ class Walker:
                 if after is not None:
                     new.append((target, after[0] + push, after[1]))
         if len(new) > MAX_OUTCOMES:
-            raise StateBudgetExceededError(
-                f"a token reaches more than {MAX_OUTCOMES} stack contexts from one state; the "
-                "grammar's nesting is too ambiguous to enumerate per token"
-            )
+            if not self.cut:
+                raise StateBudgetExceededError(
+                    f"a token reaches more than {MAX_OUTCOMES} {CONTEXTS_REFUSED}; the "
+                    "grammar's nesting is too ambiguous to enumerate per token"
+                )
+            # a sound subset: the tokens through this byte are left out (dead) from here;
+            # a token of one byte pops once, so it stays (a rule has far fewer call sites)
+            self.cuts += 1
+            new = []
         out = self.step_memo[key] = tuple(sorted(set(new)))
         return out
 

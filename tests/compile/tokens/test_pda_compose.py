@@ -357,3 +357,72 @@ def test_row_edits_on_sparse_rows_mean_what_they_say(byte_vocab, seed, default, 
     restricted = _pda_compose._restricted(edited, keep)
     assert _ends(restricted, num_groups) == want_r
     assert keep[restricted.src].all() and np.array_equal(restricted.wide, edited.wide[kept])
+
+
+# -- tokens past the stack contexts' budget: cut, a sound subset ----------------------------------
+
+# an object whose 12 properties are each the schema again: closing nested objects, a `}`
+# pops a return state of 12 call sites, so a token of k braces pops one of 12**k stacks
+NESTED = {
+    "type": "object",
+    "properties": {f"k{i}": {"$ref": "#"} for i in range(12)},
+    "additionalProperties": False,
+}
+BRACES = [b"}" * n for n in range(2, 7)]  # "}}" pops 144 stacks, "}}}}" 20,736: cut
+
+
+@pytest.fixture(scope="module")
+def brace_vocab():
+    extra = BRACES + [b'{"k1": {', b', "k', b'": {}']
+    tokens = [bytes([i]) for i in range(256)] + extra + [b"<eos>"]
+    eos = len(tokens) - 1
+    return ac.Vocabulary.from_bytes(tokens, eos_ids=[eos], special_ids=[eos])
+
+
+def _spell(doc, rng) -> str:
+    if not doc:
+        return "{}"
+    items = [f'"{k}": {_spell(v, rng)}' for k, v in doc.items()]
+    return "{" + ", ".join(items) + "}"
+
+
+def _doc(rng, depth):
+    keys = rng.sample(range(12), rng.randint(0, 3 if depth else 0))
+    return {f"k{i}": _doc(rng, depth - 1) for i in sorted(keys)}
+
+
+def test_tokens_past_the_contexts_budget_are_cut_soundly(brace_vocab, byte_vocab):
+    """Oracle: the same schema over single bytes (no token pops twice: exact). Along valid
+    texts, every token the cut tables allow is a valid continuation there, and every
+    valid token is allowed but those that pop past the budget."""
+    with pytest.warns(ac.TokenSubsetWarning, match=r"more than 4096 stack contexts.*left out"):
+        cut = ac.compile_json_schema(NESTED, brace_vocab)
+    exact = ac.compile_json_schema(NESTED, byte_vocab)
+    spelled = [brace_vocab.decode([t]) for t in range(brace_vocab.size)]
+    rng = random.Random(0)
+    left_out = 0
+    for _ in range(12):
+        text = _spell(_doc(rng, 5), rng).encode()
+        config, oracle = (cut.start, ()), (exact.start, ())
+        for i, byte in enumerate(text):
+            allowed = np.flatnonzero(cut.allowed(*config))
+            for t in range(brace_vocab.size - 1):
+                o = oracle
+                for b in spelled[t]:
+                    o = o and exact.advance_config(*o, b)
+                if t in allowed:
+                    assert o, (text[:i], spelled[t])  # sound: never a token invalid here
+                elif o and spelled[t] not in BRACES[2:]:
+                    raise AssertionError(("left out", text[:i], spelled[t]))
+                else:
+                    left_out += bool(o)
+            config = cut.advance_config(*config, byte)
+            oracle = exact.advance_config(*oracle, byte)
+            assert config is not None and oracle is not None
+        assert cut.accepts(list(text)) and exact.accepts(list(text))
+    assert left_out  # some brace runs were valid and cut
+
+
+def test_subsets_refuse_refuses_tokens_past_the_contexts_budget(brace_vocab):
+    with pytest.raises(ac.StateBudgetExceededError, match="4096 stack contexts"):
+        ac.compile_json_schema(NESTED, brace_vocab, subsets="refuse")

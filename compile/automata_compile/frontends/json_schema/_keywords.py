@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from automata_compile.automata import _char_dfa
+from automata_compile.automata import char_dfa as _char_dfa
 from automata_compile.frontends.json_schema import _content as sf
 from automata_compile.frontends.json_schema import _ecma, _formats
 from automata_compile.frontends.json_schema._content import (
