@@ -1,7 +1,9 @@
 """Time to first mask, before/after: two checkouts side by side on the same schemas.
 
 Each schema of the official JSON Schema Test Suite (and the SchemaStore schemas that
-compile, see `schema_corpus_bench.py`, and ``--bfcl N`` of BFCL's function schemas) is compiled on Llama-3 by two worker processes, one
+compile, see `schema_corpus_bench.py`, ``--bfcl N`` of BFCL's function schemas, and with
+``--heldout`` the schemas no default was tuned on, `schema_corpus_bench.heldout_schemas`)
+is compiled on Llama-3 by two worker processes, one
 importing ``--baseline`` (a checkout, e.g. ``git worktree add /tmp/perf-base <commit>``) and
 one this checkout, alternating which goes first, so load on a shared machine hits both
 alike. Time to first mask = `compile_json_schema` + `ConstraintTables.from_dfas`, as in
@@ -51,6 +53,9 @@ def main(argv=None) -> int:
         "--timeout-s", type=float, default=None, help="compile_json_schema's own timeout_s"
     )
     parser.add_argument("--bfcl", type=int, default=0, help="BFCL function schemas (sampled)")
+    parser.add_argument(
+        "--heldout", action="store_true", help="schemas never tuned on (`heldout_schemas`)"
+    )
     parser.add_argument("--out", default=str(RESULTS), help="results JSON file")
     args = parser.parse_args(argv)
     tok = scb.TOKENIZERS / "llama3" / "tokenizer.json"
@@ -61,6 +66,8 @@ def main(argv=None) -> int:
         corpora["schemastore"] = {n: store[n] for n in names}
     if args.bfcl:
         corpora["bfcl"] = scb.bfcl_schemas(args.bfcl)
+    if args.heldout:
+        corpora["heldout"] = scb.heldout_schemas()
     workers = {"before": scb.Worker(tok, args.timeout, args.baseline),
                "after": scb.Worker(tok, args.timeout, str(ROOT))}  # fmt: skip
     options = {} if args.timeout_s is None else {"timeout_s": args.timeout_s}

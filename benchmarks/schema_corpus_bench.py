@@ -97,6 +97,43 @@ def bfcl_schemas(limit: int | None) -> dict[str, object]:
     return out
 
 
+def heldout_schemas() -> dict[str, object]:
+    """Real schemas from installed packages that no compile budget or default was tuned on
+    (first run in session 26): the JSON Schema meta-schemas of draft-04/06/07
+    (``jsonschema-specifications``, a dependency of ``jsonschema``), Jupyter's notebook
+    schemas (``nbformat``, a test extra) and the Debug Adapter Protocol (``debugpy``'s
+    copy, where installed: the whole file, then each of its definitions as a root)."""
+    import importlib.util
+
+    found: dict[str, object] = {}
+
+    def package(name: str) -> Path | None:
+        spec = importlib.util.find_spec(name)
+        return None if spec is None or spec.origin is None else Path(spec.origin).parent
+
+    specs = package("jsonschema_specifications")
+    if specs is not None:
+        for draft in ("draft4", "draft6", "draft7"):
+            path = specs / "schemas" / draft / "metaschema.json"
+            found[f"metaschema-{draft}"] = json.loads(path.read_text())
+    nb = package("nbformat")
+    if nb is not None:
+        for path in sorted(nb.glob("v*/nbformat.v*.schema.json")):
+            found[path.name] = json.loads(path.read_text())
+    dbg = package("debugpy")
+    if dbg is not None:
+        for path in dbg.rglob("debugProtocol.json"):
+            dap = json.loads(path.read_text())
+            found["debugProtocol.json"] = dap
+            for k in sorted(dap["definitions"]):
+                found[f"dap#{k}"] = {
+                    "$ref": f"#/definitions/{k}",
+                    "definitions": dap["definitions"],
+                }
+            break
+    return found
+
+
 # -- the worker -----------------------------------------------------------------------------------
 
 
