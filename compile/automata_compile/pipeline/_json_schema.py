@@ -245,7 +245,7 @@ def _outlined(schema, opts: SchemaOptions, vocab, max_states, spec, error):
         raise error
     for free_calls in (True, False):
         try:
-            g, pda = outliner.byte_pda(free_calls, max_states=max_states)
+            _, pda = outliner.byte_pda(free_calls, max_states=max_states)
         except GrammarConflictError:
             continue
         except StateBudgetExceededError as e:
