@@ -396,6 +396,33 @@ def product(a: DFA, b: DFA, op: str, budget: Budget) -> DFA:
     return DFA(np.stack(rows), accepting, 0)
 
 
+def longest(dfa: DFA) -> int | None:
+    """The length of the longest accepted string; None where there is none or no longest
+    (a cycle on an accepting path: the language is infinite)."""
+    t = trim(dfa)
+    if t is None:
+        return None
+    succ = [np.unique(row[row >= 0]).tolist() for row in t.trans]
+    indegree = np.zeros(t.num_states, np.int64)
+    for out in succ:
+        indegree[out] += 1
+    order = [q for q in range(t.num_states) if indegree[q] == 0]
+    for q in order:  # Kahn: a trimmed DFA is acyclic iff every state gets ordered
+        for r in succ[q]:
+            indegree[r] -= 1
+            if indegree[r] == 0:
+                order.append(r)
+    if len(order) < t.num_states:
+        return None
+    depth = np.full(t.num_states, -1, np.int64)
+    depth[t.start] = 0
+    for q in order:
+        if depth[q] >= 0:
+            for r in succ[q]:
+                depth[r] = max(depth[r], depth[q] + 1)
+    return int(depth[t.accepting].max())
+
+
 def bounded(dfa: DFA, max_len: int, budget: Budget) -> DFA:
     """The strings of ``dfa`` with at most ``max_len`` symbols (a layered product with a
     counter); states that no longer matter for the count are shared.

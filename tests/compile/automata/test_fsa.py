@@ -93,6 +93,26 @@ def test_bounded_length_intersection(p, n):
 
 
 @SETTINGS
+@given(p=_patterns())
+def test_longest_is_the_length_past_which_nothing_is_accepted(p):
+    """Oracle: the language minus its strings of at most n characters (a bounded
+    intersection) is empty at the longest n and not below; no longest: empty or infinite."""
+    node = _regex.parse(p, None)
+    _, (dfa,) = _char_dfa.dfas(node, what="a test")
+    n = _char_dfa.longest(dfa)
+
+    def longer_than(k):
+        return not _char_dfa.is_empty(
+            _char_dfa.difference(node, _char_dfa.with_max_length(node, k))
+        )
+
+    if n is None:
+        assert _char_dfa.is_empty(node) or longer_than(64)
+    else:
+        assert not longer_than(n) and (n == 0 or longer_than(n - 1))
+
+
+@SETTINGS
 @given(p=_patterns(), q=_patterns())
 def test_byte_dfa_of_an_intersection_matches_its_bytes(p, q):
     node = _char_dfa.intersect(_regex.parse(p, None), _regex.parse(q, None))

@@ -35,8 +35,10 @@ LENGTH_CUT_PROBES = 3
 def _length_cut(langs, lo: int, hi: int | None):
     """``(language, n)``: the strings of every language in ``langs`` with ``lo`` to ``n``
     characters, for the largest ``n < hi`` found whose automaton fits the intersection's
-    budget; None where there is no length bound (``hi`` None), no other constraint, or
-    the others alone outgrow the budget, or no ``n >= lo`` fits.
+    budget, or ``n = hi`` (exact) where the others' strings are at most ``hi`` long anyway
+    (``format: hostname`` with ``maxLength: 253``: its counter only multiplied states);
+    None where there is no length bound (``hi`` None), no other constraint, or the others
+    alone outgrow the budget, or no ``n >= lo`` fits.
 
     A bounded intersection has at most ``k * (n + 1)`` states for the others' ``k``-state
     DFA, so ``n = MAX_STATES // k - 1`` fits; up to `LENGTH_CUT_PROBES` bisection steps
@@ -49,6 +51,14 @@ def _length_cut(langs, lo: int, hi: int | None):
         _, (d,) = _char_dfa.dfas(rest, what="a length bound")
     except TooComplexError:
         return None
+    top = _char_dfa.longest(d)
+    if top is not None and top <= hi:  # the others bound the length already: exact
+        if lo == 0:
+            return rest, hi
+        try:
+            return sf.intersect(rep(sf.ANY_CHAR, lo, None), rest), hi
+        except TooComplexError:
+            pass
 
     def bounded(n):
         try:
@@ -164,11 +174,12 @@ class _Keywords:
             cut = _length_cut([x for k, x in langs if not k.endswith("Length")], a, b)
             if cut is not None:  # a sound subset: the strings of at most n characters
                 lang, n = cut
-                self.subset(
-                    "maxLength",
-                    _ptr_join(ptr, "maxLength"),
-                    f"{why}: strings of at most {n} characters are accepted, not {b}",
-                )
+                if n < b:
+                    self.subset(
+                        "maxLength",
+                        _ptr_join(ptr, "maxLength"),
+                        f"{why}: strings of at most {n} characters are accepted, not {b}",
+                    )
                 return lang
             self.refuse(langs[-1][0], ptr, why)
             return langs[0][1]

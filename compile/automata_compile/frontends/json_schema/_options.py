@@ -168,7 +168,9 @@ sound subsets, named by a `SubsetWarning` (``subsets="refuse"`` raises instead).
 (20,000 states: a length counter times the pattern's automaton, e.g. ``format: email``
 with ``maxLength: 254``) accepts the valid strings of at most ``n`` characters instead,
 the largest ``n`` found that fits (`_keywords._length_cut`; 115 for that email), named by
-a `SubsetWarning` (keyword ``maxLength``; ``subsets="refuse"`` raises instead).
+a `SubsetWarning` (keyword ``maxLength``; ``subsets="refuse"`` raises instead); where the
+pattern's or format's strings are that short anyway (``hostname``, ``maxLength: 253``),
+exactly, without a warning.
 
 ``oneOf`` is exact where its branches are disjoint or each complement is expressible;
 otherwise (the complement of ``uniqueItems``, of an existential property constraint, one

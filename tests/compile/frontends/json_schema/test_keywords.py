@@ -97,3 +97,16 @@ def test_an_email_with_the_usual_max_length_compiles():
     dfa, (w,) = _compiled({"type": "string", "format": "email", "maxLength": 254})
     assert w.keyword == "maxLength"
     assert dfa.accepts(list(b'"ada@example.com"')) and not dfa.accepts(list(b'"ada"'))
+
+
+def test_a_length_the_format_implies_is_exact_without_a_warning():
+    """``hostname`` strings are at most 253 characters (the subset's own bound): the
+    ``maxLength`` counter only multiplied states past the budget. It is dropped, exactly:
+    the same tables as the format alone, and no ``maxLength`` warning."""
+    import numpy as np
+
+    bounded, cut = _compiled({"type": "string", "format": "hostname", "maxLength": 253})
+    alone, _ = _compiled({"type": "string", "format": "hostname"})
+    assert not [w for w in cut if w.keyword == "maxLength"]
+    for name in ("token_class", "next_state", "accepting"):
+        assert np.array_equal(getattr(bounded, name), getattr(alone, name)), name
