@@ -41,6 +41,7 @@ from automata_compile.frontends.json_schema import (
 )
 from automata_compile.pipeline._grammar import pda_tables
 from automata_compile.pipeline._regex import compile_ir
+from automata_compile.tokens import CONTEXTS_REFUSED
 
 
 def byte_language(
@@ -223,7 +224,7 @@ def _compile(schema, opts: SchemaOptions, vocab, max_states, spec):
             _, pda = byte_language(schema, opts, max_states=max_states, share=True)
             if pda is None:
                 raise
-    return pda_tables(pda, vocab, spec_kind="json_schema", spec=spec, cut=opts.subsets == "warn")
+    return pda_tables(pda, vocab, spec_kind="json_schema", spec=spec)
 
 
 def _outlined(schema, opts: SchemaOptions, vocab, max_states, spec, error):
@@ -253,12 +254,24 @@ def _outlined(schema, opts: SchemaOptions, vocab, max_states, spec, error):
         if pda is None:
             raise error  # no value to outline
         try:
-            return pda_tables(
-                pda, vocab, spec_kind="json_schema", spec=spec, cut=opts.subsets == "warn"
-            )
+            return pda_tables(pda, vocab, spec_kind="json_schema", spec=spec)
         except StateBudgetExceededError as e:  # the composition's own budgets
+            if _cut_last(opts, e):
+                return pda_tables(pda, vocab, spec_kind="json_schema", spec=spec, cut=True)
             return _outlined_in_order(schema, opts, vocab, max_states, spec, error, e)
     raise error
+
+
+def _cut_last(opts: SchemaOptions, e: StateBudgetExceededError) -> bool:
+    """Whether the outlined PDA, its composition refused because a token reaches too many
+    stack contexts (``e``), is composed again with those tokens left out
+    (`tokens.compose_pda`'s ``cut``, a `TokenSubsetWarning`): with ``subsets="warn"``, in
+    the last form tried, where no object is left in any order to fall back to declared
+    order (which keeps the tokens: taskfile.json, as before). The draft-04/06/07
+    meta-schemas were refused there; they compile."""
+    if opts.subsets != "warn" or CONTEXTS_REFUSED not in str(e):
+        return False
+    return opts.property_order != "any" or not set(opts.any_ordered) - opts.declared_at
 
 
 def _outlined_in_order(schema, opts: SchemaOptions, vocab, max_states, spec, error, e):

@@ -22,6 +22,7 @@ _EXPORTS = {
     "load_bitset_tables": "_bitset_file",
     "with_forced_runs": "_bitset_forced",
     "save_bitset_tables": "_bitset_file",
+    "CONTEXTS_REFUSED": "_pda_walk",
     "CanonicalBPE": "_canonical",
     "CanonicalError": "_canonical",
     "DEFAULT_MAX_TOKENS": "_forced",

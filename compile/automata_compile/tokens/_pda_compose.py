@@ -81,9 +81,10 @@ def _token_dfa(tables: dict, vocab, *, spec_kind: str, spec: str) -> TokenDFA:
 def compose_pda(pda: BytePDA, trie: TokenTrie, vocab, block=None, *, cut: bool = False) -> dict:
     """Builds the token-level tables. ``cut``: a token whose walk from a state reaches more
     than `_pda_walk.MAX_OUTCOMES` stack contexts is left out there, with one
-    `TokenSubsetWarning`, instead of refused (a JSON Schema's ``subsets="warn"``: the
-    draft-07 meta-schema, whose schema rule is called from 30-odd places, so a token
-    closing k nested schemas pops one of 30**k stacks).
+    `TokenSubsetWarning`, instead of refused (a JSON Schema's last form with
+    ``subsets="warn"``, `pipeline._json_schema._cut_last`: the draft-07 meta-schema, whose
+    schema rule is called from 30-odd places, so a token closing k nested schemas pops one
+    of 30**k stacks).
 
     Returns a dict of NumPy arrays (see `TokenDFA`'s PDA block): ``token_class``,
     ``next_state``, ``accepting``, ``start``, ``edge_push``, ``push_seq``, ``push_len``,
