@@ -51,8 +51,8 @@ def _length_cut(langs, lo: int, hi: int | None):
         _, (d,) = _char_dfa.dfas(rest, what="a length bound")
     except TooComplexError:
         return None
-    top = _char_dfa.longest(d)
-    if top is not None and top <= hi:  # the others bound the length already: exact
+    longest = _char_dfa.longest(d)
+    if longest is not None and longest <= hi:  # the others bound the length already: exact
         if lo == 0:
             return rest, hi
         try:
