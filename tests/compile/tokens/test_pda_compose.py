@@ -379,10 +379,10 @@ def brace_vocab():
     return ac.Vocabulary.from_bytes(tokens, eos_ids=[eos], special_ids=[eos])
 
 
-def _spell(doc, rng) -> str:
+def _spell(doc) -> str:
     if not doc:
         return "{}"
-    items = [f'"{k}": {_spell(v, rng)}' for k, v in doc.items()]
+    items = [f'"{k}": {_spell(v)}' for k, v in doc.items()]
     return "{" + ", ".join(items) + "}"
 
 
@@ -402,7 +402,7 @@ def test_tokens_past_the_contexts_budget_are_cut_soundly(brace_vocab, byte_vocab
     rng = random.Random(0)
     left_out = 0
     for _ in range(12):
-        text = _spell(_doc(rng, 5), rng).encode()
+        text = _spell(_doc(rng, 5)).encode()
         config, oracle = (cut.start, ()), (exact.start, ())
         for i, byte in enumerate(text):
             allowed = np.flatnonzero(cut.allowed(*config))
