@@ -440,9 +440,3 @@ def matches(node, text: str) -> bool:
         if q < 0:
             return False
     return bool(d.accepting[q])
-
-
-def longest(dfa) -> int | None:
-    """The longest string a DFA of `dfas` accepts, in characters; None where it accepts
-    none or has no longest (`_fsa.longest`)."""
-    return _fsa.longest(dfa)

@@ -217,7 +217,7 @@ def _closure(pda: BytePDA, rule: int) -> _Closure:
     q, b = np.nonzero((k != 0) | (r >= 0))
     kv = k[q, b]
     g = arg[states[q], b].astype(np.int64)
-    delta = q - states[q]  # local - global of the entry's state: see `_in_rule`
+    delta = _in_rule(states)[q, 0]  # local - global of the entry's state
     av = np.where(kv == SHIFT, g + delta, -1)
     av[kv == CALL] = rule_local(g[kv == CALL])
     rv = r[q, b].astype(np.int64)

@@ -99,7 +99,7 @@ def test_longest_is_the_length_past_which_nothing_is_accepted(p):
     intersection) is empty at the longest n and not below; no longest: empty or infinite."""
     node = _regex.parse(p, None)
     _, (dfa,) = _char_dfa.dfas(node, what="a test")
-    n = _char_dfa.longest(dfa)
+    n = _fsa.longest(dfa)
 
     def longer_than(k):
         return not _char_dfa.is_empty(

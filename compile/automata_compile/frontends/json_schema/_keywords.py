@@ -5,6 +5,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from automata_compile.automata import char_dfa as _char_dfa
+from automata_compile.automata import fsa as _fsa
 from automata_compile.frontends.json_schema import _content as sf
 from automata_compile.frontends.json_schema import _ecma, _formats
 from automata_compile.frontends.json_schema._content import (
@@ -51,7 +52,7 @@ def _length_cut(langs, lo: int, hi: int | None):
         _, (d,) = _char_dfa.dfas(rest, what="a length bound")
     except TooComplexError:
         return None
-    longest = _char_dfa.longest(d)
+    longest = _fsa.longest(d)
     if longest is not None and longest <= hi:  # the others bound the length already: exact
         if lo == 0:
             return rest, hi
