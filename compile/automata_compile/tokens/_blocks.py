@@ -242,7 +242,7 @@ def _listed_like_representatives(es, ek, val, key, cell, rep_of, local, cd, sid,
         cd_cell = cell[n0:]
         own = rep_of[cd_cell] == cd["cd_class"]
         ckey = np.stack([cd["cd_state"], local[cd_cell], sid], 1)
-        if np.unique(ckey, axis=0).shape[0] != int(own.sum()):
+        if distinct_rows(ckey)[0].shape[0] != int(own.sum()):
             return False
     return True
 
@@ -282,7 +282,7 @@ def _block_classes(states, ns, ep, cd) -> tuple[np.ndarray, np.ndarray]:
                 ],
                 axis=1,
             )[m]
-            _, sid = np.unique(sig, axis=0, return_inverse=True)
+            _, sid = distinct_rows(sig)  # (ids: only compared)
             edges: dict[int, list] = {}
             for k, x in zip(cd["cd_class"][m].tolist(), sid.reshape(-1).tolist(), strict=True):
                 edges.setdefault(k, []).append(x)
@@ -308,12 +308,10 @@ def _distinct_rows(sig: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     w = rng.integers(1, 2**63, size=(sig.shape[1], 2), dtype=np.uint64) | np.uint64(1)
     with np.errstate(over="ignore"):
         keys = sig.astype(np.uint64) @ w  # wraps mod 2**64
-    _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
-    inverse = inverse.reshape(-1)
+    first, inverse = distinct_rows(keys)
     if (sig == sig[first[inverse]]).all():
         return first, inverse
-    _, first, inverse = np.unique(sig, axis=0, return_index=True, return_inverse=True)
-    return first, inverse.reshape(-1)
+    return distinct_rows(sig)
 
 
 def block_tables_walks(q: int, c: int, token_class, entries, walks, cd: dict | None, block):
@@ -565,8 +563,9 @@ def _cd_in_blocks(cd: dict, local: np.ndarray, bl: np.ndarray) -> dict:
         ],
         axis=1,
     )
-    _, first = np.unique(key, axis=0, return_index=True)
-    first = first[np.lexsort((cls[first], cd["cd_state"][first]))]
+    first, _ = distinct_rows(key)
+    # by state, then class, then the rest of the row (a total order: the rows are distinct)
+    first = first[np.lexsort(key[first].T[::-1])]
     return {
         "cd_state": cd["cd_state"][first].astype(np.int32),
         "cd_class": cls[first].astype(np.int32),
