@@ -19,7 +19,7 @@ import dataclasses
 import numpy as np
 
 from automata_compile._ranges import ranges
-from automata_compile.tokens._rows import distinct_rows
+from automata_compile.tokens._rows import distinct_rows, distinct_rows_unordered
 from automata_compile.tokens._token_dfa import DEAD, TokenDFA
 
 __all__ = ["block_tables", "block_tables_walks", "split_blocks"]
@@ -242,7 +242,7 @@ def _listed_like_representatives(es, ek, val, key, cell, rep_of, local, cd, sid,
         cd_cell = cell[n0:]
         own = rep_of[cd_cell] == cd["cd_class"]
         ckey = np.stack([cd["cd_state"], local[cd_cell], sid], 1)
-        if distinct_rows(ckey)[0].shape[0] != int(own.sum()):
+        if distinct_rows_unordered(ckey)[0].shape[0] != int(own.sum()):
             return False
     return True
 
@@ -282,7 +282,7 @@ def _block_classes(states, ns, ep, cd) -> tuple[np.ndarray, np.ndarray]:
                 ],
                 axis=1,
             )[m]
-            _, sid = distinct_rows(sig)  # (ids: only compared)
+            _, sid = distinct_rows_unordered(sig)  # (ids: only compared)
             edges: dict[int, list] = {}
             for k, x in zip(cd["cd_class"][m].tolist(), sid.reshape(-1).tolist(), strict=True):
                 edges.setdefault(k, []).append(x)
@@ -308,7 +308,7 @@ def _distinct_rows(sig: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     w = rng.integers(1, 2**63, size=(sig.shape[1], 2), dtype=np.uint64) | np.uint64(1)
     with np.errstate(over="ignore"):
         keys = sig.astype(np.uint64) @ w  # wraps mod 2**64
-    first, inverse = distinct_rows(keys)
+    first, inverse = distinct_rows_unordered(keys)
     if (sig == sig[first[inverse]]).all():
         return first, inverse
     return distinct_rows(sig)
@@ -563,7 +563,7 @@ def _cd_in_blocks(cd: dict, local: np.ndarray, bl: np.ndarray) -> dict:
         ],
         axis=1,
     )
-    first, _ = distinct_rows(key)
+    first, _ = distinct_rows_unordered(key)
     # by state, then class, then the rest of the row (a total order: the rows are distinct)
     first = first[np.lexsort(key[first].T[::-1])]
     return {
