@@ -74,6 +74,14 @@ def _translate(
         node = _Emitter(opts, tr.refuse, rules, free_calls, size, tr.subset).value(t)
         grammar = rules.grammar(node) if rules else GrammarIR(names=(ROOT,), bodies=(node,))
     if not derives_a_value(grammar):
+        if tr.remote_left_out:  # satisfiable, maybe, but not without the documents
+            keyword, ptr, reason = tr.remote_left_out[0]
+            raise UnsupportedSchemaError(
+                f"{keyword!r} at {_loc(ptr)} cannot be enforced: {reason}, and leaving its "
+                "values out (the sound subset) leaves no value of the whole schema",
+                keyword=keyword,
+                pointer=ptr,
+            )
         where = tr.empty_at if tr.empty_at is not None else ""
         detail = f" (the first unsatisfiable subschema is at {_loc(where)})" if where else ""
         if tr.truncated is not None:

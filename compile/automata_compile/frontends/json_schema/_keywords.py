@@ -244,7 +244,8 @@ class _Keywords:
         contains = ()
         ev_contains = ()
         if "contains" in s:
-            c = self.sub(s["contains"], base, _ptr_join(ptr, "contains"), descend=True)
+            with self.non_monotone_part():
+                c = self.sub(s["contains"], base, _ptr_join(ptr, "contains"), descend=True)
             ev_contains = (c,)
             cmin, cmax = s.get("minContains", 1), s.get("maxContains")
             for k, v in (("minContains", cmin), ("maxContains", cmax)):

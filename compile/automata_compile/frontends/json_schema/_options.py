@@ -184,7 +184,10 @@ Refused in strict mode (`UnsupportedSchemaError`, with ``keyword`` and ``pointer
 ``uniqueItems: true`` over an infinite item language with ``minItems`` >= 2 (the subset of at
 most one item is empty there), the complement of ``uniqueItems`` (in ``not`` and
 ``if``), remote ``$ref``/``$dynamicRef`` (documents
-outside the schema), ``$recursiveRef``, unknown ``$schema`` meta-schemas, ECMA patterns
+outside the schema, never fetched) under ``not``, an ``if`` condition, ``oneOf`` or ``contains``,
+with ``subsets="refuse"`` or where the schema would accept nothing without them (elsewhere
+they are a sound subset: no value accepted where one applies, an optional property left
+out; a `SubsetWarning`), ``$recursiveRef``, unknown ``$schema`` meta-schemas, ECMA patterns
 with backreferences, lookaround or ``\\b``, ``format`` values enforced as subsets (above)
 with ``subsets="refuse"``, ``not``/``if`` whose complement is not expressible
 (e.g. objects that must have some undeclared property), ``unevaluated*`` under an ``anyOf`` of more than four annotated

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import warnings
@@ -159,6 +160,11 @@ class _Translator(_Keywords):
         # translated once, not once per path
         self.memo: dict = {}
         self.refs_seen: set[int] = set()  # $ref targets looked up by the open translation
+        # inside `non_monotone` translations (depth), and whether the open translation met a
+        # remote reference (its language then depends on that: `_remote`)
+        self.non_monotone = 0
+        self.remote_met = False
+        self.remote_left_out: list[tuple[str, str, str]] = []  # (keyword, pointer, reason)
         self.truncated: str | None = None
         # recursive $ref targets compiled as grammar rules (recursion="stack"): the rule id
         # of each target, and each rule's typed language and JSON pointer
@@ -229,9 +235,11 @@ class _Translator(_Keywords):
             base = _join_uri(base, node["$id"]).split("#", 1)[0]
         key = (id(node), base, tuple(self.scope) if self.dynamic else ())
         entries = self.memo.setdefault(key, [])
-        for out, seen, context, _ in entries:
-            if self._context(seen) == context:
+        polarity = self.non_monotone > 0
+        for out, seen, context, _, remote in entries:
+            if self._context(seen) == context and (remote is None or remote == polarity):
                 self.refs_seen |= seen
+                self.remote_met |= remote is not None
                 return out
         # one translation per distinct (subschema, context): the deadline is checked every 64
         # (renovate: 1,889 translations in 8-10 s, no check before this one)
@@ -242,6 +250,7 @@ class _Translator(_Keywords):
         if entered:
             self.scope.append(base)
         outer, self.refs_seen = self.refs_seen, set()
+        outer_remote, self.remote_met = self.remote_met, False
         try:
             out = self._schema(node, base, ptr)
         except _Unroll as e:
@@ -259,9 +268,11 @@ class _Translator(_Keywords):
             if entered:
                 self.scope.pop()
             seen, self.refs_seen = self.refs_seen, outer | self.refs_seen
+            remote = polarity if self.remote_met else None
+            self.remote_met |= outer_remote
         if out.is_bottom() and node and self.empty_at is None:
             self.empty_at = ptr
-        entries.append((out, frozenset(seen), self._context(seen), node))
+        entries.append((out, frozenset(seen), self._context(seen), node, remote))
         self.first_at.setdefault(out, ptr)
         return out
 
@@ -270,6 +281,17 @@ class _Translator(_Keywords):
         one: what `_ref` reads of the stack (a target already open, how often, at which
         depth) when it meets them, so equal contexts give equal translations."""
         return tuple((t, d - self.depth) for t, d in self.stack if t in targets)
+
+    @contextlib.contextmanager
+    def non_monotone_part(self):
+        """Translations of a part whose language, made smaller, can make the whole larger
+        (``not``, an ``if`` condition, a ``oneOf`` branch, ``contains``): no subset of a
+        value may be taken there (`_remote`)."""
+        self.non_monotone += 1
+        try:
+            yield
+        finally:
+            self.non_monotone -= 1
 
     def sub(self, node, base, ptr, *, descend: bool) -> _T:
         if descend:
@@ -326,7 +348,8 @@ class _Translator(_Keywords):
                 parts.append(self._combinator(kw, s[kw], base, _ptr_join(ptr, kw)))
         if "not" in s:
             p = _ptr_join(ptr, "not")
-            inner = self.sub(s["not"], base, p, descend=False)
+            with self.non_monotone_part():
+                inner = self.sub(s["not"], base, p, descend=False)
             try:
                 parts.append(_negate(inner))
             except (_Refuse, TooComplexError) as e:
@@ -446,8 +469,7 @@ class _Translator(_Keywords):
         try:
             node, nbase, nptr = self.resolver.resolve(ref, base, ptr)
         except _Refuse as e:
-            self.refuse(keyword, ptr, e.reason)
-            return _TOP
+            return self._remote(keyword, ptr, e.reason)
         doc, _, frag = _join_uri(base, ref).partition("#")
         if dynamic and frag and not frag.startswith("/"):
             if f"{doc}#{frag}" in self.resolver.dynamic_anchors:
@@ -482,6 +504,31 @@ class _Translator(_Keywords):
             self.rule_types[k] = out
         return out
 
+    def _remote(self, keyword: str, ptr: str, reason: str) -> _T:
+        """A reference outside the schema (``reason``): no value there is accepted, a
+        sound subset named by a `SubsetWarning` (a property of drone-ci.json's is a
+        Kubernetes object defined in another file: that property is left out), where every
+        part around it is monotone. Under ``not``, an ``if`` condition, ``oneOf`` or
+        ``contains`` leaving values out could accept invalid instances: refused there
+        (``strict=False``: not enforced, with a warning)."""
+        self.remote_met = True
+        if self.non_monotone:
+            self.refuse(
+                keyword,
+                ptr,
+                f"{reason}; under not, an if condition, oneOf or contains, leaving its "
+                "values out could accept invalid instances",
+            )
+            return _TOP
+        self.remote_left_out.append((keyword, ptr, reason))
+        self.subset(
+            keyword,
+            ptr,
+            f"{reason}; no value is accepted where it applies (as if it were false: an "
+            "optional property is left out, an array there is empty)",
+        )
+        return _BOTTOM
+
     def _rule_id(self, target: int, ptr: str) -> int:
         k = self.rule_ids.get(target)
         if k is None:
@@ -514,7 +561,8 @@ class _Translator(_Keywords):
     def _combinator(self, kw, subs, base, ptr) -> _T:
         if not isinstance(subs, list) or not subs:
             self.invalid(ptr, f"{kw} must be a non-empty array of schemas")
-        ts = [self.sub(x, base, _ptr_join(ptr, i), descend=False) for i, x in enumerate(subs)]
+        with self.non_monotone_part() if kw == "oneOf" else contextlib.nullcontext():
+            ts = [self.sub(x, base, _ptr_join(ptr, i), descend=False) for i, x in enumerate(subs)]
         if kw == "allOf":
             out = _TOP
             for t in ts:
@@ -592,7 +640,8 @@ class _Translator(_Keywords):
         )
 
     def _conditional(self, s, base, ptr) -> _T:
-        cond = self.sub(s["if"], base, _ptr_join(ptr, "if"), descend=False)
+        with self.non_monotone_part():
+            cond = self.sub(s["if"], base, _ptr_join(ptr, "if"), descend=False)
         then = self.sub(s.get("then", True), base, _ptr_join(ptr, "then"), descend=False)
         other = self.sub(s.get("else", True), base, _ptr_join(ptr, "else"), descend=False)
         try:

@@ -1125,14 +1125,14 @@ UNSUPPORTED = [
         "/unevaluatedProperties",
     ),
     (
-        {"items": {"$dynamicRef": "https://example.com/meta#meta"}},
+        {"not": {"items": {"$dynamicRef": "https://example.com/meta#meta"}}},
         "$dynamicRef",
-        "/items/$dynamicRef",
+        "/not/items/$dynamicRef",
     ),
     (
-        {"properties": {"r": {"$ref": "https://example.com/other.json"}}},
+        {"oneOf": [{"properties": {"r": {"$ref": "https://example.com/other.json"}}}, {}]},
         "$ref",
-        "/properties/r/$ref",
+        "/oneOf/0/properties/r/$ref",
     ),
     ({"pattern": "(a)\\1"}, "pattern", "/pattern"),
     ({"patternProperties": {"(?=x)": {}}}, "patternProperties", "/patternProperties/(?=x)"),
