@@ -48,6 +48,9 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--schemastore-all", action="store_true", help="every vendored SchemaStore schema"
     )
+    parser.add_argument(
+        "--schemastore", nargs="+", default=None, metavar="NAME", help="these SchemaStore schemas"
+    )
     parser.add_argument("--no-suite", action="store_true", help="no test-suite corpus")
     parser.add_argument(
         "--timeout-s", type=float, default=None, help="compile_json_schema's own timeout_s"
@@ -62,7 +65,7 @@ def main(argv=None) -> int:
     corpora = {} if args.no_suite else {"test-suite": scb.suite_schemas(args.suite_limit)}
     if not args.no_schemastore:
         store = scb.schemastore_schemas()
-        names = store if args.schemastore_all else SCHEMASTORE
+        names = store if args.schemastore_all else args.schemastore or SCHEMASTORE
         corpora["schemastore"] = {n: store[n] for n in names}
     if args.bfcl:
         corpora["bfcl"] = scb.bfcl_schemas(args.bfcl)
