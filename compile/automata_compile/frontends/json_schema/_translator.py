@@ -160,8 +160,8 @@ class _Translator(_Keywords):
         # translated once, not once per path
         self.memo: dict = {}
         self.refs_seen: set[int] = set()  # $ref targets looked up by the open translation
-        # inside `non_monotone` translations (depth), and whether the open translation met a
-        # remote reference (its language then depends on that: `_remote`)
+        # how many `non_monotone_part`s the open translation is inside, and whether it met
+        # a remote reference (its language then depends on that: `_remote`)
         self.non_monotone = 0
         self.remote_met = False
         self.remote_left_out: list[tuple[str, str, str]] = []  # (keyword, pointer, reason)
@@ -505,10 +505,9 @@ class _Translator(_Keywords):
         return out
 
     def _remote(self, keyword: str, ptr: str, reason: str) -> _T:
-        """A reference outside the schema (``reason``): no value there is accepted, a
-        sound subset named by a `SubsetWarning` (a property of drone-ci.json's is a
-        Kubernetes object defined in another file: that property is left out), where every
-        part around it is monotone. Under ``not``, an ``if`` condition, ``oneOf`` or
+        """A reference outside the schema (``reason``; never fetched): no value there is
+        accepted, a sound subset named by a `SubsetWarning` (a property whose schema is in
+        another file is left out), where every part around it is monotone. Under ``not``, an ``if`` condition, ``oneOf`` or
         ``contains`` leaving values out could accept invalid instances: refused there
         (``strict=False``: not enforced, with a warning)."""
         self.remote_met = True
