@@ -23,7 +23,7 @@ from automata_compile._errors import (
     StateBudgetExceededError,
     UnsupportedSchemaError,
 )
-from automata_compile.automata import build_byte_pda, limits
+from automata_compile.automata import limits
 from automata_compile.frontends.json_schema import (
     OUTLINE_MIN_SIZE,
     SHARE_MIN_SIZE,
@@ -31,6 +31,7 @@ from automata_compile.frontends.json_schema import (
     Outliner,
     Rules,
     SchemaOptions,
+    grammar_pda,
     load_schema,
     order_fallback_warning,
     parse_options,
@@ -75,26 +76,23 @@ def byte_language(
     if plain is not None and len(plain.bodies) == 1 and not share:
         return plain.bodies[0], None
 
-    def built(g):
-        if len(g.bodies) == 1:
-            return g, None
-        return g, build_byte_pda(g, max_states=max_states, what="the schema")
-
     def attempts():  # in order; each translated only when the one before conflicts
         if plain is None or len(first.bodies) > len(plain.bodies):
-            yield lambda: built(first)
+            yield lambda: grammar_pda(first, max_states=max_states)
             if use_shared and sharing:  # the values the conflicts name inline, one by one
                 shared = Outliner(schema, opts, uses=2, min_size=SHARE_MIN_SIZE)
                 if shared.possible:
                     yield lambda: shared.byte_pda(max_states=max_states)
         if plain is not None:
-            yield lambda: built(plain)
+            yield lambda: grammar_pda(plain, max_states=max_states)
         else:
             g = translate_grammar(schema, opts, False)[0]
             if len(g.bodies) != len(first.bodies):  # else the same grammar, the same conflict
-                yield lambda: built(g)
+                yield lambda: grammar_pda(g, max_states=max_states)
         if opts.recursion == "stack":  # last, the free arrays / objects spelled inline
-            yield lambda: built(translate_grammar(schema, opts, False, free_calls=False)[0])
+            yield lambda: grammar_pda(
+                translate_grammar(schema, opts, False, free_calls=False)[0], max_states=max_states
+            )
 
     for attempt in attempts():
         try:

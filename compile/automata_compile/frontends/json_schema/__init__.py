@@ -29,7 +29,7 @@ from automata_compile.frontends.json_schema._grammar import (
 )
 from automata_compile.frontends.json_schema._loading import load_schema
 from automata_compile.frontends.json_schema._options import parse_options
-from automata_compile.frontends.json_schema._outline import Outliner
+from automata_compile.frontends.json_schema._outline import Outliner, grammar_pda
 from automata_compile.frontends.json_schema._regex_text import json_schema_to_regex
 from automata_compile.frontends.json_schema._resolver import _loc as pointer_fragment
 from automata_compile.frontends.json_schema._rules import (
@@ -54,6 +54,7 @@ __all__ = [
     "Rules",
     "SchemaOptions",
     "content",
+    "grammar_pda",
     "json_schema_to_regex",
     "load_schema",
     "order_fallback_warning",

@@ -86,15 +86,21 @@ class Outliner:
         """
         while True:
             g, named = self.grammar(self.inline, free_calls)
-            if len(g.bodies) == 1:
-                return g, None
             try:
-                return g, build_byte_pda(g, max_states=max_states, what="the schema")
+                return grammar_pda(g, max_states=max_states)
             except GrammarConflictError as e:
                 kept = conflict_values(e, named) - self.inline
                 if not kept:
                     raise
                 self.inline |= kept
+
+
+def grammar_pda(g: GrammarIR, *, max_states=None):
+    """``(g, pda)``: the schema's grammar ``g`` and its byte PDA, or None where ``g`` is the
+    root alone (a regular language, no PDA to build)."""
+    if len(g.bodies) == 1:
+        return g, None
+    return g, build_byte_pda(g, max_states=max_states, what="the schema")
 
 
 def conflict_values(e: GrammarConflictError, named: dict) -> set:
