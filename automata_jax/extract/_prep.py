@@ -5,7 +5,10 @@
 * `compile_schema_cached` compiles the schema for a vocabulary, or loads the
   artifact a previous run saved. The cache key hashes the schema, the compile
   options, the vocabulary fingerprint and the compiler version, so a change to
-  any of them compiles afresh; artifacts are `TokenDFA.save` files (no pickle).
+  any of them compiles afresh; artifacts are `TokenDFA.save` files (no pickle), each
+  with the compile's warnings beside it (JSON), replayed when it is loaded, so a cached
+  schema warns of what it leaves out (a `SubsetWarning`, a dropped keyword) as its
+  first compile did.
 * `PromptTemplate` fills ``{text}``, ``{schema}``, ``{fields}`` and ``{id}`` into a template
   and encodes it; special-token names written in the *template* (``<start_of_turn>``)
   become their ids, while the same names inside a document stay plain text.
@@ -23,10 +26,18 @@ import json
 import os
 import re
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
-from automata_compile import AutomataError, InvalidSchemaError, TokenDFA
+from automata_compile import (
+    AutomataError,
+    InvalidSchemaError,
+    OrderFallbackWarning,
+    SubsetWarning,
+    TokenDFA,
+    TokenSubsetWarning,
+)
 from automata_jax._errors import ExtractError
 
 __all__ = [
@@ -163,24 +174,82 @@ def compile_schema_cached(
         key = cache_key(schema, options, vocab.fingerprint)
         stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:40] or "schema"
         artifact = Path(cache_dir) / f"{stem}-{key[:16]}.npz"
-        if artifact.is_file():
+        notes = _warnings_path(artifact)
+        if artifact.is_file() and notes.is_file():  # an artifact without its warnings: stale
             try:
-                return TokenDFA.load(artifact, vocab=vocab), artifact, True
-            except AutomataError as e:  # corrupt or stale: compile again and overwrite
+                dfa = TokenDFA.load(artifact, vocab=vocab)
+                caught = _read_warnings(notes)
+            except (AutomataError, OSError, ValueError, KeyError, TypeError) as e:  # corrupt, stale
                 print(f"warning: ignoring cached tables ({e}); recompiling", file=sys.stderr)
+            else:
+                for w in caught:
+                    warnings.warn(w, stacklevel=2)
+                return dfa, artifact, True
     # Lenient mode warns about each keyword it drops; the job prints them (`plain_warnings`).
     with automata_compile.progress(f"compiling the schema {name}", enabled=progress):
-        dfa = automata_compile.compile_json_schema(schema, vocab, timeout_s=timeout_s, **options)
+        with warnings.catch_warnings(record=True) as record:
+            warnings.simplefilter("always")  # every one, to cache; the caller's filters below
+            dfa = automata_compile.compile_json_schema(
+                schema, vocab, timeout_s=timeout_s, **options
+            )
+    caught = [w.message for w in record]
+    for w in caught:
+        warnings.warn(w, stacklevel=2)
     if artifact is not None:
         try:
             artifact.parent.mkdir(parents=True, exist_ok=True)
-            tmp = artifact.with_name(f".{artifact.name}.{os.getpid()}.tmp")
-            dfa.save(tmp)
-            os.replace(tmp, artifact)  # atomic: a concurrent or crashed run never sees half a file
+            _replace_atomically(notes, lambda tmp: _write_warnings(tmp, caught))
+            _replace_atomically(artifact, dfa.save)
         except OSError as e:
             print(f"warning: cannot cache compiled tables in {artifact}: {e}", file=sys.stderr)
             artifact = None
     return dfa, artifact, False
+
+
+def _replace_atomically(path: Path, write) -> None:
+    """``write(tmp)`` then renames ``tmp`` to ``path``: a concurrent or crashed run never
+    sees half a file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    write(tmp)
+    os.replace(tmp, path)
+
+
+def _warnings_path(artifact: Path) -> Path:
+    return artifact.with_suffix(".warnings.json")
+
+
+# The compiler's warning classes a cached artifact replays by name (any other: UserWarning).
+_WARNING_CLASSES = {
+    c.__name__: c for c in (SubsetWarning, OrderFallbackWarning, TokenSubsetWarning)
+}
+
+
+def _write_warnings(path: Path, caught: list[Warning]) -> None:
+    rows = [
+        {
+            "category": type(w).__name__,
+            "message": str(w),
+            "pointer": getattr(w, "pointer", ""),
+            "keyword": getattr(w, "keyword", ""),
+        }
+        for w in caught
+    ]
+    path.write_text(json.dumps({"warnings": rows}, ensure_ascii=False), encoding="utf-8")
+
+
+def _read_warnings(path: Path) -> list[Warning]:
+    """The warnings `_write_warnings` saved, as instances of their classes."""
+    rows = json.loads(path.read_text(encoding="utf-8"))["warnings"]
+    out: list[Warning] = []
+    for row in rows:
+        cls = _WARNING_CLASSES.get(row["category"])
+        if cls is OrderFallbackWarning:
+            out.append(cls(row["message"], row["pointer"]))
+        elif cls is not None:
+            out.append(cls(row["message"], row["pointer"], keyword=row["keyword"]))
+        else:
+            out.append(UserWarning(row["message"]))
+    return out
 
 
 @dataclasses.dataclass(frozen=True)

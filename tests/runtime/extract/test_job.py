@@ -304,6 +304,12 @@ def test_refusals_and_warnings_name_the_job_flag(tmp_path, capsys):
     assert any(line.startswith(warning) for line in err.splitlines()), err
     assert "UserWarning" not in err and ".py:" not in err and "strict=" not in err
     assert len(_read_output(out)) == 2
+    # Another output in the same folder loads the cached tables, and still warns.
+    again = [*args[:5], str(tmp_path / "again.jsonl"), *BATCH, "--lenient"]
+    assert extract.main([*again, "--max-new-tokens", "16"]) == 0
+    err = capsys.readouterr().err
+    assert "loaded from" in err
+    assert any(line.startswith(warning) for line in err.splitlines()), err
 
 
 def test_duplicate_ids_are_kept_with_a_warning(tmp_path, capsys):
