@@ -485,10 +485,17 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--only", nargs="+", default=None, help="SchemaStore file names to run (e.g. travis.json)"
     )
+    parser.add_argument(
+        "--cache-dir",
+        default=None,
+        help="compile_json_schema's cache_dir: run twice, the second run loads the tables",
+    )
     args = parser.parse_args(argv)
     opts = {"property_order": args.property_order}
     if args.closed_objects:
         opts["closed_objects"] = True
+    if args.cache_dir:
+        opts["cache_dir"] = args.cache_dir
 
     tok = TOKENIZERS / "llama3" / "tokenizer.json"
     if not tok.is_file():

@@ -3,12 +3,9 @@
 * `load_schema` reads a JSON Schema file with errors that name the file, line and
   column, or the JSON pointer where ``jsonschema``'s meta-schema check fails.
 * `compile_schema_cached` compiles the schema for a vocabulary, or loads the
-  artifact a previous run saved. The cache key hashes the schema, the compile
-  options, the vocabulary fingerprint and the compiler version, so a change to
-  any of them compiles afresh; artifacts are `TokenDFA.save` files (no pickle), each
-  with the compile's warnings beside it (JSON), replayed when it is loaded, so a cached
-  schema warns of what it leaves out (a `SubsetWarning`, a dropped keyword) as its
-  first compile did.
+  artifact a previous run saved (`automata_compile.pipeline._cache`: keyed by the
+  schema, the options, the vocabulary and the compiler's source; `TokenDFA.save` files,
+  no pickle, with the compile's warnings beside them, replayed on each load).
 * `PromptTemplate` fills ``{text}``, ``{schema}``, ``{fields}`` and ``{id}`` into a template
   and encodes it; special-token names written in the *template* (``<start_of_turn>``)
   become their ids, while the same names inside a document stay plain text.
@@ -21,28 +18,20 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import re
-import sys
-import warnings
 from pathlib import Path
 from typing import Any
 
 from automata_compile import (
-    AutomataError,
     InvalidSchemaError,
-    OrderFallbackWarning,
-    SubsetWarning,
     TokenDFA,
-    TokenSubsetWarning,
 )
 from automata_jax._errors import ExtractError
 
 __all__ = [
     "PromptTemplate",
-    "cache_key",
     "chat_prompt",
     "compile_schema_cached",
     "first_error",
@@ -119,26 +108,6 @@ def first_error(validator, instance) -> tuple[str, str] | None:
     return "/" + "/".join(str(p) for p in error.absolute_path), error.message
 
 
-def cache_key(schema: Any, options: dict[str, Any], vocab_fingerprint: str) -> str:
-    """SHA-256 over the canonical schema JSON, the compile options, the vocabulary and compiler."""
-    import automata_compile
-    from automata_compile import FORMAT_VERSION
-
-    payload = json.dumps(
-        {
-            "schema": schema,
-            "options": options,
-            "vocab": vocab_fingerprint,
-            "compiler": automata_compile.__version__,
-            "format": FORMAT_VERSION,  # a new artifact format (e.g. forced runs) recompiles
-        },
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
-    )
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
-
-
 def compile_schema_cached(
     schema: dict[str, Any] | bool,
     vocab,
@@ -149,7 +118,9 @@ def compile_schema_cached(
     progress: bool | None = None,
     **options: Any,
 ) -> tuple[TokenDFA, Path | None, bool]:
-    """Compiles ``schema`` for ``vocab``, reusing an artifact from ``cache_dir`` if present.
+    """Compiles ``schema`` for ``vocab``, reusing an artifact from ``cache_dir`` if present
+    (`automata_compile.pipeline._cache`: the key hashes the schema, the options, the
+    vocabulary and the compiler; a load replays the compile's warnings).
 
     Args:
       schema: the JSON Schema.
@@ -168,88 +139,21 @@ def compile_schema_cached(
       The compiler's errors (`UnsupportedSchemaError`, `InvalidSchemaError`, ...).
     """
     import automata_compile
+    from automata_compile.pipeline._cache import cached_tables
 
-    artifact = None
-    if cache_dir is not None:
-        key = cache_key(schema, options, vocab.fingerprint)
-        stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:40] or "schema"
-        artifact = Path(cache_dir) / f"{stem}-{key[:16]}.npz"
-        notes = _warnings_path(artifact)
-        if artifact.is_file() and notes.is_file():  # an artifact without its warnings: stale
-            try:
-                dfa = TokenDFA.load(artifact, vocab=vocab)
-                caught = _read_warnings(notes)
-            except (AutomataError, OSError, ValueError, KeyError, TypeError) as e:  # corrupt, stale
-                print(f"warning: ignoring cached tables ({e}); recompiling", file=sys.stderr)
-            else:
-                for w in caught:
-                    warnings.warn(w, stacklevel=2)
-                return dfa, artifact, True
-    # Lenient mode warns about each keyword it drops; the job prints them (`plain_warnings`).
-    with automata_compile.progress(f"compiling the schema {name}", enabled=progress):
-        with warnings.catch_warnings(record=True) as record:
-            warnings.simplefilter("always")  # every one, to cache; the caller's filters below
-            dfa = automata_compile.compile_json_schema(
+    def build() -> TokenDFA:
+        # Lenient mode warns about each keyword it drops; the job prints them (`plain_warnings`).
+        with automata_compile.progress(f"compiling the schema {name}", enabled=progress):
+            return automata_compile.compile_json_schema(
                 schema, vocab, timeout_s=timeout_s, **options
             )
-    caught = [w.message for w in record]
-    for w in caught:
-        warnings.warn(w, stacklevel=2)
-    if artifact is not None:
-        try:
-            artifact.parent.mkdir(parents=True, exist_ok=True)
-            _replace_atomically(notes, lambda tmp: _write_warnings(tmp, caught))
-            _replace_atomically(artifact, dfa.save)
-        except OSError as e:
-            print(f"warning: cannot cache compiled tables in {artifact}: {e}", file=sys.stderr)
-            artifact = None
-    return dfa, artifact, False
 
-
-def _replace_atomically(path: Path, write) -> None:
-    """``write(tmp)`` then renames ``tmp`` to ``path``: a concurrent or crashed run never
-    sees half a file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    write(tmp)
-    os.replace(tmp, path)
-
-
-def _warnings_path(artifact: Path) -> Path:
-    return artifact.with_suffix(".warnings.json")
-
-
-# The compiler's warning classes a cached artifact replays by name (any other: UserWarning).
-_WARNING_CLASSES = {
-    c.__name__: c for c in (SubsetWarning, OrderFallbackWarning, TokenSubsetWarning)
-}
-
-
-def _write_warnings(path: Path, caught: list[Warning]) -> None:
-    rows = [
-        {
-            "category": type(w).__name__,
-            "message": str(w),
-            "pointer": getattr(w, "pointer", ""),
-            "keyword": getattr(w, "keyword", ""),
-        }
-        for w in caught
-    ]
-    path.write_text(json.dumps({"warnings": rows}, ensure_ascii=False), encoding="utf-8")
-
-
-def _read_warnings(path: Path) -> list[Warning]:
-    """The warnings `_write_warnings` saved, as instances of their classes."""
-    rows = json.loads(path.read_text(encoding="utf-8"))["warnings"]
-    out: list[Warning] = []
-    for row in rows:
-        cls = _WARNING_CLASSES.get(row["category"])
-        if cls is OrderFallbackWarning:
-            out.append(cls(row["message"], row["pointer"]))
-        elif cls is not None:
-            out.append(cls(row["message"], row["pointer"], keyword=row["keyword"]))
-        else:
-            out.append(UserWarning(row["message"]))
-    return out
+    if cache_dir is None:
+        return build(), None, False
+    spec = {"schema": schema, "options": options, "max_states": None}
+    return cached_tables(
+        cache_dir, kind="json_schema", spec=spec, vocab=vocab, build=build, stem=name
+    )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from importlib import resources
 
 import numpy as np
@@ -9,6 +10,7 @@ import numpy as np
 from automata_compile._errors import InvalidGrammarError
 from automata_compile.automata import build_byte_pda, limits
 from automata_compile.frontends.grammar import read_grammar
+from automata_compile.pipeline._cache import cached_tables
 from automata_compile.tokens import TokenDFA, token_pda
 
 BUILTIN_GRAMMARS = ("arithmetic", "json")
@@ -35,6 +37,7 @@ def compile_grammar(
     start: str = "start",
     max_states: int | None = None,
     timeout_s: float | None = None,
+    cache_dir: str | os.PathLike | None = None,
 ) -> TokenDFA:
     """Compiles a deterministic context-free grammar in Lark's EBNF for a vocabulary.
 
@@ -52,6 +55,8 @@ def compile_grammar(
       max_states: budget for the byte-level automaton (all rules together).
       timeout_s: optional wall-clock limit, checked at the automaton core's checkpoints
         while the rules' automata are built (`CompileTimeoutError`, naming the rule).
+      cache_dir: optional folder where the tables are kept and loaded from the next time
+        (`pipeline._cache`; the grammar's text, ``start`` and ``max_states`` are its key).
 
     Returns:
       A `TokenDFA` with the PDA block (``is_pda``); it shares its format with DFAs, so the
@@ -74,6 +79,16 @@ def compile_grammar(
       (True, False, True)
     """
     spec = builtin_grammar(text) if text in BUILTIN_GRAMMARS else text
+    if cache_dir is not None:
+        return cached_tables(
+            cache_dir,
+            kind="grammar",
+            spec=[spec, start, max_states],
+            vocab=vocab,
+            build=lambda: compile_grammar(
+                spec, vocab, start=start, max_states=max_states, timeout_s=timeout_s
+            ),
+        )[0]
     with limits(timeout_s, "the grammar"):
         grammar = read_grammar(spec, vocab, start=start)
         pda = build_byte_pda(grammar, max_states=max_states)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from automata_compile.automata import build_byte_dfa, limits
 from automata_compile.frontends import regex_ir
+from automata_compile.pipeline._cache import cached_tables
 from automata_compile.tokens import DEFAULT_MAX_TOKENS, TokenDFA, compose, forced_runs, trie_for
 
 
@@ -18,6 +21,7 @@ def compile_regex(
     spec: str | None = None,
     max_forced_tokens: int = DEFAULT_MAX_TOKENS,
     timeout_s: float | None = None,
+    cache_dir: str | os.PathLike | None = None,
 ) -> TokenDFA:
     """Compiles a regex (Python ``re`` syntax, full-match semantics) for a vocabulary.
 
@@ -33,6 +37,8 @@ def compile_regex(
       timeout_s: optional wall-clock limit in seconds, checked at the automaton core's
         budget checkpoints (subset construction, products, minimization, composition
         levels); past it, `CompileTimeoutError`.
+      cache_dir: optional folder where the tables are kept and loaded from the next time
+        (`pipeline._cache`; every argument but ``timeout_s`` is in its key).
 
     Returns:
       A minimal `TokenDFA` whose states can all still reach acceptance with this vocabulary.
@@ -48,6 +54,23 @@ def compile_regex(
       >>> dfa.accepts([2]), dfa.accepts([0, 1]), dfa.accepts([0])
       (True, True, False)
     """
+    if cache_dir is not None:
+        key = [pattern, max_states, spec_kind, spec, max_forced_tokens]
+        return cached_tables(
+            cache_dir,
+            kind="regex",
+            spec=key,
+            vocab=vocab,
+            build=lambda: compile_regex(
+                pattern,
+                vocab,
+                max_states=max_states,
+                spec_kind=spec_kind,
+                spec=spec,
+                max_forced_tokens=max_forced_tokens,
+                timeout_s=timeout_s,
+            ),
+        )[0]
     ir, predicates, terminal_names = regex_ir(pattern, vocab)
     return compile_ir(
         ir,
