@@ -24,10 +24,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from automata_compile import (
-    InvalidSchemaError,
-    TokenDFA,
-)
+from automata_compile import InvalidSchemaError, TokenDFA
 from automata_jax._errors import ExtractError
 
 __all__ = [
