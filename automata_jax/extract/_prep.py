@@ -136,7 +136,6 @@ def compile_schema_cached(
       The compiler's errors (`UnsupportedSchemaError`, `InvalidSchemaError`, ...).
     """
     import automata_compile
-    from automata_compile.pipeline._cache import cached_tables
 
     def build() -> TokenDFA:
         # Lenient mode warns about each keyword it drops; the job prints them (`plain_warnings`).
@@ -148,7 +147,7 @@ def compile_schema_cached(
     if cache_dir is None:
         return build(), None, False
     spec = {"schema": schema, "options": options, "max_states": None}
-    return cached_tables(
+    return automata_compile.cached_tables(
         cache_dir, kind="json_schema", spec=spec, vocab=vocab, build=build, stem=name
     )
 

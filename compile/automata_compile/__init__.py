@@ -77,6 +77,7 @@ _EXPORTS = {
     "ToolCallParseError": "frontends.tool_calls",
     # used by the runtime (automata_jax)
     "FORMAT_VERSION": "tokens",
+    "cached_tables": "pipeline._cache",
     "error_line": "_cli",
     "plain_warnings": "_cli",
     "progress": "_cli",

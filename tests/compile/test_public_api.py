@@ -44,6 +44,7 @@ EXPECTED_ALL = [
     "Vocabulary",
     "VocabularyError",
     "builtin_grammar",
+    "cached_tables",
     "canonical_bpe",
     "compile_dataclass",
     "compile_grammar",
