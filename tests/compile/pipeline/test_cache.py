@@ -5,6 +5,7 @@ change of schema, options, vocabulary or compiler compiles afresh."""
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -85,13 +86,11 @@ def test_a_cache_hit_replays_the_compiles_warnings(tmp_path):
 def test_an_artifact_without_its_warnings_compiles_again(tmp_path, damage):
     _, artifact, _, caught = _compile(tmp_path)
     notes = artifact.with_suffix(".warnings.json")
-    if damage == "missing":  # an artifact written before warnings were cached
+    if damage == "missing":  # an artifact written before warnings were cached: no warning
         notes.unlink()
+        _, _, hit, again = _compile(tmp_path)
     else:
         notes.write_text('{"warnings": [{"category": 1}]}')
-    if damage == "missing":
-        _, _, hit, again = _compile(tmp_path)  # no warning: not an error, an older cache
-    else:
         with pytest.raises(IgnoredArtifact) as e:
             _compile(tmp_path)
         hit, again = e.value.hit, e.value.caught
@@ -156,9 +155,36 @@ def test_compile_json_schema_cache_dir(tmp_path):
     np.testing.assert_array_equal(again.next_state, dfa.next_state)
 
 
-def test_the_compiler_fingerprint_reads_its_sources():
-    fp = _cache.compiler_fingerprint()
-    assert len(fp) == 64 and fp == _cache.compiler_fingerprint()
+def test_the_compiler_fingerprint_follows_its_sources(tmp_path, monkeypatch):
+    """A copy of the package's sources has the same fingerprint; an edit to one file, or a
+    new one, changes it; a compiled ``__pycache__`` file does not."""
+    import shutil
+
+    import automata_compile
+
+    root = Path(automata_compile.__file__).parent
+    copy = tmp_path / "automata_compile"
+    shutil.copytree(root, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(automata_compile, "__file__", str(copy / "__init__.py"))
+    fingerprint = _cache.compiler_fingerprint.__wrapped__  # not the per-process memo
+    base = fingerprint()
+    assert base == _cache.compiler_fingerprint()  # the memo: the real package's
+    (copy / "__pycache__").mkdir(exist_ok=True)
+    (copy / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"compiled")
+    assert fingerprint() == base
+    (copy / "tokens" / "_rows.py").write_text("# changed\n", encoding="utf-8")
+    assert fingerprint() != base
+    (copy / "tokens" / "_rows.py").write_bytes((root / "tokens" / "_rows.py").read_bytes())
+    assert fingerprint() == base
+    (copy / "grammars" / "new.lark").write_text("start: /x/", encoding="utf-8")
+    assert fingerprint() != base
+
+
+def test_another_vocabulary_compiles_afresh(tmp_path):
+    other = Vocabulary.from_bytes([bytes([i]) for i in range(256)] + [None, None], eos_ids=[257])
+    compile_regex("ab", VOCAB, cache_dir=tmp_path)
+    compile_regex("ab", other, cache_dir=tmp_path)
+    assert len(list(tmp_path.glob("regex-*.npz"))) == 2
 
 
 @pytest.mark.parametrize(
