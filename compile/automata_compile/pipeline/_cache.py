@@ -106,12 +106,15 @@ def cached_tables(
             for w in caught:
                 warnings.warn(w, stacklevel=3)
             return tables, artifact, True
-    with warnings.catch_warnings(record=True) as record:
-        warnings.simplefilter("always")  # every one, to save; the caller's filters below
-        tables = build()
-    caught = [w.message for w in record]
-    for w in caught:
-        warnings.warn(w, stacklevel=3)
+    record: list = []
+    try:
+        with warnings.catch_warnings(record=True) as record:
+            warnings.simplefilter("always")  # every one, to save; the caller's filters below
+            tables = build()
+    finally:  # a refusal's warnings reach the caller too (nothing is saved then)
+        caught = [w.message for w in record]
+        for w in caught:
+            warnings.warn(w, stacklevel=3)
     try:
         artifact.parent.mkdir(parents=True, exist_ok=True)
         _replace_atomically(notes, lambda tmp: write_warnings(tmp, caught))

@@ -14,6 +14,7 @@ from automata_compile import (
     OrderFallbackWarning,
     SubsetWarning,
     TokenSubsetWarning,
+    UnsupportedSchemaError,
     Vocabulary,
     compile_grammar,
     compile_json_schema,
@@ -204,3 +205,14 @@ def test_regexes_and_grammars_cache_too(tmp_path, compile_once):
     assert again.is_pda == first.is_pda
     np.testing.assert_array_equal(again.next_state, first.next_state)
     np.testing.assert_array_equal(again.token_class, first.token_class)
+
+
+def test_a_refusal_keeps_its_warnings_and_saves_nothing(tmp_path):
+    def build():
+        warnings.warn(SubsetWarning("left out", "/x", keyword="$ref"), stacklevel=2)
+        raise UnsupportedSchemaError("refused")
+
+    with pytest.warns(SubsetWarning, match="left out"):
+        with pytest.raises(UnsupportedSchemaError, match="refused"):
+            _cache.cached_tables(tmp_path, kind="k", spec=1, vocab=VOCAB, build=build)
+    assert not list(tmp_path.iterdir())
