@@ -292,26 +292,12 @@ def _block_classes(states, ns, ep, cd) -> tuple[np.ndarray, np.ndarray]:
                 per_class[k, 0] = ids.setdefault(tuple(sorted(xs)), len(ids))
             cols.append(per_class)
     sig = np.concatenate([x.astype(np.int64) for x in cols], axis=1)
-    first, inverse = _distinct_rows(sig)
+    first, inverse = distinct_rows_unordered(sig)  # hashed, checked exactly
     # number block classes by first dense class, so dense class 0 (never allowed) is class 0
     order = np.argsort(first)
     rank = np.empty(len(first), np.int64)
     rank[order] = np.arange(len(first))
     return rank[inverse], first[order].astype(np.int64)
-
-
-def _distinct_rows(sig: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(the first row of each distinct row, each row's distinct-row id) of int64[C, m]:
-    rows keyed by two 64-bit hashes, then checked equal to their key's first row (a
-    collision, never seen, falls back to an exact sort of the rows)."""
-    rng = np.random.default_rng(0x5EED)
-    w = rng.integers(1, 2**63, size=(sig.shape[1], 2), dtype=np.uint64) | np.uint64(1)
-    with np.errstate(over="ignore"):
-        keys = sig.astype(np.uint64) @ w  # wraps mod 2**64
-    first, inverse = distinct_rows_unordered(keys)
-    if (sig == sig[first[inverse]]).all():
-        return first, inverse
-    return distinct_rows(sig)
 
 
 def block_tables_walks(q: int, c: int, token_class, entries, walks, cd: dict | None, block):
