@@ -35,11 +35,19 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import schema_corpus_bench as scb  # noqa: E402  (numpy and the standard library only)
 from _bench_util import machine  # noqa: E402
 
 TOKENIZER = scb.TOKENIZERS / "llama3" / "tokenizer.json"
+
+
+def _allowed(bits, vocab_size: int) -> int:
+    """How many tokens a bitmask (int32 words, token i at bit i % 32 of word i // 32) allows."""
+    flags = np.unpackbits(np.ascontiguousarray(bits).view(np.uint8), bitorder="little")
+    return int(flags[:vocab_size].sum())
 
 
 def xgrammar_runner(tokenizer_path: Path, threads: int):
@@ -55,7 +63,7 @@ def xgrammar_runner(tokenizer_path: Path, threads: int):
         matcher = xgr.GrammarMatcher(cg)
         bits = xgr.allocate_token_bitmask(1, info.vocab_size)
         matcher.fill_next_token_bitmask(bits)
-        return int(bits.numpy().view("uint32").astype(bool).sum())
+        return _allowed(bits.numpy(), info.vocab_size)
 
     return run
 
@@ -77,7 +85,7 @@ def llguidance_runner(tokenizer_path: Path):
         lln.fill_next_token_bitmask(m, bits, 0)
         if m.is_error():
             raise RuntimeError(m.get_error())
-        return int(bits.view("uint32").astype(bool).sum())
+        return _allowed(bits, lltok.vocab_size)
 
     return run
 
